@@ -1,0 +1,1 @@
+"""expctl, the command line of expmgr."""

@@ -1,0 +1,36 @@
+"""Entry point of the dispatcher process: ``python -m expmgr.dispatcher --log-file F --log-level L``.
+
+It moves the command channel off fds 0 and 1 first, so that whatever a tuner
+prints lands in its log instead of corrupting the channel.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m expmgr.dispatcher")
+    parser.add_argument("--log-file", type=Path, required=True)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+
+    channel_in = os.fdopen(os.dup(0), "rb")
+    channel_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)  # stdout joins stderr, which the manager points at the log file
+    sys.stdout = sys.stderr
+
+    from expmgr.log import setup_dispatcher_logging
+    setup_dispatcher_logging(args.log_file, args.log_level)
+
+    from expmgr.dispatcher.host import serve
+    return serve(channel_in, channel_out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The dispatcher's command loop: it hosts the tuner and assessor and answers the manager.
+
+Each request is handled in order; an exception in the tuner or assessor is
+answered with its traceback and ends the process with status 1, since the
+experiment cannot go on without its tuner.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+from typing import Any, BinaryIO, Callable
+
+from expmgr.algorithms import create_assessor, create_tuner, load_custom_class
+from expmgr.algorithms.assessor import AssessResult
+from expmgr.algorithms.tuner import NoMoreTrialError
+from expmgr.dispatcher.protocol import read_frame, write_frame
+
+_logger = logging.getLogger("nni.dispatcher")
+
+
+def _build(spec: dict[str, Any] | None, create_builtin: Callable) -> Any:
+    if spec is None:
+        return None
+    class_args = spec.get("classArgs") or {}
+    if spec.get("className"):
+        code_directory = spec.get("codeDirectory")
+        cls = load_custom_class(spec["className"], Path(code_directory) if code_directory else None)
+        return cls(**class_args)
+    return create_builtin(spec["name"], class_args)
+
+
+class DispatcherHost:
+    """Answers the manager's commands with the tuner and assessor it builds on ``initialize``."""
+
+    def __init__(self) -> None:
+        self.tuner: Any = None
+        self.assessor: Any = None
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        handler = getattr(self, "_cmd_" + str(message.get("cmd")), None)
+        if handler is None:
+            raise ValueError(f"unknown dispatcher command {message.get('cmd')!r}")
+        return handler(message) or {}
+
+    def _cmd_initialize(self, message: dict[str, Any]) -> None:
+        self.tuner = _build(message.get("tuner"), create_tuner)
+        self.assessor = _build(message.get("assessor"), create_assessor)
+        self.tuner.update_search_space(message["search_space"])
+        _logger.info("tuner %s ready", type(self.tuner).__name__)
+
+    def _cmd_update_search_space(self, message: dict[str, Any]) -> None:
+        self.tuner.update_search_space(message["search_space"])
+
+    def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        generated = []
+        for parameter_id in message["parameter_ids"]:
+            try:
+                parameters = self.tuner.generate_parameters(parameter_id)
+            except NoMoreTrialError:
+                return {"parameters": generated, "no_more": True}
+            generated.append({"parameter_id": parameter_id, "parameters": parameters})
+        return {"parameters": generated, "no_more": False}
+
+    def _cmd_report(self, message: dict[str, Any]) -> None:
+        self.tuner.receive_trial_result(message["parameter_id"], message["parameters"], message["value"])
+
+    def _cmd_trial_end(self, message: dict[str, Any]) -> None:
+        self.tuner.trial_end(message["parameter_id"], message["success"])
+        if self.assessor is not None:
+            self.assessor.trial_end(message["trial_id"], message["success"])
+
+    def _cmd_assess(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.assessor is None:
+            return {"decision": AssessResult.Good.name}
+        result = self.assessor.assess_trial(message["trial_id"], message["history"])
+        return {"decision": AssessResult(result).name if result is not None else AssessResult.Good.name}
+
+    def _cmd_import_data(self, message: dict[str, Any]) -> None:
+        self.tuner.import_data(message["data"])
+
+
+def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
+    """Answer requests until the channel closes (0) or a handler fails (1)."""
+    host = DispatcherHost()
+    while True:
+        message = read_frame(channel_in)
+        if message is None:
+            _logger.info("command channel closed; exiting")
+            return 0
+        try:
+            reply = host.handle(message)
+        except Exception:  # any failure of user or tuner code ends the experiment
+            error = traceback.format_exc()
+            _logger.error("command %r failed:\n%s", message.get("cmd"), error)
+            write_frame(channel_out, {"id": message.get("id"), "error": error})
+            return 1
+        reply["id"] = message.get("id")
+        write_frame(channel_out, reply)

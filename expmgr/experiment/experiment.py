@@ -1,0 +1,229 @@
+"""The ``Experiment`` object: the Python API of one experiment.
+
+    exp = Experiment(ExperimentConfig.load("config.yml"))
+    succeeded = exp.run(port=8080)        # blocks; Ctrl+C or SIGTERM stop it cleanly
+    exp.logger.info("best: %s", exp.best_trial())
+
+``start()`` returns once the experiment runs; the query methods read the store
+and work while it runs and after it ended.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import string
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from expmgr.config import ExperimentConfig
+from expmgr.experiment.records import TrialJob, TrialResult
+from expmgr.layout import ExperimentPaths
+from expmgr.log import attach_experiment, experiment_logger, pop_experiment, push_experiment
+from expmgr.manager import views
+from expmgr.manager.manager import Manager
+from expmgr.manager.registry import Registry, RegistryEntry
+from expmgr.manager.store import ExperimentProfile, ExperimentStore
+from expmgr.states import ExperimentState
+
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+class ExperimentError(Exception):
+    """The experiment cannot start or be queried (port in use, not started, ...)."""
+
+
+class _StopSignal(BaseException):
+    """Raised in the main thread by SIGTERM during ``run()``, like KeyboardInterrupt by SIGINT."""
+
+
+class Experiment:
+    """One experiment; see the module docstring."""
+
+    def __init__(self, config: ExperimentConfig, id: str | None = None) -> None:  # noqa: A002 - NNI's name
+        self.config = config
+        self.id = id or "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+        self.port: int | None = None
+        self.paths: ExperimentPaths | None = None
+        self._manager: Manager | None = None
+        self._log_attachment = None
+        self._pushed_threads: list[threading.Thread] = []
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The experiment's logger, ``nni.<id>``: its records go to stdout and experiment.log."""
+        return experiment_logger(self.id)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self, port: int = 8080, *, host: str = "127.0.0.1") -> None:
+        """Validate the config, create the experiment on disk and start it.
+
+        Raises ConfigError for a bad config and ExperimentError when the port is
+        taken; in both cases nothing is written to disk.
+        """
+        if self._manager is not None:
+            raise ExperimentError(f"experiment {self.id} was started already")
+        config = self.config.canonical()
+        from tornado.netutil import bind_sockets
+        try:
+            sockets = bind_sockets(port, host)
+        except OSError as error:
+            raise ExperimentError(f"cannot listen on {host}:{port}: {error.strerror}; "
+                                  "choose another port (--port)") from error
+        home = Path(config.experiment_working_directory)
+        paths = ExperimentPaths(home / self.id)
+        if paths.root.exists():
+            for sock in sockets:
+                sock.close()
+            raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
+        paths.create()
+        paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
+        self.port = sockets[0].getsockname()[1]
+        self.paths = paths
+        now = time.time()
+        store = ExperimentStore.create(paths.database, ExperimentProfile(
+            id=self.id, name=config.experiment_name, config=config.to_dict(),
+            status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
+            port=self.port, log_dir=str(paths.root)))
+        registry = Registry(home)
+        registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
+                                   pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
+        self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
+        self._push()
+        self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger)
+        self._manager.start()
+        self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
+
+    def run(self, port: int = 8080, *, host: str = "127.0.0.1") -> bool:
+        """Start, then block until the experiment ends; True if it ended DONE.
+
+        Ctrl+C (SIGINT) and SIGTERM stop it gracefully.
+        """
+        self.start(port, host=host)
+        previous_handler = None
+        if threading.current_thread() is threading.main_thread():
+            previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
+        try:
+            self.wait()
+        except (KeyboardInterrupt, _StopSignal):
+            self.logger.info("stopping experiment %s", self.id)
+            self.stop()
+        finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGTERM, previous_handler)
+        self._finish()
+        return self._manager.final_state == ExperimentState.DONE
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the experiment ends; False if ``timeout`` seconds passed first."""
+        if self._manager is None:
+            raise ExperimentError(f"experiment {self.id} was not started")
+        return self._manager.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period."""
+        if self._manager is None:
+            return
+        self._manager.request_stop()
+        self._manager.wait()
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._manager is not None:
+            self._manager.join()
+        if self._log_attachment is not None:
+            self._log_attachment.close()
+            self._log_attachment = None
+        self._pop()
+
+    def _push(self) -> None:
+        push_experiment(self.id)
+        self._pushed_threads.append(threading.current_thread())
+
+    def _pop(self) -> None:
+        if threading.current_thread() in self._pushed_threads:
+            self._pushed_threads.remove(threading.current_thread())
+            pop_experiment(self.id)
+
+    def __enter__(self) -> "Experiment":
+        self._push()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._pop()
+
+    # -- queries (read the store) -------------------------------------------------
+
+    def _open_store(self) -> ExperimentStore:
+        if self.paths is None:
+            raise ExperimentError(f"experiment {self.id} was not started")
+        return ExperimentStore.open(self.paths.database, readonly=True)
+
+    def get_status(self) -> str:
+        """The experiment's state name: RUNNING, DONE, ERROR, ..."""
+        store = self._open_store()
+        try:
+            return store.profile().status.value
+        finally:
+            store.close()
+
+    def get_error(self) -> str | None:
+        """The stored error (e.g. the tuner's traceback) when the status is ERROR."""
+        store = self._open_store()
+        try:
+            return store.profile().error
+        finally:
+            store.close()
+
+    def list_trial_jobs(self) -> list[TrialJob]:
+        store = self._open_store()
+        try:
+            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, self.paths)]
+        finally:
+            store.close()
+
+    def export_data(self) -> list[TrialResult]:
+        """Every trial with a final result: its parameters and value (NNI's export shape)."""
+        store = self._open_store()
+        try:
+            return [TrialResult.from_view(view) for view in views.export_data_view(store)]
+        finally:
+            store.close()
+
+    def get_job_statistics(self) -> list[dict[str, Any]]:
+        store = self._open_store()
+        try:
+            return views.job_statistics_view(store)
+        finally:
+            store.close()
+
+    def get_experiment_profile(self) -> dict[str, Any]:
+        store = self._open_store()
+        try:
+            return views.experiment_view(store)
+        finally:
+            store.close()
+
+    def best_trial(self) -> TrialResult | None:
+        """The trial with the best final result under the tuner's ``optimize_mode``."""
+        results = self.export_data()
+        if not results:
+            return None
+        tuner = self.config.tuner
+        class_args = (tuner.get("class_args") or tuner.get("classArgs") if isinstance(tuner, dict)
+                      else getattr(tuner, "class_args", None)) or {}
+        sign = -1 if class_args.get("optimize_mode") == "minimize" else 1
+
+        def score(result: TrialResult) -> float:
+            value = result.value["default"] if isinstance(result.value, dict) else result.value
+            return sign * value
+
+        return max(results, key=score)
+
+
+def _raise_stop_signal(signum: int, frame: Any) -> None:
+    raise _StopSignal()

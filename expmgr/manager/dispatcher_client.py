@@ -1,0 +1,140 @@
+"""The manager's end of the dispatcher channel: starts ``python -m expmgr.dispatcher``
+and sends it requests, each answered in order::
+
+    client = DispatcherClient(paths.dispatcher_log, "info")
+    await client.start()
+    reply = await client.request("generate", parameter_ids=[0])
+    await client.stop()
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+from expmgr.dispatcher.protocol import HEADER_SIZE, decode_body, decode_length, encode_frame
+
+_TAIL_BYTES = 8000
+
+
+class DispatcherError(Exception):
+    """The dispatcher failed; ``str()`` holds its traceback when it sent one."""
+
+
+class DispatcherClient:
+    """One dispatcher process and its channel; see the module docstring."""
+
+    def __init__(self, log_file: Path, log_level: str) -> None:
+        self._log_file = log_file
+        self._log_level = log_level
+        self._process: asyncio.subprocess.Process | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._reader_task: asyncio.Task | None = None
+        self._failure: DispatcherError | None = None
+        self._stopping = False
+        self.exited = asyncio.Event()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def failure(self) -> DispatcherError | None:
+        """Why the dispatcher ended before it was asked to, if it did."""
+        return self._failure
+
+    async def start(self) -> None:
+        self._log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._log_file, "ab") as log:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "expmgr.dispatcher",
+                "--log-file", str(self._log_file), "--log-level", self._log_level,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+            )
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_replies())
+
+    def send(self, cmd: str, **fields: Any) -> asyncio.Future:
+        """Write one command now and return the future of its reply.
+
+        Frames go out in the order of calls, and the dispatcher answers them in
+        that order, so a result sent before a trial's end is seen before it.
+        """
+        future = asyncio.get_running_loop().create_future()
+        if self._failure is not None or self._stopping or self.exited.is_set():
+            future.set_exception(self._failure or DispatcherError("the dispatcher is not running"))
+            return future
+        assert self._process is not None and self._process.stdin is not None, "start() first"
+        request_id = next(self._ids)
+        self._pending[request_id] = future
+        try:
+            self._process.stdin.write(encode_frame({"id": request_id, "cmd": cmd, **fields}))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader sees the end of the channel and fails the future
+        return future
+
+    def notify(self, cmd: str, **fields: Any) -> None:
+        """Send a command whose reply nobody waits for; a failure shows in ``failure``."""
+        self.send(cmd, **fields).add_done_callback(_consume_exception)
+
+    async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        """Send one command and wait for its reply; raises DispatcherError if it failed."""
+        return await self.send(cmd, **fields)
+
+    async def _read_replies(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        error: str | None = None
+        try:
+            while True:
+                header = await stdout.readexactly(HEADER_SIZE)
+                reply = decode_body(await stdout.readexactly(decode_length(header)))
+                future = self._pending.pop(reply.get("id"), None)
+                if "error" in reply:
+                    error = reply["error"]
+                    if future is not None and not future.done():
+                        future.set_exception(DispatcherError(error))
+                elif future is not None and not future.done():
+                    future.set_result(reply)
+        except asyncio.IncompleteReadError:
+            pass
+        returncode = await self._process.wait()
+        if not self._stopping and (error is not None or self._pending or returncode != 0):
+            self._failure = DispatcherError(error or self._describe_exit(returncode))
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(self._failure or DispatcherError("the dispatcher exited"))
+        self._pending.clear()
+        self.exited.set()
+
+    def _describe_exit(self, returncode: int) -> str:
+        how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with status {returncode}"
+        try:
+            with open(self._log_file, "rb") as log:
+                log.seek(0, 2)
+                log.seek(max(0, log.tell() - _TAIL_BYTES))
+                tail = log.read().decode(errors="replace")
+        except OSError:
+            tail = ""
+        return f"the dispatcher {how}; the end of {self._log_file}:\n{tail}"
+
+    async def stop(self) -> None:
+        """Close the channel, which ends the dispatcher; idempotent."""
+        process = self._process
+        if process is None or self.exited.is_set():
+            return
+        self._stopping = True
+        if process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(self.exited.wait(), timeout=5)
+        except asyncio.TimeoutError:
+            process.kill()
+            await self.exited.wait()
+
+
+def _consume_exception(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

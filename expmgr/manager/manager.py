@@ -1,0 +1,101 @@
+"""The experiment process's engine: an event loop in a background thread that
+runs the REST server and the trial runner of one experiment::
+
+    manager = Manager(exp_id, config, paths, sockets, registry)
+    manager.start()           # returns once the loop runs
+    manager.request_stop()    # graceful, from any thread
+    manager.wait()            # until DONE, STOPPED or ERROR
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import tornado.httpserver
+
+from expmgr.layout import ExperimentPaths
+from expmgr.log import current_experiment
+from expmgr.manager.registry import Registry
+from expmgr.manager.rest import make_app
+from expmgr.manager.runner import TrialRunner
+from expmgr.manager.store import ExperimentStore
+from expmgr.states import ExperimentState
+
+if TYPE_CHECKING:
+    from expmgr.config import ExperimentConfig
+
+
+class Manager:
+    """Owns the loop thread, the server, the runner and the store of one experiment."""
+
+    def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
+                 sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
+                 logger: logging.Logger) -> None:
+        self.exp_id = exp_id
+        self.config = config
+        self.paths = paths
+        self.port = sockets[0].getsockname()[1]
+        self._sockets = sockets
+        self._store = store
+        self._registry = registry
+        self._logger = logger
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: TrialRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._finished = threading.Event()
+        self.final_state: ExperimentState | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_loop, name=f"expmgr-{self.exp_id}", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    def _run_loop(self) -> None:
+        with current_experiment(self.exp_id):
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._main())
+            finally:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+                self._started.set()  # also when _main failed before the server ran
+                self._finished.set()
+
+    async def _main(self) -> None:
+        runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger)
+        self._runner = runner
+        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner))
+        server.add_sockets(self._sockets)
+        self._started.set()
+        try:
+            self.final_state = await runner.run()
+        finally:
+            server.stop()
+            await server.close_all_connections()
+            self._store.close()
+            self._registry.update(self.exp_id, status=self.final_state or ExperimentState.ERROR,
+                                  pid=None, end_time=time.time())
+
+    def request_stop(self) -> None:
+        """Ask for a graceful stop; returns at once (``wait()`` for the end)."""
+        loop, runner = self._loop, self._runner
+        if loop is None or runner is None or self._finished.is_set():
+            return
+        try:
+            loop.call_soon_threadsafe(runner.request_stop)
+        except RuntimeError:
+            pass  # the loop closed in between: the experiment has ended
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the experiment ended; False on timeout."""
+        return self._finished.wait(timeout)
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,89 @@
+"""The registry of experiments: ``registry.sqlite`` in the experiments' home.
+
+Each experiment process updates its own row; ``expctl`` lists them::
+
+    Registry(home).add(RegistryEntry(id="ab12cd34", ...))
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from expmgr.layout import REGISTRY_FILE
+from expmgr.states import ExperimentState
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiments (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    dir TEXT NOT NULL,
+    port INTEGER,
+    pid INTEGER,
+    status TEXT NOT NULL,
+    start_time REAL NOT NULL,
+    end_time REAL
+)
+"""
+
+
+@dataclass
+class RegistryEntry:
+    id: str
+    name: str | None
+    dir: str
+    port: int | None
+    pid: int | None
+    status: ExperimentState
+    start_time: float
+    end_time: float | None = None
+
+
+class Registry:
+    """Every experiment under one home folder; each call opens and closes its connection."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / REGISTRY_FILE
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(_SCHEMA)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def add(self, entry: RegistryEntry) -> None:
+        conn = self._connect()
+        try:
+            conn.execute(
+                "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?)",
+                (entry.id, entry.name, entry.dir, entry.port, entry.pid, entry.status.value,
+                 entry.start_time, entry.end_time),
+            )
+        finally:
+            conn.close()
+
+    def update(self, exp_id: str, *, status: ExperimentState, pid: int | None = None,
+               end_time: float | None = None) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("UPDATE experiments SET status = ?, pid = ?, end_time = ? WHERE id = ?",
+                         (status.value, pid, end_time, exp_id))
+        finally:
+            conn.close()
+
+    def get(self, exp_id: str) -> RegistryEntry | None:
+        return next((entry for entry in self.entries() if entry.id == exp_id), None)
+
+    def entries(self) -> list[RegistryEntry]:
+        if not self.path.exists():
+            return []
+        conn = self._connect()
+        try:
+            rows = conn.execute("SELECT * FROM experiments ORDER BY start_time").fetchall()
+        finally:
+            conn.close()
+        return [RegistryEntry(id=r["id"], name=r["name"], dir=r["dir"], port=r["port"], pid=r["pid"],
+                              status=ExperimentState(r["status"]), start_time=r["start_time"],
+                              end_time=r["end_time"]) for r in rows]

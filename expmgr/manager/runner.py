@@ -1,0 +1,382 @@
+"""The trial runner: the one loop that decides (after Ray Tune's TrialRunner).
+
+It asks the tuner for parameters, gives trials to the training service within
+``trialConcurrency`` and ``maxTrialNumber``, ingests metrics, enforces the
+duration limits, and commits every step to the store before acting on it.
+Everything here runs on the manager's event loop::
+
+    runner = TrialRunner(exp_id, config, store, paths, port, logger)
+    final_state = await runner.run()        # from another task: runner.request_stop()
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import string
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from expmgr import trial as trial_api
+from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.manager.dispatcher_client import DispatcherClient, DispatcherError
+from expmgr.manager.store import ExperimentStore, MetricRecord, TrialRecord
+from expmgr.states import ExperimentState, TrialState
+from expmgr.training.base import TrainingServiceError, TrialLaunch
+from expmgr.training.local import LocalTrainingService
+
+if TYPE_CHECKING:
+    from expmgr.config import AlgorithmConfig, ExperimentConfig
+
+TRIAL_GRACE_PERIOD = 5.0
+"""Seconds a stopped trial gets between SIGTERM and SIGKILL."""
+
+_TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
+METRIC_TYPES = ("PERIODICAL", "FINAL")
+
+
+class MetricRejected(Exception):
+    """A metric report that is malformed or not this trial's; ``status`` is the HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class _LiveTrial:
+    """A trial whose attempt is running, as the runner tracks it."""
+
+    record: TrialRecord
+    attempt: int
+    token: str
+    deadline: float | None
+    stop_reason: TrialState | None = None
+
+
+def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
+    if algorithm is None:
+        return None
+    return {"name": algorithm.name, "className": algorithm.class_name,
+            "codeDirectory": str(algorithm.code_directory) if algorithm.code_directory else None,
+            "classArgs": algorithm.class_args or {}}
+
+
+def check_metric_value(value: Any, field: str = "value") -> None:
+    """A metric is a number, or a dict with a number under ``default`` (NNI's rule)."""
+    number = value.get("default") if isinstance(value, dict) else value
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        raise MetricRejected(400, f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
+
+
+class TrialRunner:
+    """Drives one experiment's trials to the end; see the module docstring."""
+
+    def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
+                 paths: ExperimentPaths, port: int, logger: logging.Logger) -> None:
+        self.exp_id = exp_id
+        self.config = config
+        self.store = store
+        self.paths = paths
+        self.port = port
+        self.logger = logger
+        self.state = ExperimentState.INITIALIZED
+        self.dispatcher = DispatcherClient(paths.dispatcher_log, config.log_level)
+        self.training = LocalTrainingService(config.training_service, config.trial_gpu_number, self)
+        self._live: dict[str, _LiveTrial] = {}
+        self._tokens: dict[str, str] = {}
+        self._wake = asyncio.Event()
+        self._stop_requested = False
+        self._no_more_trials = False
+        self._next_sequence_id = store.next_sequence_id()
+        self._submitted = self._next_sequence_id
+        self._start = time.time()
+
+    # -- the loop -----------------------------------------------------------
+
+    async def run(self) -> ExperimentState:
+        """Run until DONE, STOPPED or ERROR; returns that state, committed."""
+        error: str | None = None
+        try:
+            await self._start_components()
+            self._set_state(ExperimentState.RUNNING)
+            await self._loop()
+        except DispatcherError as failure:
+            error = f"the tuner failed:\n{failure}"
+        except TrainingServiceError as failure:
+            error = str(failure)
+        except Exception:  # a bug of ours: the experiment must still end cleanly
+            error = traceback.format_exc()
+        return await self._finish(error)
+
+    async def _start_components(self) -> None:
+        await self.dispatcher.start()
+        asyncio.get_running_loop().create_task(self._wake_when_dispatcher_exits())
+        await self.dispatcher.request(
+            "initialize", search_space=self.config.search_space,
+            tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
+        await self.training.start()
+
+    async def _wake_when_dispatcher_exits(self) -> None:
+        await self.dispatcher.exited.wait()
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            if self.dispatcher.failure is not None:
+                raise self.dispatcher.failure
+            if self._stop_requested:
+                return
+            now = time.time()
+            if self._experiment_time_left(now) == 0:
+                self.logger.info("maxExperimentDuration reached; stopping the running trials")
+                await self._stop_trials(TrialState.SYS_CANCELED)
+                return
+            self._enforce_trial_deadlines(now)
+            await self._fill_slots()
+            if not self._may_submit() and not self._live:
+                return
+            if not self._may_submit() and self.state == ExperimentState.RUNNING:
+                self._set_state(ExperimentState.NO_MORE_TRIAL)
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(now))
+            except asyncio.TimeoutError:
+                pass
+
+    def _may_submit(self) -> bool:
+        limit = self.config.max_trial_number
+        return not self._no_more_trials and (limit is None or self._submitted < limit)
+
+    async def _fill_slots(self) -> None:
+        while (self._may_submit() and len(self._live) < self.config.trial_concurrency
+               and self.training.has_capacity() and not self._stop_requested):
+            sequence_id = self._next_sequence_id
+            reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
+            if not reply["parameters"]:
+                self.logger.info("the tuner has no more trials")
+                self._no_more_trials = True
+                return
+            self._next_sequence_id += 1
+            self._submitted += 1
+            await self._launch_new_trial(sequence_id, reply["parameters"][0]["parameters"])
+
+    async def _launch_new_trial(self, sequence_id: int, parameters: dict[str, Any]) -> None:
+        trial_id = self._new_trial_id()
+        record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
+                             status=TrialState.WAITING, submit_time=time.time())
+        files = TrialFiles(self.paths.trial_dir(trial_id))
+        files.root.mkdir(parents=True, exist_ok=True)
+        _write_json_atomically(files.parameter_file, {
+            "parameter_id": sequence_id, "parameter_source": "algorithm",
+            "parameters": parameters, "parameter_index": 0})
+        self.store.add_trial(record)
+        await self._launch_attempt(record, attempt=record.attempts + 1)
+
+    async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
+        token = self._tokens.setdefault(record.trial_id, secrets.token_hex(16))
+        deadline = None
+        if self.config.max_trial_duration is not None:
+            deadline = time.time() + self.config.max_trial_duration
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline)
+        trial_dir = self.paths.trial_dir(record.trial_id)
+        env = {
+            trial_api.ENV_EXPERIMENT_ID: self.exp_id,
+            trial_api.ENV_TRIAL_ID: record.trial_id,
+            trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
+            trial_api.ENV_ATTEMPT: str(attempt),
+            trial_api.ENV_TRIAL_DIR: str(trial_dir),
+            trial_api.ENV_MANAGER_HOST: "127.0.0.1",
+            trial_api.ENV_MANAGER_PORT: str(self.port),
+            trial_api.ENV_TOKEN: token,
+            trial_api.ENV_LOG_LEVEL: self.config.log_level,
+        }
+        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=self.config.trial_command,
+                             code_directory=self.config.trial_code_directory, trial_directory=trial_dir, env=env)
+        try:
+            await self.training.launch(launch)
+        except TrainingServiceError as error:
+            self._live.pop(record.trial_id, None)
+            self.logger.error("trial %s could not start: %s", record.trial_id, error)
+            now = time.time()
+            self.store.start_attempt(record.trial_id, attempt, now)
+            self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
+            self.dispatcher.notify("trial_end", parameter_id=record.sequence_id,
+                                   trial_id=record.trial_id, success=False)
+
+    def _new_trial_id(self) -> str:
+        while True:
+            trial_id = "".join(secrets.choice(_TRIAL_ID_ALPHABET) for _ in range(5))
+            if trial_id not in self._tokens and not self.paths.trial_dir(trial_id).exists():
+                return trial_id
+
+    # -- limits -------------------------------------------------------------
+
+    def _experiment_time_left(self, now: float) -> float | None:
+        limit = self.config.max_experiment_duration
+        return None if limit is None else max(0.0, self._start + limit - now)
+
+    def _seconds_to_next_deadline(self, now: float) -> float | None:
+        deadlines = [live.deadline for live in self._live.values()
+                     if live.deadline is not None and live.stop_reason is None]
+        left = self._experiment_time_left(now)
+        if left is not None:
+            deadlines.append(now + left)
+        return max(0.0, min(deadlines) - now) if deadlines else None
+
+    def _enforce_trial_deadlines(self, now: float) -> None:
+        for live in self._live.values():
+            if live.deadline is not None and live.stop_reason is None and now >= live.deadline:
+                self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
+                self._stop_trial(live, TrialState.SYS_CANCELED)
+
+    def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
+        live.stop_reason = reason
+        self.training.signal(live.record.trial_id, signal.SIGTERM)
+        asyncio.get_running_loop().call_later(TRIAL_GRACE_PERIOD, self._kill_if_alive,
+                                              live.record.trial_id, live.attempt)
+
+    def _kill_if_alive(self, trial_id: str, attempt: int) -> None:
+        live = self._live.get(trial_id)
+        if live is not None and live.attempt == attempt:
+            self.training.signal(trial_id, signal.SIGKILL)
+
+    async def _stop_trials(self, reason: TrialState) -> None:
+        for live in self._live.values():
+            live.stop_reason = live.stop_reason or reason
+        await self.training.stop(TRIAL_GRACE_PERIOD)
+
+    # -- stopping -------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL."""
+        self._stop_requested = True
+        self._wake.set()
+
+    async def _finish(self, error: str | None) -> ExperimentState:
+        if self._stop_requested and error is None:
+            self._set_state(ExperimentState.STOPPING)
+        await self._stop_trials(TrialState.USER_CANCELED if error is None else TrialState.SYS_CANCELED)
+        await self.dispatcher.stop()
+        if error is not None:
+            self.logger.error("experiment failed: %s", error)
+            final = ExperimentState.ERROR
+        elif self._stop_requested:
+            final = ExperimentState.STOPPED
+        else:
+            final = ExperimentState.DONE
+        self._set_state(final, error=error, end_time=time.time())
+        return final
+
+    def _set_state(self, state: ExperimentState, *, error: str | None = None,
+                   end_time: float | None = None) -> None:
+        self.state = state
+        self.store.set_experiment_status(state, error=error, end_time=end_time)
+        self.logger.info("experiment %s is %s", self.exp_id, state.value)
+
+    # -- events from the training service (TrialEvents) ------------------------
+
+    def trial_started(self, trial_id: str, attempt: int, pid: int | None) -> None:
+        self.store.start_attempt(trial_id, attempt, time.time())
+        self.logger.debug("trial %s attempt %d started (pid %s)", trial_id, attempt, pid)
+
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None) -> None:
+        live = self._live.pop(trial_id)
+        self._ingest_metrics_file(live)
+        if live.stop_reason is not None:
+            status = live.stop_reason
+        elif exit_code == 0:
+            status = TrialState.SUCCEEDED
+        elif signum is not None:
+            status = TrialState.CRASHED
+        else:
+            status = TrialState.FAILED
+        self.store.end_attempt(trial_id, attempt, status, time.time(), exit_code, signum)
+        how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
+        self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
+        self.dispatcher.notify("trial_end", parameter_id=live.record.sequence_id, trial_id=trial_id,
+                               success=status == TrialState.SUCCEEDED)
+        self._wake.set()
+
+    def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
+        self.logger.warning("trial %s was lost: %s", trial_id, reason)
+        self.trial_exited(trial_id, attempt, None, signal.SIGKILL)
+
+    # -- metrics ----------------------------------------------------------------
+
+    def receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
+        """Store a report POSTed by a running trial and tell the tuner or assessor.
+
+        Raises MetricRejected (with the HTTP status) for a wrong token or a bad field.
+        """
+        live = self._live.get(trial_id)
+        if live is None or token is None or not secrets.compare_digest(token, live.token):
+            raise MetricRejected(403, f"no running trial {trial_id!r} with this token")
+        if not isinstance(report, dict):
+            raise MetricRejected(400, "body: expected a JSON object")
+        metric = self._parse_report(trial_id, report)
+        if metric.attempt != live.attempt:
+            raise MetricRejected(409, f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
+        self._accept_metric(live, metric)
+
+    def _parse_report(self, trial_id: str, report: dict[str, Any]) -> MetricRecord:
+        for field in ("attempt", "sequence"):
+            value = report.get(field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise MetricRejected(400, f"{field}: expected a non-negative integer, got {value!r}")
+        if report.get("type") not in METRIC_TYPES:
+            raise MetricRejected(400, f"type: expected one of {', '.join(METRIC_TYPES)}, got {report.get('type')!r}")
+        if "value" not in report:
+            raise MetricRejected(400, "value: missing")
+        check_metric_value(report["value"])
+        return MetricRecord(trial_id=trial_id, attempt=report["attempt"], sequence=report["sequence"],
+                            type=report["type"], value=report["value"])
+
+    def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
+        if not self.store.add_metric(metric):
+            return  # seen before: reports are idempotent
+        if metric.type == "FINAL":
+            self.dispatcher.notify("report", parameter_id=live.record.sequence_id,
+                                   parameters=live.record.parameters, value=metric.value)
+        elif self.config.assessor is not None and live.stop_reason is None:
+            asyncio.get_running_loop().create_task(self._assess(live))
+
+    async def _assess(self, live: _LiveTrial) -> None:
+        history = [m.value for m in self.store.metrics(live.record.trial_id)
+                   if m.type == "PERIODICAL" and m.attempt == live.attempt]
+        try:
+            reply = await self.dispatcher.request("assess", trial_id=live.record.trial_id, history=history)
+        except DispatcherError:
+            return  # the loop sees the dispatcher's failure
+        if reply.get("decision") == "Bad" and live.stop_reason is None and live.record.trial_id in self._live:
+            self.logger.info("the assessor stops trial %s early", live.record.trial_id)
+            self._stop_trial(live, TrialState.EARLY_STOPPED)
+
+    def _ingest_metrics_file(self, live: _LiveTrial) -> None:
+        """Pick up reports the trial wrote but could not send."""
+        path = TrialFiles(self.paths.trial_dir(live.record.trial_id)).metrics
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return
+        for number, line in enumerate(lines, start=1):
+            try:
+                report = json.loads(line)
+                metric = self._parse_report(live.record.trial_id, report)
+            except (ValueError, MetricRejected) as error:
+                self.logger.warning("%s:%d: skipped a malformed report (%s)", path, number, error)
+                continue
+            if metric.attempt == live.attempt:
+                self._accept_metric(live, metric)
+
+
+def _write_json_atomically(path: os.PathLike, data: Any) -> None:
+    temporary = f"{os.fspath(path)}.tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(data, file)
+    os.replace(temporary, path)

@@ -1,0 +1,329 @@
+"""The experiment's store: one SQLite database (WAL mode) per experiment.
+
+The trial runner is its only writer; the REST server and the Experiment API
+read it, from any thread, through their own connections::
+
+    store = ExperimentStore.create(paths.database, profile)
+    store.add_trial(trial)
+    reader = ExperimentStore.open_readonly(paths.database)
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from expmgr.states import ExperimentState, TrialState
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE experiment (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    config_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    port INTEGER,
+    log_dir TEXT NOT NULL
+);
+CREATE TABLE trials (
+    trial_id TEXT PRIMARY KEY,
+    sequence_id INTEGER NOT NULL UNIQUE,
+    parameters_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    submit_time REAL NOT NULL,
+    start_time REAL,
+    end_time REAL,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE attempts (
+    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    exit_code INTEGER,
+    signal INTEGER,
+    PRIMARY KEY (trial_id, attempt)
+);
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    trial_id TEXT,
+    kind TEXT NOT NULL,
+    detail_json TEXT
+);
+CREATE TABLE metrics (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
+    attempt INTEGER NOT NULL,
+    sequence INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    time REAL NOT NULL,
+    UNIQUE (trial_id, attempt, sequence)
+);
+CREATE INDEX metrics_by_trial ON metrics (trial_id, id);
+"""
+
+
+class StoreError(Exception):
+    """The database is missing, of another schema version, or inconsistent."""
+
+
+@dataclass
+class TrialRecord:
+    trial_id: str
+    sequence_id: int
+    parameters: dict[str, Any]
+    status: TrialState
+    submit_time: float
+    start_time: float | None = None
+    end_time: float | None = None
+    attempts: int = 0
+
+
+@dataclass
+class AttemptRecord:
+    trial_id: str
+    attempt: int
+    status: TrialState
+    start_time: float
+    end_time: float | None
+    exit_code: int | None
+    signal: int | None
+
+
+@dataclass
+class MetricRecord:
+    trial_id: str
+    attempt: int
+    sequence: int
+    type: str  # "PERIODICAL" or "FINAL", NNI's names
+    value: Any
+    time: float = field(default_factory=time.time)
+
+
+@dataclass
+class ExperimentProfile:
+    id: str
+    name: str | None
+    config: dict[str, Any]
+    status: ExperimentState
+    error: str | None
+    start_time: float
+    end_time: float | None
+    port: int | None
+    log_dir: str
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit reaches the disk before the runner acknowledges it,
+        # so an acknowledged metric survives even the machine dying.
+        conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+class ExperimentStore:
+    """Reads and writes one experiment's database; see the module docstring."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    # -- opening ---------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path, profile: ExperimentProfile) -> "ExperimentStore":
+        if path.exists():
+            raise StoreError(f"{path}: an experiment database already exists")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = _connect(path, readonly=False)
+        conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+        with _transaction(conn):
+            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+            conn.execute(
+                "INSERT INTO experiment VALUES (?,?,?,?,?,?,?,?,?)",
+                (profile.id, profile.name, json.dumps(profile.config), profile.status.value,
+                 profile.error, profile.start_time, profile.end_time, profile.port, profile.log_dir),
+            )
+        return cls(conn, path)
+
+    @classmethod
+    def open(cls, path: Path, readonly: bool = False) -> "ExperimentStore":
+        if not path.is_file():
+            raise StoreError(f"{path}: no experiment database here")
+        conn = _connect(path, readonly=readonly)
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        if row is None or row[0] != SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(f"{path}: schema version {row and row[0]} is not the supported {SCHEMA_VERSION}")
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- writing (the trial runner alone) ---------------------------------
+
+    def set_experiment_status(self, status: ExperimentState, *, error: str | None = None,
+                              end_time: float | None = None) -> None:
+        with _transaction(self._conn):
+            self._conn.execute(
+                "UPDATE experiment SET status = ?, error = COALESCE(?, error), end_time = COALESCE(?, end_time)",
+                (status.value, error, end_time),
+            )
+            self._event(None, "experiment_status", {"status": status.value, "error": error})
+
+    def set_port(self, port: int) -> None:
+        with _transaction(self._conn):
+            self._conn.execute("UPDATE experiment SET port = ?", (port,))
+
+    def add_trial(self, trial: TrialRecord) -> None:
+        with _transaction(self._conn):
+            self._conn.execute(
+                "INSERT INTO trials (trial_id, sequence_id, parameters_json, status, submit_time) "
+                "VALUES (?,?,?,?,?)",
+                (trial.trial_id, trial.sequence_id, json.dumps(trial.parameters),
+                 trial.status.value, trial.submit_time),
+            )
+            self._event(trial.trial_id, "trial_status", {"status": trial.status.value})
+
+    def start_attempt(self, trial_id: str, attempt: int, start_time: float) -> None:
+        with _transaction(self._conn):
+            self._conn.execute(
+                "INSERT INTO attempts (trial_id, attempt, status, start_time) VALUES (?,?,?,?)",
+                (trial_id, attempt, TrialState.RUNNING.value, start_time),
+            )
+            self._conn.execute(
+                "UPDATE trials SET status = ?, attempts = ?, start_time = COALESCE(start_time, ?) "
+                "WHERE trial_id = ?",
+                (TrialState.RUNNING.value, attempt, start_time, trial_id),
+            )
+            self._event(trial_id, "trial_status", {"status": "RUNNING", "attempt": attempt})
+
+    def end_attempt(self, trial_id: str, attempt: int, status: TrialState, end_time: float,
+                    exit_code: int | None, signal: int | None) -> None:
+        """Record how an attempt ended; ``status`` becomes the trial's status too."""
+        with _transaction(self._conn):
+            self._conn.execute(
+                "UPDATE attempts SET status = ?, end_time = ?, exit_code = ?, signal = ? "
+                "WHERE trial_id = ? AND attempt = ?",
+                (status.value, end_time, exit_code, signal, trial_id, attempt),
+            )
+            self._conn.execute(
+                "UPDATE trials SET status = ?, end_time = ? WHERE trial_id = ?",
+                (status.value, end_time if status.is_finished() else None, trial_id),
+            )
+            self._event(trial_id, "trial_status", {"status": status.value, "attempt": attempt,
+                                                   "exit_code": exit_code, "signal": signal})
+
+    def set_trial_status(self, trial_id: str, status: TrialState, end_time: float | None = None) -> None:
+        with _transaction(self._conn):
+            self._conn.execute("UPDATE trials SET status = ?, end_time = ? WHERE trial_id = ?",
+                               (status.value, end_time, trial_id))
+            self._event(trial_id, "trial_status", {"status": status.value})
+
+    def add_metric(self, metric: MetricRecord) -> bool:
+        """Store a metric; False when this (trial, attempt, sequence) was stored before."""
+        with _transaction(self._conn):
+            cursor = self._conn.execute(
+                "INSERT OR IGNORE INTO metrics (trial_id, attempt, sequence, type, value_json, time) "
+                "VALUES (?,?,?,?,?,?)",
+                (metric.trial_id, metric.attempt, metric.sequence, metric.type,
+                 json.dumps(metric.value), metric.time),
+            )
+            return cursor.rowcount == 1
+
+    def _event(self, trial_id: str | None, kind: str, detail: dict[str, Any]) -> None:
+        self._conn.execute("INSERT INTO events (time, trial_id, kind, detail_json) VALUES (?,?,?,?)",
+                           (time.time(), trial_id, kind, json.dumps(detail)))
+
+    # -- reading -----------------------------------------------------------
+
+    def profile(self) -> ExperimentProfile:
+        row = self._conn.execute("SELECT * FROM experiment").fetchone()
+        return ExperimentProfile(
+            id=row["id"], name=row["name"], config=json.loads(row["config_json"]),
+            status=ExperimentState(row["status"]), error=row["error"], start_time=row["start_time"],
+            end_time=row["end_time"], port=row["port"], log_dir=row["log_dir"],
+        )
+
+    def trials(self) -> list[TrialRecord]:
+        return [_trial(row) for row in self._conn.execute("SELECT * FROM trials ORDER BY sequence_id")]
+
+    def trial(self, trial_id: str) -> TrialRecord | None:
+        row = self._conn.execute("SELECT * FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        return _trial(row) if row else None
+
+    def attempts(self, trial_id: str | None = None) -> list[AttemptRecord]:
+        query = "SELECT * FROM attempts"
+        args: tuple = ()
+        if trial_id is not None:
+            query += " WHERE trial_id = ?"
+            args = (trial_id,)
+        rows = self._conn.execute(query + " ORDER BY start_time", args)
+        return [AttemptRecord(trial_id=r["trial_id"], attempt=r["attempt"], status=TrialState(r["status"]),
+                              start_time=r["start_time"], end_time=r["end_time"],
+                              exit_code=r["exit_code"], signal=r["signal"]) for r in rows]
+
+    def metrics(self, trial_id: str | None = None) -> list[MetricRecord]:
+        query = "SELECT * FROM metrics"
+        args: tuple = ()
+        if trial_id is not None:
+            query += " WHERE trial_id = ?"
+            args = (trial_id,)
+        return [_metric(row) for row in self._conn.execute(query + " ORDER BY id", args)]
+
+    def final_metrics(self) -> dict[str, MetricRecord]:
+        """The last FINAL metric of each trial that has one."""
+        rows = self._conn.execute("SELECT * FROM metrics WHERE type = 'FINAL' ORDER BY id")
+        return {metric.trial_id: metric for metric in map(_metric, rows)}
+
+    def status_counts(self) -> dict[TrialState, int]:
+        rows = self._conn.execute("SELECT status, COUNT(*) FROM trials GROUP BY status")
+        return {TrialState(status): count for status, count in rows}
+
+    def next_sequence_id(self) -> int:
+        row = self._conn.execute("SELECT MAX(sequence_id) FROM trials").fetchone()
+        return 0 if row[0] is None else row[0] + 1
+
+
+def _trial(row: sqlite3.Row) -> TrialRecord:
+    return TrialRecord(
+        trial_id=row["trial_id"], sequence_id=row["sequence_id"],
+        parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
+        submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
+        attempts=row["attempts"],
+    )
+
+
+def _metric(row: sqlite3.Row) -> MetricRecord:
+    return MetricRecord(trial_id=row["trial_id"], attempt=row["attempt"], sequence=row["sequence"],
+                        type=row["type"], value=json.loads(row["value_json"]), time=row["time"])
+
+
+class _transaction:
+    """``with _transaction(conn):`` runs the block in one committed transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._conn.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -1,0 +1,145 @@
+"""The local training service: each trial is ``sh -c trialCommand`` in its own
+process group on this machine, its output streams in its trial folder, and its
+end noticed the moment its process exits (no polling).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal as signals
+import subprocess
+from typing import TYPE_CHECKING
+
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+
+if TYPE_CHECKING:
+    from expmgr.config import LocalConfig
+
+
+def detect_gpus() -> list[int]:
+    """Indices of the GPUs nvidia-smi sees; empty without a driver."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [int(line) for line in out.split() if line.strip().isdigit()]
+
+
+class _GpuSlots:
+    """Which GPUs each running trial holds, within ``maxTrialNumberPerGpu``."""
+
+    def __init__(self, indices: list[int], per_gpu: int, per_trial: int) -> None:
+        self._free = {index: per_gpu for index in indices}
+        self._per_trial = per_trial
+        self._held: dict[str, list[int]] = {}
+
+    def available(self) -> bool:
+        return sum(1 for slots in self._free.values() if slots > 0) >= self._per_trial
+
+    def take(self, trial_id: str) -> list[int]:
+        chosen = sorted((i for i, slots in self._free.items() if slots > 0),
+                        key=lambda i: -self._free[i])[: self._per_trial]
+        if len(chosen) < self._per_trial:
+            raise TrainingServiceError(f"trial {trial_id} needs {self._per_trial} GPU(s); none is free")
+        for index in chosen:
+            self._free[index] -= 1
+        self._held[trial_id] = chosen
+        return chosen
+
+    def release(self, trial_id: str) -> None:
+        for index in self._held.pop(trial_id, []):
+            self._free[index] += 1
+
+
+class LocalTrainingService(TrainingService):
+    """Trials as local processes; see the module docstring."""
+
+    def __init__(self, config: "LocalConfig", trial_gpu_number: int | None, events: TrialEvents) -> None:
+        self._config = config
+        self._gpus_per_trial = trial_gpu_number or 0
+        self._set_visible_devices = trial_gpu_number is not None
+        self._events = events
+        self._processes: dict[str, asyncio.subprocess.Process] = {}
+        self._waiters: set[asyncio.Task] = set()
+        self._gpu_slots: _GpuSlots | None = None
+
+    async def start(self) -> None:
+        if self._gpus_per_trial == 0:
+            return
+        indices = self._config.gpu_indices if self._config.gpu_indices is not None else detect_gpus()
+        if len(indices) < self._gpus_per_trial:
+            raise TrainingServiceError(
+                f"trialGpuNumber is {self._gpus_per_trial} but only {len(indices)} GPU(s) are available "
+                f"(gpuIndices: {self._config.gpu_indices})")
+        self._gpu_slots = _GpuSlots(indices, self._config.max_trial_number_per_gpu, self._gpus_per_trial)
+
+    def has_capacity(self) -> bool:
+        return self._gpu_slots is None or self._gpu_slots.available()
+
+    async def launch(self, trial: TrialLaunch) -> None:
+        env = dict(os.environ)
+        env.update(trial.env)
+        if self._gpu_slots is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
+        elif self._set_visible_devices:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs
+        trial.trial_directory.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(trial.trial_directory / "stdout", "ab") as out, \
+                    open(trial.trial_directory / "stderr", "ab") as err:
+                process = await asyncio.create_subprocess_exec(
+                    "/bin/sh", "-c", trial.command, cwd=trial.code_directory, env=env,
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                )
+        except OSError as error:
+            if self._gpu_slots is not None:
+                self._gpu_slots.release(trial.trial_id)
+            raise TrainingServiceError(f"cannot start trial {trial.trial_id}: {error}") from error
+        self._processes[trial.trial_id] = process
+        self._events.trial_started(trial.trial_id, trial.attempt, process.pid)
+        waiter = asyncio.get_running_loop().create_task(self._wait(trial, process))
+        self._waiters.add(waiter)
+        waiter.add_done_callback(self._waiters.discard)
+
+    async def _wait(self, trial: TrialLaunch, process: asyncio.subprocess.Process) -> None:
+        returncode = await process.wait()
+        # The shell may be gone while children of the trial still run: end the group.
+        _kill_group(process.pid, signals.SIGKILL)
+        self._processes.pop(trial.trial_id, None)
+        if self._gpu_slots is not None:
+            self._gpu_slots.release(trial.trial_id)
+        if returncode < 0:
+            self._events.trial_exited(trial.trial_id, trial.attempt, None, -returncode)
+        else:
+            self._events.trial_exited(trial.trial_id, trial.attempt, returncode, None)
+
+    def signal(self, trial_id: str, signum: int) -> bool:
+        process = self._processes.get(trial_id)
+        return process is not None and _kill_group(process.pid, signum)
+
+    def running(self) -> list[str]:
+        return list(self._processes)
+
+    async def stop(self, grace_period: float) -> None:
+        for trial_id in list(self._processes):
+            self.signal(trial_id, signals.SIGTERM)
+        waiters = set(self._waiters)
+        if not waiters:
+            return
+        _, still_running = await asyncio.wait(waiters, timeout=grace_period)
+        if still_running:
+            for trial_id in list(self._processes):
+                self.signal(trial_id, signals.SIGKILL)
+            await asyncio.wait(still_running)
+
+
+def _kill_group(pgid: int, signum: int) -> bool:
+    try:
+        os.killpg(pgid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
