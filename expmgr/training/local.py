@@ -9,6 +9,7 @@ import os
 import shutil
 import signal as signals
 import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
@@ -82,6 +83,9 @@ class LocalTrainingService(TrainingService):
 
     async def launch(self, trial: TrialLaunch) -> None:
         env = dict(os.environ)
+        # Trials run with the manager's Python first on PATH, so `python3 trial.py`
+        # finds expmgr even when the virtual environment is not activated.
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
         env.update(trial.env)
         if self._gpu_slots is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))

@@ -1,0 +1,222 @@
+"""A real experiment end to end: real trial processes, a real dispatcher, a real
+tornado server on 127.0.0.1 and a real SQLite store in a temp dir."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from expmgr import Experiment, ExperimentConfig
+from expmgr.states import ExperimentState, TrialState
+from tests.conftest import wait_until, write_script
+
+GATED_TRIAL = """
+    import os, sys, time
+    import expmgr
+    params = expmgr.get_next_parameter()
+    for step in range(3):
+        expmgr.report_intermediate_result(params["x"] * 10 + step)
+    # Hold the trial open until the test releases it, so REST is seen mid-run.
+    gate = os.path.join(os.environ["GATE_DIR"], "release")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if params["x"] == 3:
+        print("this trial fails on purpose", file=sys.stderr)
+        sys.exit(1)
+    expmgr.report_final_result({"default": params["x"] * 1.5, "extra": params["x"]})
+"""
+
+
+def get_json(port: int, route: str) -> object:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/nni/{route}", timeout=10) as response:
+        assert response.status == 200
+        return json.loads(response.read())
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = peak = 0
+    for _, change in events:
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+@pytest.fixture
+def gated_experiment(tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    write_script(code_dir, "trial.py", GATED_TRIAL)
+    gate_dir = tmp_path / "gate"
+    gate_dir.mkdir()
+    monkeypatch.setenv("GATE_DIR", str(gate_dir))
+    config = ExperimentConfig(
+        experiment_name="gated",
+        search_space={"x": {"_type": "choice", "_value": [1, 2, 3, 4, 5, 6, 7]}},
+        trial_command="python3 trial.py", trial_code_directory=code_dir,
+        trial_concurrency=2, max_trial_number=7,
+        tuner={"name": "GridSearch"},
+        experiment_working_directory=tmp_path / "home",
+    )
+    experiment = Experiment(config)
+    yield experiment, gate_dir / "release"
+    experiment.stop()
+
+
+def test_experiment_runs_max_trials_within_concurrency_and_stores_every_metric(gated_experiment):
+    experiment, release = gated_experiment
+    experiment.start(port=0)
+    port = experiment.port
+
+    # While it runs: REST answers in NNI's shapes.
+    running = wait_until(lambda: [t for t in get_json(port, "trial-jobs") if t["status"] == "RUNNING"]
+                         if len(get_json(port, "trial-jobs")) >= 2 else None, what="two running trials")
+    assert get_json(port, "check-status") == {"status": "RUNNING", "errors": []}
+    profile = get_json(port, "experiment")
+    assert profile["id"] == experiment.id
+    assert profile["params"]["trialConcurrency"] == 2 and profile["params"]["maxTrialNumber"] == 7
+    job = running[0]
+    assert set(job) >= {"trialJobId", "sequenceId", "status", "hyperParameters", "logPath", "startTime"}
+    assert "x" in json.loads(job["hyperParameters"][0])["parameters"]
+    assert get_json(port, f"trial-jobs/{job['trialJobId']}")["trialJobId"] == job["trialJobId"]
+    wait_until(lambda: len(get_json(port, f"metric-data/{job['trialJobId']}")) == 3, what="3 intermediate metrics")
+    metric = get_json(port, f"metric-data/{job['trialJobId']}")[0]
+    assert metric["type"] == "PERIODICAL" and isinstance(json.loads(json.loads(metric["data"])), (int, float))
+    assert {"trialJobStatus": "RUNNING", "trialJobNumber": 2} in get_json(port, "job-statistics")
+    assert len(get_json(port, "trial-jobs")) == 2, "never more than trialConcurrency trials started"
+
+    release.touch()
+    assert experiment.wait(timeout=120)
+    assert experiment.get_status() == "DONE"
+
+    trials = experiment.list_trial_jobs()
+    assert len(trials) == 7
+    assert sorted(t.parameters["x"] for t in trials) == [1, 2, 3, 4, 5, 6, 7]
+    statuses = {t.parameters["x"]: t.status for t in trials}
+    assert statuses.pop(3) == "FAILED"
+    assert set(statuses.values()) == {"SUCCEEDED"}
+
+    database = sqlite3.connect(experiment.paths.database)
+    intervals = database.execute("SELECT start_time, end_time FROM attempts").fetchall()
+    assert len(intervals) == 7 and all(end is not None for _, end in intervals)
+    assert max_overlap(intervals) == 2
+    metrics = database.execute("SELECT trial_id, type, value_json FROM metrics").fetchall()
+    assert sum(1 for _, kind, _ in metrics if kind == "PERIODICAL") == 7 * 3
+    assert sum(1 for _, kind, _ in metrics if kind == "FINAL") == 6
+
+    exported = {r.trialJobId: r for r in experiment.export_data()}
+    assert len(exported) == 6
+    for trial in trials:
+        if trial.status == "SUCCEEDED":
+            assert exported[trial.trialJobId].value == {"default": trial.parameters["x"] * 1.5,
+                                                        "extra": trial.parameters["x"]}
+    failed = next(t for t in trials if t.status == "FAILED")
+    assert "fails on purpose" in (experiment.paths.trial_dir(failed.trialJobId) / "stderr").read_text()
+    assert experiment.best_trial().parameter["x"] == 7
+
+
+def test_run_blocks_until_done_and_returns_true(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import expmgr
+        p = expmgr.get_next_parameter()
+        expmgr.report_final_result(-(p["x"] - 2.0) ** 2)
+    """)
+    config = ExperimentConfig(
+        search_space={"x": {"_type": "uniform", "_value": [0, 4]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=3, max_trial_number=5,
+        tuner={"name": "Random", "class_args": {"seed": 3}}, experiment_working_directory=tmp_path / "home")
+    experiment = Experiment(config)
+    assert experiment.run(port=0) is True
+    assert experiment.get_status() == ExperimentState.DONE.value
+    assert [t.status for t in experiment.list_trial_jobs()] == [TrialState.SUCCEEDED.value] * 5
+    assert len(experiment.export_data()) == 5
+    assert (experiment.paths.root / "config.yml").is_file()
+
+
+CRASHING_TUNER = """
+    from expmgr.algorithms.tuner import Tuner
+
+    class ExplodingTuner(Tuner):
+        def update_search_space(self, search_space):
+            self.calls = 0
+
+        def generate_parameters(self, parameter_id, **kwargs):
+            self.calls += 1
+            if self.calls > 2:
+                raise RuntimeError("tuner exploded on purpose")
+            return {"x": self.calls}
+
+        def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
+            pass
+"""
+
+
+def test_crashing_tuner_puts_experiment_in_error_with_its_traceback(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import expmgr\nexpmgr.report_final_result(1.0)\n")
+    tuner_dir = tmp_path / "tuner"
+    tuner_dir.mkdir()
+    write_script(tuner_dir, "exploding.py", CRASHING_TUNER)
+    config = ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1, 2, 3]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=10,
+        tuner={"class_name": "exploding.ExplodingTuner", "code_directory": tuner_dir},
+        experiment_working_directory=tmp_path / "home")
+    experiment = Experiment(config)
+    assert experiment.run(port=0) is False
+    assert experiment.get_status() == "ERROR"
+    error = experiment.get_error()
+    assert "RuntimeError: tuner exploded on purpose" in error
+    assert "exploding.py" in error and "generate_parameters" in error
+    assert "tuner exploded on purpose" in experiment.paths.dispatcher_log.read_text()
+    assert len(experiment.list_trial_jobs()) == 2
+    assert not psutil.Process().children(recursive=True)
+
+
+def _trial_token(trial_id: str) -> str:
+    """Read a running trial's token from its process environment, as the trial itself would."""
+    for process in psutil.Process().children(recursive=True):
+        try:
+            env = process.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess):
+            continue
+        if env.get("EXPMGR_TRIAL_ID") == trial_id:
+            return env["EXPMGR_TRIAL_TOKEN"]
+    raise AssertionError(f"no process of trial {trial_id}")
+
+
+def test_trial_reports_are_checked_for_token_and_fields(gated_experiment):
+    experiment, release = gated_experiment
+    experiment.start(port=0)
+    trials = wait_until(lambda: [t for t in get_json(experiment.port, "trial-jobs") if t["status"] == "RUNNING"]
+                        if len(get_json(experiment.port, "trial-jobs")) == 2 else None, what="two running trials")
+    mine, other = trials[0]["trialJobId"], trials[1]["trialJobId"]
+    token = wait_until(lambda: _trial_token(mine), what="the trial's token")
+
+    def post(trial_id: str, body: object) -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{experiment.port}/api/v1/expmgr/trials/{trial_id}/metrics",
+            data=json.dumps(body).encode(), method="POST", headers={"X-Expmgr-Trial-Token": token})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    good = {"attempt": 1, "sequence": 99, "type": "FINAL", "value": 1.0}
+    assert post(other, good)[0] == 403, "a trial can report only for itself"
+    status, body = post(mine, {**good, "type": "BOGUS"})
+    assert status == 400 and "type:" in body
+    status, body = post(mine, {**good, "value": "high"})
+    assert status == 400 and "value:" in body
+    status, body = post(mine, {**good, "sequence": -1})
+    assert status == 400 and "sequence:" in body
+    assert post(mine, {**good, "type": "PERIODICAL"})[0] == 200
+    assert post(mine, {**good, "type": "PERIODICAL", "value": 2.0})[0] == 200, "a repeated report is accepted once"
+    release.touch()
+    assert experiment.wait(timeout=120)
+    rows = sqlite3.connect(experiment.paths.database).execute(
+        "SELECT trial_id, value_json FROM metrics WHERE sequence = 99").fetchall()
+    assert rows == [(mine, "1.0")]
