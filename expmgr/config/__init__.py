@@ -1,0 +1,21 @@
+"""Experiment configuration: NNI v2 YAML (camelCase) or Python (snake_case), validated with positions.
+
+    config = ExperimentConfig.load("config.yml")   # ConfigError: "config.yml:7:19: trialConcurrency: ..."
+    canonical = config.canonical()                 # validated copy: seconds, absolute paths, defaults
+"""
+from __future__ import annotations
+
+from ._durations import parse_duration
+from ._errors import ConfigError
+from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig
+from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
+
+__all__ = [
+    "AlgorithmConfig",
+    "ConfigError",
+    "ExperimentConfig",
+    "LocalConfig",
+    "SEARCH_SPACE_TYPES",
+    "parse_duration",
+    "validate_search_space",
+]

@@ -1,0 +1,36 @@
+"""Durations as NNI writes them: a number of seconds, or a string such as ``30s``, ``10m``, ``1.5h``, ``2d``.
+
+``parse_duration("1.5h") == 5400.0``; anything else raises ConfigError saying the expected format.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from ._errors import ConfigError
+
+UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+EXPECTED = "expected a duration such as 30s, 10m, 1.5h or 2d (units s, m, h, d) or a number of seconds"
+
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*$")
+
+
+def parse_duration(value: object) -> float:
+    """Seconds in ``value``: a positive int/float, or a string of a positive number and a unit."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{EXPECTED}, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _PATTERN.match(value)
+        if match is None:
+            raise ConfigError(f"{EXPECTED}, got {value!r}")
+        unit = match.group(2).lower()
+        if unit not in UNITS:
+            raise ConfigError(f"unknown unit {match.group(2)!r}; {EXPECTED}, got {value!r}")
+        seconds = float(match.group(1)) * UNITS[unit]
+    else:
+        raise ConfigError(f"{EXPECTED}, got {value!r}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"a duration must be more than 0 seconds; {EXPECTED}, got {value!r}")
+    return seconds

@@ -1,0 +1,245 @@
+"""Reading config and search-space files with ruamel.yaml, keeping line/column positions.
+
+A ``Source`` remembers the parsed document so that a field path such as
+``tuner.classArgs.optimize_mode`` can be turned into ``config.yml:7:19`` in a ConfigError.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError, Key, PathSegment, Problem, format_path
+from ._keys import norm
+
+
+@dataclass
+class Source:
+    """A parsed file: its name as shown to the user and its ruamel document (None if unknown)."""
+
+    file: Path
+    doc: Any = None
+    # top-level field values right after loading; a field changed since then is reported
+    # without a file position
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    key_order: list[str] = field(default_factory=list)
+
+    def locate(self, path: tuple[PathSegment, ...], at_key: bool = False) -> tuple[int | None, int | None]:
+        """1-based (line, column) of ``path`` in the document: the value, or the key if ``at_key``.
+
+        When the path leads to a mapping or list, or stops early (a missing key), the position
+        is that of the last key found; with nothing found, the start of the document.
+        """
+        node = self.doc
+        if node is None or not hasattr(node, "lc"):
+            return None, None
+        key_pos: tuple[int, int] | None = (node.lc.line, node.lc.col)
+        pos = key_pos
+        for i, seg in enumerate(path):
+            last = i == len(path) - 1
+            if isinstance(seg, Key) and isinstance(node, list) and len(node) == 1 and isinstance(node[0], dict):
+                node = node[0]   # trainingService given as a list of one
+            if isinstance(seg, int) and not isinstance(seg, bool):
+                if not isinstance(node, list) or not 0 <= seg < len(node):
+                    pos = key_pos
+                    break
+                key_pos = pos = _lc(node.lc.item(seg))
+                node = node[seg]
+                continue
+            found = _find_key(node, seg) if isinstance(node, dict) else _MISSING
+            if found is _MISSING:
+                pos = key_pos
+                break
+            key_pos = _lc(node.lc.key(found))
+            value = node[found]
+            if at_key and last:
+                pos = key_pos
+            elif isinstance(value, (dict, list)) and not _is_flow(value):
+                pos = key_pos
+            else:
+                pos = _lc(node.lc.value(found))
+            node = value
+        if pos is None:
+            return None, None
+        return pos[0] + 1, pos[1] + 1
+
+    def error(self, problem: Problem) -> ConfigError:
+        line, column = self.locate(problem.path[problem.skip:], problem.at_key)
+        return ConfigError(problem.message, file=self.file, line=line, column=column,
+                           field=format_path(problem.path) or None)
+
+
+_MISSING = object()
+
+
+def _find_key(mapping: dict, seg: PathSegment) -> Any:
+    if isinstance(seg, Key):
+        for k in mapping:
+            if isinstance(k, str) and norm(k) == norm(seg):
+                return k
+        return _MISSING
+    for k in mapping:
+        if k == seg or str(k) == seg:
+            return k
+    return _MISSING
+
+
+def _lc(pair: Any) -> tuple[int, int] | None:
+    try:
+        return int(pair[0]), int(pair[1])
+    except (TypeError, IndexError, ValueError):
+        return None
+
+
+def _is_flow(node: Any) -> bool:
+    fa = getattr(node, "fa", None)
+    return bool(fa is not None and fa.flow_style())
+
+
+def display_path(path: Path) -> Path:
+    """``path`` relative to the working directory when inside it, else absolute."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def read_text(real: Path, what: str = "config file") -> str:
+    """The UTF-8 text of ``real``; ConfigError (without a file set) when it cannot be read."""
+    try:
+        return real.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} expected, but this is a directory") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror or exc}") from None
+
+
+def parse_yaml(text: str, shown: Path) -> Any:
+    """The round-trip ruamel document of ``text``; YAML errors become ConfigError at their position."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    try:
+        return YAML(typ="rt").load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        line = mark.line + 1 if mark is not None else None
+        column = mark.column + 1 if mark is not None else None
+        problem = problem.split("\n")[0].strip()
+        raise ConfigError(f"invalid YAML: {problem}", file=shown, line=line, column=column) from None
+    except YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=shown) from None
+
+
+def to_plain(node: Any) -> Any:
+    """Plain dict/list/str/int/float/bool/None from a ruamel document (order kept)."""
+    if isinstance(node, dict):
+        return {to_plain(k): to_plain(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [to_plain(v) for v in node]
+    if isinstance(node, bool):
+        return bool(node)
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def _type_name(node: Any) -> str:
+    if isinstance(node, list):
+        return "a list"
+    if isinstance(node, str):
+        return "a string"
+    if isinstance(node, bool):
+        return "a boolean"
+    if isinstance(node, (int, float)):
+        return "a number"
+    return type(node).__name__
+
+
+def load_config(path: str | os.PathLike[str]) -> Any:
+    """``ExperimentConfig.load``: parse, check keys, make paths absolute, validate."""
+    from ._validate import config_from_mapping, resolve_paths
+
+    shown = Path(path)
+    real = shown.expanduser()
+    try:
+        text = read_text(real)
+    except ConfigError as exc:
+        exc.file = shown
+        raise
+    doc = parse_yaml(text, shown)
+    if doc is None:
+        raise ConfigError("config file is empty; expected a mapping of config keys "
+                          "(trialCommand, trialConcurrency, ...)", file=shown)
+    if not isinstance(doc, dict):
+        line = doc.lc.line + 1 if hasattr(doc, "lc") else 1
+        column = doc.lc.col + 1 if hasattr(doc, "lc") else 1
+        raise ConfigError(f"the top level must be a mapping of config keys, got {_type_name(doc)}",
+                          file=shown, line=line, column=column)
+    source = Source(shown, doc)
+    try:
+        config = config_from_mapping(to_plain(doc), origin="file")
+        resolve_paths(config, real.parent.absolute())
+    except Problem as problem:
+        raise source.error(problem) from None
+    from ._model import public_fields
+    source.snapshot = {name: copy.deepcopy(getattr(config, name)) for name in public_fields(type(config))}
+    source.key_order = [_field_of(k) for k in doc if _field_of(k) is not None]
+    config._source = source
+    config._origin = "file"
+    config.canonical()   # validate now, so that errors point into the file
+    return config
+
+
+def _field_of(key: Any) -> str | None:
+    from ._model import ExperimentConfig, public_fields
+
+    if not isinstance(key, str):
+        return None
+    for name in public_fields(ExperimentConfig):
+        if norm(name) == norm(key):
+            return name
+    return None
+
+
+def read_search_space_file(real: Path) -> tuple[Any, Source]:
+    """The content of a search-space file (.json as JSON, .yml/.yaml as YAML) and its Source."""
+    import json
+
+    shown = display_path(real)
+    try:
+        text = read_text(real, "search space file")
+    except ConfigError as exc:
+        exc.file = shown
+        raise
+    if not text.strip():
+        raise ConfigError("search space file is empty", file=shown)
+    is_json = real.suffix.lower() == ".json"
+    if not is_json and real.suffix.lower() not in (".yml", ".yaml"):
+        is_json = text.lstrip().startswith(("{", "["))
+    if is_json:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"invalid JSON: {exc.msg}", file=shown, line=exc.lineno,
+                              column=exc.colno) from None
+        try:   # JSON is YAML enough for positions; without them errors just name the file
+            doc = parse_yaml(text, shown)
+        except ConfigError:
+            doc = None
+        return value, Source(shown, doc)
+    doc = parse_yaml(text, shown)
+    if doc is None:
+        raise ConfigError("search space file is empty", file=shown)
+    return to_plain(doc), Source(shown, doc)

@@ -1,0 +1,163 @@
+"""The config records: ExperimentConfig, AlgorithmConfig (tuner/assessor) and LocalConfig.
+
+Plain dataclasses with snake_case attributes; ``canonical()`` validates and fills defaults,
+``to_dict()``/``to_yaml()`` write NNI v2 camelCase, ``load()``/``from_dict()`` read it back.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Union
+
+from ._errors import snake_to_camel
+
+PathLike = Union[str, Path]
+Duration = Union[int, float, str]
+
+
+@dataclass(slots=True)
+class AlgorithmConfig:
+    """A tuner or assessor: a built-in ``name`` or your own ``class_name`` ("module.ClassName")."""
+
+    name: str | None = None
+    class_name: str | None = None
+    code_directory: PathLike | None = None
+    class_args: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _section_dict(self)
+
+
+@dataclass(slots=True)
+class LocalConfig:
+    """The local training service: trials run as processes on this machine."""
+
+    platform: str = "local"
+    use_active_gpu: bool = False
+    max_trial_number_per_gpu: int = 1
+    gpu_indices: list[int] | int | str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _section_dict(self)
+
+
+@dataclass(slots=True)
+class ExperimentConfig:
+    """An experiment's configuration (NNI v2 format: camelCase in YAML, snake_case here).
+
+    Build it in Python or ``ExperimentConfig.load("config.yml")``; attributes can be set
+    freely before the experiment starts, and ``canonical()`` validates the result.
+    """
+
+    experiment_name: str | None = None
+    search_space_file: PathLike | None = None
+    search_space: dict[str, Any] | None = None
+    trial_command: str | None = None
+    trial_code_directory: PathLike = "."
+    trial_concurrency: int | None = None
+    trial_gpu_number: int | None = None
+    max_experiment_duration: Duration | None = None
+    max_trial_number: int | None = None
+    max_trial_duration: Duration | None = None
+    max_trial_retries: int = 0
+    trial_idle_timeout: Duration | None = None
+    trial_grace_period: Duration | None = None
+    nni_manager_ip: str | None = None
+    use_annotation: bool = False
+    debug: bool = False
+    log_level: str | None = None
+    experiment_type: str = "hpo"
+    experiment_working_directory: PathLike | None = None
+    tuner: AlgorithmConfig | dict[str, Any] | None = None
+    assessor: AlgorithmConfig | dict[str, Any] | None = None
+    training_service: LocalConfig | dict[str, Any] | list[Any] | None = field(default_factory=LocalConfig)
+
+    # where the config came from, for error positions; not part of the config itself
+    _origin: str = field(default="python", init=False, repr=False, compare=False)
+    _source: Any = field(default=None, init=False, repr=False, compare=False)
+    # set on canonical/resumed configs: search_space was read from this file, which is now
+    # kept only for reference
+    _search_space_read_from: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    def load(cls, path: PathLike) -> ExperimentConfig:
+        """Read and validate a YAML config; relative paths in it are relative to its folder.
+
+        Returns the config as written (paths made absolute); raises ConfigError with the
+        file, line and column of the first problem.
+        """
+        from ._loader import load_config
+        return load_config(path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
+        """The inverse of ``to_dict()``: camelCase or snake_case keys. Validates keys only."""
+        from ._validate import config_from_dict
+        return config_from_dict(data)
+
+    def canonical(self) -> ExperimentConfig:
+        """A new, validated copy: durations in seconds, absolute paths, defaults filled."""
+        from ._validate import canonicalize
+        return canonicalize(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable NNI v2 dict: camelCase keys, paths as str, None fields left out."""
+        return _section_dict(self)
+
+    def to_yaml(self) -> str:
+        """``to_dict()`` as camelCase YAML text."""
+        import io
+
+        from ruamel.yaml import YAML
+
+        yaml = YAML(typ="rt")
+        yaml.default_flow_style = False
+        yaml.width = 4096
+        yaml.indent(mapping=2, sequence=4, offset=2)
+        yaml.representer.add_representer(
+            type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+        out = io.StringIO()
+        yaml.dump(_flow_leaf_lists(self.to_dict()), out)
+        return out.getvalue()
+
+
+def _flow_leaf_lists(value: Any) -> Any:
+    """Lists of plain values written inline (``_value: [16, 32]``), the rest as blocks."""
+    from ruamel.yaml.comments import CommentedSeq
+
+    if isinstance(value, dict):
+        return {k: _flow_leaf_lists(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_flow_leaf_lists(v) for v in value]
+        if any(isinstance(v, (dict, list)) for v in value):
+            return items
+        seq = CommentedSeq(items)
+        seq.fa.set_flow_style()
+        return seq
+    return value
+
+
+def public_fields(cls: type) -> list[str]:
+    return [f.name for f in fields(cls) if not f.name.startswith("_")]
+
+
+def _section_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in public_fields(type(obj)):
+        value = getattr(obj, name)
+        if value is not None:
+            out[snake_to_camel(name)] = _jsonable(value)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (AlgorithmConfig, LocalConfig)):
+        return value.to_dict()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return copy.deepcopy(value)

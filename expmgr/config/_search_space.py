@@ -1,0 +1,131 @@
+"""Checks a search space in NNI's format: ``{name: {"_type": T, "_value": [...]}}``.
+
+``validate_search_space(space)`` raises ConfigError naming the first bad entry, e.g.
+``searchSpace.lr._value: uniform needs low < high, got [0.1, 0.01]``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._errors import ConfigError, PathSegment, Problem, format_path
+from ._keys import unknown_message
+
+# _type -> names of the _value items
+SEARCH_SPACE_TYPES: dict[str, tuple[str, ...]] = {
+    "choice": (),
+    "randint": ("lower", "upper"),
+    "uniform": ("low", "high"),
+    "quniform": ("low", "high", "q"),
+    "loguniform": ("low", "high"),
+    "qloguniform": ("low", "high", "q"),
+    "normal": ("mu", "sigma"),
+    "qnormal": ("mu", "sigma", "q"),
+    "lognormal": ("mu", "sigma"),
+    "qlognormal": ("mu", "sigma", "q"),
+}
+
+_ENTRY = "each parameter is {_type: <type>, _value: [...]}"
+
+
+def validate_search_space(space: object, where: str = "searchSpace") -> None:
+    """Raise ConfigError (field ``<where>.<name>...``) unless ``space`` is a valid search space."""
+    try:
+        check_search_space(space, ())
+    except Problem as problem:
+        field = ".".join(p for p in (where, format_path(problem.path)) if p)
+        field = field.replace(".[", "[")
+        raise ConfigError(problem.message, field=field) from None
+
+
+def check_search_space(space: object, path: tuple[PathSegment, ...]) -> None:
+    """Raise Problem for the first bad entry of ``space``, in order."""
+    if not isinstance(space, dict):
+        raise Problem(path, f"expected a mapping of parameter names to {{_type, _value}}, "
+                            f"got {_describe(space)}")
+    if not space:
+        raise Problem(path, "the search space is empty; give at least one parameter")
+    _check_entries(space, path)
+
+
+def _check_entries(entries: dict, path: tuple[PathSegment, ...]) -> None:
+    for name, entry in entries.items():
+        if not isinstance(name, str) or not name:
+            raise Problem(path + (str(name),), f"parameter names must be non-empty strings, got {name!r}",
+                          at_key=True)
+        _check_entry(entry, path + (name,))
+
+
+def _check_entry(entry: object, path: tuple[PathSegment, ...]) -> None:
+    if not isinstance(entry, dict):
+        raise Problem(path, f"expected {{_type: ..., _value: [...]}}, got {_describe(entry)}")
+    for key in entry:
+        if key not in ("_type", "_value"):
+            raise Problem(path + (str(key),), f"unknown key; {_ENTRY}", at_key=True)
+    if "_type" not in entry:
+        raise Problem(path + ("_type",), f"required; {_ENTRY}")
+    kind = entry["_type"]
+    if not isinstance(kind, str) or kind not in SEARCH_SPACE_TYPES:
+        if isinstance(kind, str) and kind.lower() in SEARCH_SPACE_TYPES:
+            raise Problem(path + ("_type",), f"_type is case-sensitive: write {kind.lower()!r}")
+        raise Problem(path + ("_type",), unknown_message("_type", str(kind), list(SEARCH_SPACE_TYPES), "types"))
+    if "_value" not in entry:
+        raise Problem(path + ("_value",), f"required; {_ENTRY}")
+    value = entry["_value"]
+    vpath = path + ("_value",)
+    if kind == "choice":
+        _check_choice(value, vpath)
+        return
+    names = SEARCH_SPACE_TYPES[kind]
+    shape = "[" + ", ".join(names) + "]"
+    if not isinstance(value, list):
+        raise Problem(vpath, f"{kind} needs a list {shape}, got {_describe(value)}")
+    if len(value) != len(names):
+        raise Problem(vpath, f"{kind} needs {len(names)} values {shape}, got {len(value)}")
+    want_int = kind == "randint"
+    for i, item in enumerate(value):
+        if want_int and not _is_int(item):
+            raise Problem(vpath + (i,), f"randint needs integers {shape}, got {item!r}")
+        if not _is_number(item):
+            raise Problem(vpath + (i,), f"{kind} needs numbers {shape}, got {item!r}")
+    args = dict(zip(names, value))
+    if "low" in args:
+        low, high = args["low"], args["high"]
+        if kind in ("loguniform", "qloguniform") and low <= 0:
+            raise Problem(vpath + (0,), f"{kind} needs 0 < low, got low = {low!r}")
+        if not low < high:
+            raise Problem(vpath, f"{kind} needs low < high, got {value!r}")
+    if "lower" in args and not args["lower"] < args["upper"]:
+        raise Problem(vpath, f"randint needs lower < upper, got {value!r} (upper is exclusive)")
+    if "sigma" in args and args["sigma"] <= 0:
+        raise Problem(vpath + (1,), f"{kind} needs sigma > 0, got sigma = {args['sigma']!r}")
+    if "q" in args and args["q"] <= 0:
+        raise Problem(vpath + (len(names) - 1,), f"{kind} needs q > 0, got q = {args['q']!r}")
+
+
+def _check_choice(value: object, vpath: tuple[PathSegment, ...]) -> None:
+    if not isinstance(value, list) or not value:
+        raise Problem(vpath, f"choice needs a non-empty list of options, got {_describe(value)}")
+    for i, option in enumerate(value):
+        if isinstance(option, dict) and "_name" in option:
+            # a nested search space: {_name: "option", param: {_type, _value}, ...}
+            nested = {k: v for k, v in option.items() if k != "_name"}
+            _check_entries(nested, vpath + (i,))
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _describe(x: object) -> str:
+    if isinstance(x, list):
+        return f"a list {x!r}" if x else "an empty list"
+    if isinstance(x, dict):
+        return "a mapping" if x else "an empty mapping"
+    if x is None:
+        return "nothing"
+    return repr(x)

@@ -1,0 +1,457 @@
+"""Validation and canonicalisation of an ExperimentConfig, field by field, in document order.
+
+``canonicalize(config)`` returns a new config with defaults filled, durations in seconds and
+absolute paths, or raises ConfigError for the first problem.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from ._durations import parse_duration
+from ._errors import ConfigError, Key, PathSegment, Problem, format_path
+from ._keys import match_keys, norm, spell, unknown_message
+from ._loader import read_search_space_file
+from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig, public_fields
+from ._search_space import check_search_space
+
+LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
+DEFAULT_HOME = "~/expmgr-experiments"
+DEFAULT_TRIAL_GRACE_PERIOD = 10.0
+SUPPORTED_PLATFORMS = ("local",)
+NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "hybrid")
+_CLASS_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+# NNI keys that are not ours: a better message than "unknown key"
+_TOP_HINTS = {
+    norm(k): v for k, v in {
+        "advisor": "NNI's advisor is not supported; use a tuner (and an assessor)",
+        "sharedStorage": "sharedStorage is not supported yet",
+        "tunerGpuIndices": "tunerGpuIndices is not supported yet",
+        "authorName": "this looks like an NNI v1 config; expmgr reads the v2 format (see docs/config.md)",
+        "trainingServicePlatform": "NNI v1 key; in v2 write trainingService: {platform: local}",
+        "trial": "NNI v1 key; in v2 write trialCommand and trialCodeDirectory at the top level",
+        "searchSpacePath": "NNI v1 key; in v2 it is searchSpaceFile",
+        "maxExecDuration": "NNI v1 key; in v2 it is maxExperimentDuration",
+        "maxTrialNum": "NNI v1 key; in v2 it is maxTrialNumber",
+        "localConfig": "NNI v1 key; in v2 write trainingService: {platform: local, ...}",
+    }.items()
+}
+_PATH_FIELDS = ("trial_code_directory", "search_space_file", "experiment_working_directory")
+
+
+# -- from a mapping (YAML document or dict) to the records, checking keys only ----------------
+
+def config_from_mapping(raw: dict[Any, Any], origin: str) -> ExperimentConfig:
+    """An ExperimentConfig holding the values of ``raw`` as given; raises Problem for bad keys."""
+    style = "snake" if origin == "python" else "camel"
+    values = match_keys(raw, public_fields(ExperimentConfig), (), style, _TOP_HINTS)
+    for name in ("tuner", "assessor"):
+        if isinstance(values.get(name), dict):
+            values[name] = algorithm_from_mapping(values[name], (Key(name),), style)
+    service = values.get("training_service")
+    if isinstance(service, list) and len(service) == 1 and isinstance(service[0], dict):
+        service = service[0]
+    if isinstance(service, dict):
+        values["training_service"] = local_from_mapping(service, (Key("training_service"),), style)
+    for name in _PATH_FIELDS:
+        if isinstance(values.get(name), str):
+            values[name] = Path(values[name])
+    config = ExperimentConfig(**values)
+    config._origin = origin
+    return config
+
+
+def config_from_dict(data: dict[str, Any]) -> ExperimentConfig:
+    """``ExperimentConfig.from_dict``."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"ExperimentConfig.from_dict needs a dict, got {type(data).__name__}")
+    try:
+        config = config_from_mapping(data, origin="dict")
+    except Problem as problem:
+        raise ConfigError(problem.message, field=format_path(problem.path) or None) from None
+    if config.search_space is not None and isinstance(config.search_space_file, (str, Path)):
+        # a saved canonical config: the search space was read from that file already
+        config._search_space_read_from = str(_absolute(config.search_space_file, Path.cwd()))
+    return config
+
+
+def algorithm_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...], style: str) -> AlgorithmConfig:
+    values = match_keys(raw, public_fields(AlgorithmConfig), path, style)
+    if values.get("class_args", {}) is None:
+        values["class_args"] = {}
+    return AlgorithmConfig(**values)
+
+
+def local_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...], style: str) -> LocalConfig:
+    platform = [v for k, v in raw.items() if isinstance(k, str) and norm(k) == "platform"]
+    if not platform:
+        raise Problem(path + (Key("platform"),), "required (e.g. platform: local)")
+    _platform(platform[0], path + (Key("platform"),))   # before the keys, which depend on it
+    return LocalConfig(**match_keys(raw, public_fields(LocalConfig), path, style))
+
+
+def resolve_paths(config: ExperimentConfig, base: Path) -> None:
+    """Make the relative paths of a loaded config absolute against ``base`` (its folder)."""
+    for name in _PATH_FIELDS:
+        value = getattr(config, name)
+        if isinstance(value, (str, Path)) and str(value).strip():
+            setattr(config, name, _absolute(value, base))
+    for algo in (config.tuner, config.assessor):
+        if isinstance(algo, AlgorithmConfig) and isinstance(algo.code_directory, (str, Path)):
+            algo.code_directory = _absolute(algo.code_directory, base)
+
+
+def _absolute(value: str | Path, base: Path) -> Path:
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    return Path(os.path.normpath(path))
+
+
+# -- canonicalisation -----------------------------------------------------------------------
+
+def canonicalize(config: ExperimentConfig) -> ExperimentConfig:
+    """``ExperimentConfig.canonical``."""
+    try:
+        return _Canonicalizer(config).run()
+    except Problem as problem:
+        raise _to_error(problem, config) from None
+
+
+def _to_error(problem: Problem, config: ExperimentConfig) -> ConfigError:
+    if problem.source is not None:
+        return problem.source.error(problem)
+    source = config._source
+    if source is not None and _unchanged_since_load(config, problem.path):
+        return source.error(problem)
+    field = format_path(problem.path) or None
+    if config._origin == "dict":
+        return ConfigError(problem.message, field=field)
+    shown = "ExperimentConfig" + ("." + format_path(problem.path, "snake") if problem.path else "")
+    return ConfigError(problem.message, field=field, display_field=shown)
+
+
+def _unchanged_since_load(config: ExperimentConfig, path: tuple[PathSegment, ...]) -> bool:
+    if not path or not isinstance(path[0], Key):
+        return True
+    snapshot = config._source.snapshot
+    return path[0] in snapshot and getattr(config, path[0]) == snapshot[path[0]]
+
+
+class _Canonicalizer:
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.config = config
+        self.base = Path.cwd()
+        self.style = "snake" if config._origin == "python" else "camel"
+        self.read_from: str | None = None
+
+    def run(self) -> ExperimentConfig:
+        config = self.config
+        names = public_fields(ExperimentConfig)
+        order = list(config._source.key_order) if config._source is not None else []
+        order += [n for n in names if n not in order]
+        out: dict[str, Any] = {}
+        for name in order:
+            if name in out:
+                continue
+            if name in ("search_space", "search_space_file"):
+                out.update(self._search_space_pair())
+                continue
+            check: Callable[[Any, tuple[PathSegment, ...]], Any] = getattr(self, "_" + name)
+            out[name] = check(getattr(config, name), (Key(name),))
+        if out["debug"] and (out["log_level"] is None
+                             or LOG_LEVELS.index(out["log_level"]) > LOG_LEVELS.index("debug")):
+            out["log_level"] = "debug"
+        elif out["log_level"] is None:
+            out["log_level"] = "info"
+        result = ExperimentConfig(**out)
+        result._origin = config._origin
+        result._source = config._source
+        result._search_space_read_from = self.read_from
+        return result
+
+    def _name(self, name: str) -> str:
+        return spell(name, self.style)
+
+    # search space --------------------------------------------------------------------------
+    def _search_space_pair(self) -> dict[str, Any]:
+        inline, file = self.config.search_space, self.config.search_space_file
+        ss_path, file_path = (Key("search_space"),), (Key("search_space_file"),)
+        both = (f"give either {self._name('search_space')} or {self._name('search_space_file')}, "
+                f"not both")
+        if file is None:
+            if inline is None:
+                raise Problem(ss_path, f"required: give {self._name('search_space')} (inline) or "
+                                       f"{self._name('search_space_file')} (a JSON or YAML file)")
+            check_search_space(inline, ss_path)
+            return {"search_space": copy.deepcopy(inline), "search_space_file": None}
+        real = self._path(file, file_path)
+        if inline is not None and self.config._search_space_read_from == str(real):
+            check_search_space(inline, ss_path)   # read earlier; the file is only a reference now
+            self.read_from = str(real)
+            return {"search_space": copy.deepcopy(inline), "search_space_file": real}
+        if not real.exists():
+            if inline is not None:
+                raise Problem(ss_path, both)
+            raise Problem(file_path, f"file not found: {real}")
+        if not real.is_file():
+            raise Problem(file_path, f"not a file: {real}")
+        space, source = read_search_space_file(real)
+        if inline is not None and inline != space:
+            raise Problem(ss_path, both)
+        try:
+            check_search_space(space, ss_path)
+        except Problem as problem:
+            problem.source, problem.skip = source, 1
+            raise
+        self.read_from = str(real)
+        return {"search_space": space, "search_space_file": real}
+
+    # scalar fields -------------------------------------------------------------------------
+    def _experiment_name(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
+        return _optional(value, path, _string)
+
+    def _trial_command(self, value: Any, path: tuple[PathSegment, ...]) -> str:
+        if value is None:
+            raise Problem(path, "required: the command that runs one trial, e.g. python3 trial.py")
+        if not isinstance(value, str) or not value.strip():
+            raise Problem(path, f"expected a non-empty command, got {value!r}")
+        return value
+
+    def _trial_code_directory(self, value: Any, path: tuple[PathSegment, ...]) -> Path:
+        real = self._path("." if value is None else value, path)
+        if not real.exists():
+            raise Problem(path, f"directory not found: {real}")
+        if not real.is_dir():
+            raise Problem(path, f"not a directory: {real}")
+        return real
+
+    def _trial_concurrency(self, value: Any, path: tuple[PathSegment, ...]) -> int:
+        if value is None:
+            raise Problem(path, "required: how many trials run at once, e.g. 1")
+        return _positive_int(value, path)
+
+    def _trial_gpu_number(self, value: Any, path: tuple[PathSegment, ...]) -> int | None:
+        return _optional(value, path, _non_negative_int)
+
+    def _max_experiment_duration(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
+        return _optional(value, path, _duration)
+
+    def _max_trial_number(self, value: Any, path: tuple[PathSegment, ...]) -> int | None:
+        return _optional(value, path, _positive_int)
+
+    def _max_trial_duration(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
+        return _optional(value, path, _duration)
+
+    def _max_trial_retries(self, value: Any, path: tuple[PathSegment, ...]) -> int:
+        return 0 if value is None else _non_negative_int(value, path)
+
+    def _trial_idle_timeout(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
+        return _optional(value, path, _duration)
+
+    def _trial_grace_period(self, value: Any, path: tuple[PathSegment, ...]) -> float:
+        return DEFAULT_TRIAL_GRACE_PERIOD if value is None else _duration(value, path)
+
+    def _nni_manager_ip(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
+        return _optional(value, path, _string)
+
+    def _use_annotation(self, value: Any, path: tuple[PathSegment, ...]) -> bool:
+        if value is None:
+            return False
+        if _bool(value, path):
+            raise Problem(path, "annotations are not supported; remove the key or set it to false")
+        return False
+
+    def _debug(self, value: Any, path: tuple[PathSegment, ...]) -> bool:
+        return False if value is None else _bool(value, path)
+
+    def _log_level(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value.lower() not in LOG_LEVELS:
+            raise Problem(path, unknown_message("log level", str(value), list(LOG_LEVELS), "levels"))
+        return value.lower()
+
+    def _experiment_type(self, value: Any, path: tuple[PathSegment, ...]) -> str:
+        if value is None:
+            return "hpo"
+        if not isinstance(value, str) or value.lower() != "hpo":
+            raise Problem(path, f"only 'hpo' experiments are supported, got {value!r}")
+        return "hpo"
+
+    def _experiment_working_directory(self, value: Any, path: tuple[PathSegment, ...]) -> Path:
+        if value is None:
+            return _absolute(os.environ.get("EXPMGR_HOME") or DEFAULT_HOME, Path.cwd())
+        return self._path(value, path)
+
+    def _path(self, value: Any, path: tuple[PathSegment, ...]) -> Path:
+        if not isinstance(value, (str, Path)) or not str(value).strip():
+            raise Problem(path, f"expected a path, got {value!r}")
+        return _absolute(value, self.base)
+
+    # sections ------------------------------------------------------------------------------
+    def _tuner(self, value: Any, path: tuple[PathSegment, ...]) -> AlgorithmConfig:
+        if value is None:
+            raise Problem(path, "required (e.g. tuner: {name: TPE})" if self.style == "camel"
+                          else "required (e.g. tuner={'name': 'TPE'})")
+        return self._algorithm(value, path, "tuner")
+
+    def _assessor(self, value: Any, path: tuple[PathSegment, ...]) -> AlgorithmConfig | None:
+        return None if value is None else self._algorithm(value, path, "assessor")
+
+    def _algorithm(self, value: Any, path: tuple[PathSegment, ...], kind: str) -> AlgorithmConfig:
+        from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS
+
+        if isinstance(value, dict):
+            value = algorithm_from_mapping(value, path, self.style)
+        if not isinstance(value, AlgorithmConfig):
+            raise Problem(path, f"expected a mapping such as {{name: ..., classArgs: {{...}}}}, got {value!r}")
+        name_key, class_key = self._name("name"), self._name("class_name")
+        if value.name is not None and value.class_name is not None:
+            raise Problem(path + (Key("class_name"),),
+                          f"give either {name_key} (a built-in {kind}) or {class_key} (your own class), not both")
+        result = AlgorithmConfig()
+        if value.name is not None:
+            builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
+            by_lower = {n.lower(): n for n in builtins}
+            if not isinstance(value.name, str) or value.name.lower() not in by_lower:
+                if not builtins:
+                    raise Problem(path + (Key("name"),), f"unknown {kind} {value.name!r}: there are no "
+                                  f"built-in {kind}s yet; use {class_key}: module.ClassName")
+                raise Problem(path + (Key("name"),),
+                              unknown_message(kind, str(value.name), list(builtins), f"{kind}s"))
+            result.name = by_lower[value.name.lower()]
+            if value.code_directory is not None:
+                raise Problem(path + (Key("code_directory"),),
+                              f"{self._name('code_directory')} is only used with {class_key}")
+        elif value.class_name is not None:
+            if not isinstance(value.class_name, str) or not _CLASS_NAME.match(value.class_name):
+                raise Problem(path + (Key("class_name"),),
+                              f"expected module.ClassName (e.g. my_tuner.MyTuner), got {value.class_name!r}")
+            result.class_name = value.class_name
+            if value.code_directory is not None:
+                cpath = path + (Key("code_directory"),)
+                real = self._path(value.code_directory, cpath)
+                if not real.is_dir():
+                    raise Problem(cpath, f"directory not found: {real}")
+                result.code_directory = real
+        else:
+            raise Problem(path, f"needs {name_key} (a built-in {kind} such as "
+                                f"{'TPE' if kind == 'tuner' else 'Medianstop'}) or {class_key} (module.ClassName)")
+        args = {} if value.class_args is None else value.class_args
+        apath = path + (Key("class_args"),)
+        if not isinstance(args, dict):
+            raise Problem(apath, f"expected a mapping of argument names to values, got {args!r}")
+        for key in args:
+            if not isinstance(key, str):
+                raise Problem(apath + (str(key),), f"argument names must be strings, got {key!r}", at_key=True)
+        args = copy.deepcopy(args)
+        if "optimize_mode" in args:
+            mode = args["optimize_mode"]
+            if not isinstance(mode, str) or mode.lower() not in ("maximize", "minimize"):
+                raise Problem(apath + ("optimize_mode",), f"expected 'maximize' or 'minimize', got {mode!r}")
+            args["optimize_mode"] = mode.lower()
+        result.class_args = args
+        return result
+
+    def _training_service(self, value: Any, path: tuple[PathSegment, ...]) -> LocalConfig:
+        if value is None:
+            return LocalConfig()
+        if isinstance(value, list):
+            if len(value) != 1:
+                raise Problem(path, f"expected one training service (a mapping, or a list of one), "
+                                    f"got a list of {len(value)}")
+            value = value[0]
+        if isinstance(value, dict):
+            value = local_from_mapping(value, path, self.style)
+        if not isinstance(value, LocalConfig):
+            raise Problem(path, f"expected a mapping such as {{platform: local}}, got {value!r}")
+        result = LocalConfig()
+        result.platform = _platform(value.platform, path + (Key("platform"),))
+        result.use_active_gpu = _bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
+        result.max_trial_number_per_gpu = _positive_int(value.max_trial_number_per_gpu,
+                                                        path + (Key("max_trial_number_per_gpu"),))
+        result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
+        return result
+
+
+# -- value checks ---------------------------------------------------------------------------
+
+def _optional(value: Any, path: tuple[PathSegment, ...], check: Callable[[Any, tuple[PathSegment, ...]], Any]) -> Any:
+    return None if value is None else check(value, path)
+
+
+def _string(value: Any, path: tuple[PathSegment, ...]) -> str:
+    if not isinstance(value, str):
+        raise Problem(path, f"expected a string, got {value!r}")
+    return value
+
+
+def _bool(value: Any, path: tuple[PathSegment, ...]) -> bool:
+    if not isinstance(value, bool):
+        raise Problem(path, f"expected true or false, got {value!r}")
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive_int(value: Any, path: tuple[PathSegment, ...]) -> int:
+    if not _is_int(value) or value <= 0:
+        raise Problem(path, f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def _non_negative_int(value: Any, path: tuple[PathSegment, ...]) -> int:
+    if not _is_int(value) or value < 0:
+        raise Problem(path, f"expected an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def _duration(value: Any, path: tuple[PathSegment, ...]) -> float:
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise Problem(path, exc.message) from None
+
+
+def _platform(value: Any, path: tuple[PathSegment, ...]) -> str:
+    supported = ", ".join(SUPPORTED_PLATFORMS)
+    if not isinstance(value, str):
+        raise Problem(path, f"expected a platform name (supported: {supported}), got {value!r}")
+    if value.lower() in SUPPORTED_PLATFORMS:
+        return value.lower()
+    if value.lower() in NNI_PLATFORMS:
+        raise Problem(path, f"platform {value!r} is not supported yet; supported: {supported}")
+    raise Problem(path, unknown_message("platform", value, list(SUPPORTED_PLATFORMS), "platforms"))
+
+
+def _gpu_indices(value: Any, path: tuple[PathSegment, ...]) -> list[int] | None:
+    if value is None:
+        return None
+    expected = "expected GPU indices as a list of integers >= 0, an integer, or a string like \"0,1\""
+    if _is_int(value):
+        items: list[Any] = [value]
+    elif isinstance(value, str):
+        try:
+            items = [int(part) for part in value.split(",")]
+        except ValueError:
+            raise Problem(path, f"{expected}, got {value!r}") from None
+    elif isinstance(value, (list, tuple)) and value:
+        items = list(value)
+    else:
+        raise Problem(path, f"{expected}, got {value!r}")
+    for i, item in enumerate(items):
+        if not _is_int(item) or item < 0:
+            where = path + (i,) if isinstance(value, (list, tuple)) else path
+            raise Problem(where, f"{expected}, got {item!r}")
+    if len(set(items)) != len(items):
+        raise Problem(path, f"GPU indices repeat: {value!r}")
+    return [int(i) for i in items]
+
+
