@@ -5,8 +5,6 @@ The trial API is imported at once and costs next to nothing; everything else
 """
 from __future__ import annotations
 
-from typing import Any
-
 from expmgr.trial import (
     get_experiment_id,
     get_next_parameter,
@@ -38,7 +36,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'expmgr' has no attribute {name!r}")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
+# No `typing` import: it alone would double what `import expmgr` costs a trial.
 # Environment variables set by the training service for each trial attempt.
 ENV_EXPERIMENT_ID = "EXPMGR_EXPERIMENT_ID"
 ENV_TRIAL_ID = "EXPMGR_TRIAL_ID"
@@ -48,7 +48,7 @@ class _TrialContext:
         self.host = env.get(ENV_MANAGER_HOST, "127.0.0.1")
         self.port = int(env.get(ENV_MANAGER_PORT, "0"))
         self.token = env.get(ENV_TOKEN, "")
-        self.parameters: dict[str, Any] | None = None
+        self.parameters: dict[str, object] | None = None
         self.next_sequence = 0
 
 
@@ -74,7 +74,7 @@ def _standalone_logger():  # noqa: ANN202 - logging is imported only when run by
     return logger
 
 
-def get_next_parameter() -> dict[str, Any]:
+def get_next_parameter() -> dict[str, object]:
     """This trial's parameters (an empty dict when run outside an experiment)."""
     ctx = _ctx()
     if ctx.standalone:
@@ -99,17 +99,17 @@ def get_sequence_id() -> int:
     return _ctx().sequence_id
 
 
-def report_intermediate_result(metric: Any) -> None:
+def report_intermediate_result(metric: object) -> None:
     """Report a metric during training (a number, or a dict with a ``default`` number)."""
     _report("PERIODICAL", metric)
 
 
-def report_final_result(metric: Any) -> None:
+def report_final_result(metric: object) -> None:
     """Report the trial's result (a number, or a dict with a ``default`` number)."""
     _report("FINAL", metric)
 
 
-def _check_metric(metric: Any) -> None:
+def _check_metric(metric: object) -> None:
     if isinstance(metric, dict):
         value = metric.get("default")
         if "default" not in metric or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -118,7 +118,7 @@ def _check_metric(metric: Any) -> None:
         raise TypeError(f"a metric is a number or a dict with a 'default' number, got {metric!r}")
 
 
-def _report(kind: str, metric: Any) -> None:
+def _report(kind: str, metric: object) -> None:
     _check_metric(metric)
     ctx = _ctx()
     if ctx.standalone:

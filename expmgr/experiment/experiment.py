@@ -48,6 +48,7 @@ class Experiment:
         self.id = id or "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
         self.port: int | None = None
         self.paths: ExperimentPaths | None = None
+        self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
         self._log_attachment = None
         self._pushed_threads: list[threading.Thread] = []
@@ -68,6 +69,7 @@ class Experiment:
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = self.config.canonical()
+        self._canonical = config
         from tornado.netutil import bind_sockets
         try:
             sockets = bind_sockets(port, host)
@@ -209,14 +211,14 @@ class Experiment:
             store.close()
 
     def best_trial(self) -> TrialResult | None:
-        """The trial with the best final result under the tuner's ``optimize_mode``."""
+        """The trial with the best final result: the highest ``default`` value, or the
+        lowest when the tuner's ``optimize_mode`` is ``minimize``."""
         results = self.export_data()
         if not results:
             return None
-        tuner = self.config.tuner
-        class_args = (tuner.get("class_args") or tuner.get("classArgs") if isinstance(tuner, dict)
-                      else getattr(tuner, "class_args", None)) or {}
-        sign = -1 if class_args.get("optimize_mode") == "minimize" else 1
+        tuner = self._canonical.tuner if self._canonical is not None else None
+        minimize = tuner is not None and (tuner.class_args or {}).get("optimize_mode") == "minimize"
+        sign = -1 if minimize else 1
 
         def score(result: TrialResult) -> float:
             value = result.value["default"] if isinstance(result.value, dict) else result.value

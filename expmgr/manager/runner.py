@@ -19,6 +19,7 @@ import signal
 import string
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +33,6 @@ from expmgr.training.local import LocalTrainingService
 
 if TYPE_CHECKING:
     from expmgr.config import AlgorithmConfig, ExperimentConfig
-
-TRIAL_GRACE_PERIOD = 5.0
-"""Seconds a stopped trial gets between SIGTERM and SIGKILL."""
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 METRIC_TYPES = ("PERIODICAL", "FINAL")
@@ -89,6 +87,7 @@ class TrialRunner:
         self.dispatcher = DispatcherClient(paths.dispatcher_log, config.log_level)
         self.training = LocalTrainingService(config.training_service, config.trial_gpu_number, self)
         self._live: dict[str, _LiveTrial] = {}
+        self._retries: deque[tuple[TrialRecord, int]] = deque()
         self._tokens: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._stop_requested = False
@@ -140,7 +139,7 @@ class TrialRunner:
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
-            if not self._may_submit() and not self._live:
+            if not self._may_submit() and not self._live and not self._retries:
                 return
             if not self._may_submit() and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
@@ -153,9 +152,15 @@ class TrialRunner:
         limit = self.config.max_trial_number
         return not self._no_more_trials and (limit is None or self._submitted < limit)
 
+    def _has_free_slot(self) -> bool:
+        return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
+                and not self._stop_requested)
+
     async def _fill_slots(self) -> None:
-        while (self._may_submit() and len(self._live) < self.config.trial_concurrency
-               and self.training.has_capacity() and not self._stop_requested):
+        while self._retries and self._has_free_slot():
+            record, attempt = self._retries.popleft()
+            await self._launch_attempt(record, attempt)
+        while self._may_submit() and self._has_free_slot():
             sequence_id = self._next_sequence_id
             reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
             if not reply["parameters"]:
@@ -238,7 +243,7 @@ class TrialRunner:
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
         self.training.signal(live.record.trial_id, signal.SIGTERM)
-        asyncio.get_running_loop().call_later(TRIAL_GRACE_PERIOD, self._kill_if_alive,
+        asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
                                               live.record.trial_id, live.attempt)
 
     def _kill_if_alive(self, trial_id: str, attempt: int) -> None:
@@ -249,7 +254,7 @@ class TrialRunner:
     async def _stop_trials(self, reason: TrialState) -> None:
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
-        await self.training.stop(TRIAL_GRACE_PERIOD)
+        await self.training.stop(self.config.trial_grace_period)
 
     # -- stopping -------------------------------------------------------------
 
@@ -261,7 +266,11 @@ class TrialRunner:
     async def _finish(self, error: str | None) -> ExperimentState:
         if self._stop_requested and error is None:
             self._set_state(ExperimentState.STOPPING)
-        await self._stop_trials(TrialState.USER_CANCELED if error is None else TrialState.SYS_CANCELED)
+        reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED
+        await self._stop_trials(reason)
+        while self._retries:
+            record, _ = self._retries.popleft()
+            self.store.set_trial_status(record.trial_id, reason, end_time=time.time())
         await self.dispatcher.stop()
         if error is not None:
             self.logger.error("experiment failed: %s", error)
@@ -296,11 +305,18 @@ class TrialRunner:
             status = TrialState.CRASHED
         else:
             status = TrialState.FAILED
-        self.store.end_attempt(trial_id, attempt, status, time.time(), exit_code, signum)
+        retry = (status in (TrialState.FAILED, TrialState.CRASHED) and not self._stop_requested
+                 and attempt <= self.config.max_trial_retries)
+        self.store.end_attempt(trial_id, attempt, status, time.time(), exit_code, signum,
+                               trial_status=TrialState.WAITING if retry else status)
         how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
-        self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
-        self.dispatcher.notify("trial_end", parameter_id=live.record.sequence_id, trial_id=trial_id,
-                               success=status == TrialState.SUCCEEDED)
+        if retry:
+            self.logger.info("trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
+            self._retries.append((live.record, attempt + 1))
+        else:
+            self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
+            self.dispatcher.notify("trial_end", parameter_id=live.record.sequence_id, trial_id=trial_id,
+                                   success=status == TrialState.SUCCEEDED)
         self._wake.set()
 
     def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:

@@ -216,8 +216,10 @@ class ExperimentStore:
             self._event(trial_id, "trial_status", {"status": "RUNNING", "attempt": attempt})
 
     def end_attempt(self, trial_id: str, attempt: int, status: TrialState, end_time: float,
-                    exit_code: int | None, signal: int | None) -> None:
-        """Record how an attempt ended; ``status`` becomes the trial's status too."""
+                    exit_code: int | None, signal: int | None, trial_status: TrialState | None = None) -> None:
+        """Record how an attempt ended; the trial takes ``trial_status`` (default: ``status``),
+        e.g. WAITING when the attempt failed and the trial will be retried."""
+        trial_status = trial_status or status
         with _transaction(self._conn):
             self._conn.execute(
                 "UPDATE attempts SET status = ?, end_time = ?, exit_code = ?, signal = ? "
@@ -226,9 +228,10 @@ class ExperimentStore:
             )
             self._conn.execute(
                 "UPDATE trials SET status = ?, end_time = ? WHERE trial_id = ?",
-                (status.value, end_time if status.is_finished() else None, trial_id),
+                (trial_status.value, end_time if trial_status.is_finished() else None, trial_id),
             )
-            self._event(trial_id, "trial_status", {"status": status.value, "attempt": attempt,
+            self._event(trial_id, "trial_status", {"status": trial_status.value, "attempt": attempt,
+                                                   "attempt_status": status.value,
                                                    "exit_code": exit_code, "signal": signal})
 
     def set_trial_status(self, trial_id: str, status: TrialState, end_time: float | None = None) -> None:

@@ -18,6 +18,18 @@ if TYPE_CHECKING:
     from expmgr.config import LocalConfig
 
 
+_SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
+
+
+def shell_command(command: str) -> str:
+    """The command for ``sh -c``: a simple command is ``exec``'d, so the trial's own
+    process gets the signals and its exit status (a signal stays a signal, not 128+n);
+    anything using shell syntax is left to the shell as written."""
+    if _SHELL_SYNTAX.isdisjoint(command):
+        return "exec " + command
+    return command
+
+
 def detect_gpus() -> list[int]:
     """Indices of the GPUs nvidia-smi sees; empty without a driver."""
     if shutil.which("nvidia-smi") is None:
@@ -96,7 +108,7 @@ class LocalTrainingService(TrainingService):
             with open(trial.trial_directory / "stdout", "ab") as out, \
                     open(trial.trial_directory / "stderr", "ab") as err:
                 process = await asyncio.create_subprocess_exec(
-                    "/bin/sh", "-c", trial.command, cwd=trial.code_directory, env=env,
+                    "/bin/sh", "-c", shell_command(trial.command), cwd=trial.code_directory, env=env,
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
                 )
         except OSError as error:

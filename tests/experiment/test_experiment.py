@@ -220,3 +220,79 @@ def test_trial_reports_are_checked_for_token_and_fields(gated_experiment):
     rows = sqlite3.connect(experiment.paths.database).execute(
         "SELECT trial_id, value_json FROM metrics WHERE sequence = 99").fetchall()
     assert rows == [(mine, "1.0")]
+
+
+def _config(tmp_path: Path, code_dir: Path, **overrides) -> ExperimentConfig:
+    fields = dict(search_space={"x": {"_type": "choice", "_value": [1, 2]}}, trial_command="python3 trial.py",
+                  trial_code_directory=code_dir, trial_concurrency=2, max_trial_number=2,
+                  tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home")
+    fields.update(overrides)
+    return ExperimentConfig(**fields)
+
+
+def test_failed_attempt_is_retried_while_max_trial_retries_allows(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import os, sys
+        import expmgr
+        attempt = int(os.environ["EXPMGR_TRIAL_ATTEMPT"])
+        expmgr.report_intermediate_result(attempt)
+        if attempt < 3:
+            sys.exit(7)
+        expmgr.report_final_result(1.0)
+    """)
+    experiment = Experiment(_config(tmp_path, code_dir, max_trial_retries=2))
+    assert experiment.run(port=0)
+    trials = experiment.list_trial_jobs()
+    assert [(t.status, t.attempts) for t in trials] == [("SUCCEEDED", 3), ("SUCCEEDED", 3)]
+    rows = sqlite3.connect(experiment.paths.database).execute(
+        "SELECT attempt, status, exit_code FROM attempts WHERE trial_id = ? ORDER BY attempt",
+        (trials[0].trialJobId,)).fetchall()
+    assert rows == [(1, "FAILED", 7), (2, "FAILED", 7), (3, "SUCCEEDED", 0)]
+
+
+def test_trial_killed_by_a_signal_is_crashed(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    experiment = Experiment(_config(tmp_path, code_dir))
+    assert experiment.run(port=0)
+    assert [t.status for t in experiment.list_trial_jobs()] == ["CRASHED", "CRASHED"]
+
+
+def test_trial_past_max_trial_duration_is_stopped_as_sys_canceled(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(_config(tmp_path, code_dir, max_trial_duration="1s", trial_grace_period=1))
+    assert experiment.run(port=0)
+    trials = experiment.list_trial_jobs()
+    assert [t.status for t in trials] == ["SYS_CANCELED", "SYS_CANCELED"]
+    assert all(t.endTime - t.startTime < 60_000 for t in trials)
+
+
+def test_experiment_past_max_experiment_duration_ends_done(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(_config(tmp_path, code_dir, max_experiment_duration=1, trial_grace_period=1))
+    assert experiment.run(port=0)
+    assert experiment.get_status() == "DONE"
+    assert [t.status for t in experiment.list_trial_jobs()] == ["SYS_CANCELED", "SYS_CANCELED"]
+
+
+def test_stop_cancels_running_trials_and_ends_stopped(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    wait_until(lambda: len([t for t in experiment.list_trial_jobs() if t.status == "RUNNING"]) == 2,
+               what="two running trials")
+    experiment.stop()
+    assert experiment.get_status() == "STOPPED"
+    assert [t.status for t in experiment.list_trial_jobs()] == ["USER_CANCELED", "USER_CANCELED"]
+
+
+def test_port_in_use_is_an_error_and_creates_nothing(tmp_path: Path, code_dir: Path):
+    import socket
+    from expmgr.experiment import ExperimentError
+    write_script(code_dir, "trial.py", "")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        experiment = Experiment(_config(tmp_path, code_dir))
+        with pytest.raises(ExperimentError, match="cannot listen on 127.0.0.1"):
+            experiment.start(port=taken.getsockname()[1])
+    assert not (tmp_path / "home").exists()
