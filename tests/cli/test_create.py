@@ -1,0 +1,115 @@
+"""``expctl create``: bad configs are refused with file, line and field, exit 2 and
+nothing on disk; a good one runs to the end in the foreground."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+GOOD_SPACE = '{"x": {"_type": "uniform", "_value": [0, 1]}}'
+
+
+def expctl(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+BASE = """\
+searchSpaceFile: space.json
+trialCommand: python3 trial.py
+trialConcurrency: 1
+maxTrialNumber: 2
+tuner:
+  name: Random
+"""
+
+# (name, config text, expected line, fragments the message must hold)
+BAD_CONFIGS = [
+    ("unknown key", BASE + "trialConcurency: 2\n", 7, ["trialConcurency", "trialConcurrency"]),
+    ("wrong type", BASE.replace("trialConcurrency: 1", "trialConcurrency: two"), 3, ["trialConcurrency", "'two'"]),
+    ("negative concurrency", BASE.replace("trialConcurrency: 1", "trialConcurrency: -1"), 3,
+     ["trialConcurrency", "positive integer", "-1"]),
+    ("bad duration unit", BASE + "maxExperimentDuration: 10x\n", 7, ["maxExperimentDuration", "10x"]),
+    ("bad log level", BASE + "logLevel: loud\n", 7, ["logLevel", "loud"]),
+    ("unknown tuner", BASE.replace("name: Random", "name: Randomm"), 6, ["tuner.name", "Random"]),
+    ("unknown key in tuner", BASE + "  clasArgs: {}\n", 7, ["clasArgs", "classArgs"]),
+    ("bad optimize mode", BASE + "  classArgs: {optimize_mode: up}\n", 7, ["optimize_mode", "up"]),
+    ("bad yaml", BASE + "maxTrialNumber: [1, 2\n", 8, []),
+    ("unsupported platform", BASE + "trainingService:\n  platform: remote\n", 8, ["platform", "remote"]),
+    ("missing searchSpaceFile", BASE.replace("space.json", "nowhere.json"), 1, ["searchSpaceFile", "nowhere.json"]),
+    ("missing trialCommand", BASE.replace("trialCommand: python3 trial.py\n", ""), None, ["trialCommand"]),
+]
+
+BAD_SPACES = [
+    ("unknown _type", '{"x": {"_type": "uniformm", "_value": [0, 1]}}', ["x", "uniformm", "uniform"]),
+    ("empty choice", '{"x": {"_type": "choice", "_value": []}}', ["x", "choice"]),
+    ("randint reversed", '{"x": {"_type": "randint", "_value": [5, 1]}}', ["x", "randint"]),
+    ("uniform arity", '{"x": {"_type": "uniform", "_value": [0]}}', ["x", "uniform"]),
+    ("quniform q", '{"x": {"_type": "quniform", "_value": [0, 1, 0]}}', ["x", "q"]),
+    ("loguniform low", '{"x": {"_type": "loguniform", "_value": [0, 1]}}', ["x", "loguniform"]),
+    ("normal sigma", '{"x": {"_type": "normal", "_value": [0, -1]}}', ["x", "sigma"]),
+    ("nested choice", '{"m": {"_type": "choice", "_value": [{"_name": "a", "y": {"_type": "uniform", "_value": [2, 1]}}]}}',
+     ["m", "y"]),
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "trial.py").write_text("import expmgr\nexpmgr.report_final_result(1.0)\n")
+    (tmp_path / "space.json").write_text(GOOD_SPACE)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name,text,line,fragments", BAD_CONFIGS, ids=[case[0] for case in BAD_CONFIGS])
+def test_bad_config_is_refused_with_file_line_and_field(project: Path, name, text, line, fragments):
+    (project / "config.yml").write_text(text)
+    home = project / "home"
+    result = expctl("create", "--config", "config.yml", "--foreground", home=home, cwd=project)
+    assert result.returncode == 2, result.stderr
+    message = result.stderr.strip().splitlines()[-1] if "yaml" not in name else result.stderr
+    assert "config.yml" in message
+    if line is not None:
+        assert f"config.yml:{line}:" in message
+    for fragment in fragments:
+        assert fragment in message
+    assert not home.exists(), "a bad config must leave nothing on disk"
+
+
+@pytest.mark.parametrize("name,space,fragments", BAD_SPACES, ids=[case[0] for case in BAD_SPACES])
+def test_bad_search_space_entry_is_refused_naming_the_file_and_parameter(project: Path, name, space, fragments):
+    (project / "space.json").write_text(space)
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    result = expctl("create", "--config", "config.yml", "--foreground", home=home, cwd=project)
+    assert result.returncode == 2, result.stderr
+    assert "space.json:" in result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr
+    assert not home.exists()
+
+
+def test_bad_port_flag_is_a_usage_error(project: Path):
+    (project / "config.yml").write_text(BASE)
+    result = expctl("create", "--config", "config.yml", "--port", "99999", "--foreground",
+                    home=project / "home", cwd=project)
+    assert result.returncode == 2
+    assert "--port" in result.stderr and "99999" in result.stderr
+
+
+def test_create_foreground_runs_the_experiment_to_the_end(project: Path):
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    result = expctl("create", "--config", "config.yml", "--port", "0", "--foreground", home=home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "DONE" in result.stdout and "best trial" in result.stdout
+    experiments = [p for p in home.iterdir() if p.is_dir()]
+    assert len(experiments) == 1
+    assert (experiments[0] / "db" / "experiment.sqlite").is_file()
+    assert (experiments[0] / "logs" / "experiment.log").read_text().count("SUCCEEDED") == 2
