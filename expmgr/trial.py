@@ -64,9 +64,10 @@ def _ctx() -> _TrialContext:
 
 def _standalone_logger():  # noqa: ANN202 - logging is imported only when run by hand
     import logging
+    import sys
     logger = logging.getLogger("nni.trial")
     if not logging.getLogger("nni").handlers:
-        handler = logging.StreamHandler()
+        handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s (%(name)s) %(message)s"))
         logging.getLogger("nni").addHandler(handler)
         logging.getLogger("nni").setLevel(logging.INFO)
