@@ -1,0 +1,123 @@
+"""Tuners and assessors: the built-in ones by name, and their base classes.
+
+Built-in algorithms are looked up by the ``name`` of a config's ``tuner`` or
+``assessor`` section (case-insensitive)::
+
+    tuner = create_tuner("TPE", {"optimize_mode": "maximize", "seed": 1})
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+from expmgr.algorithms.assessor import AssessResult, Assessor
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
+
+# name -> "module:ClassName"; the modules are imported only when used, so the
+# config can check names without importing any algorithm.
+BUILTIN_TUNERS: dict[str, str] = {
+    "Random": "expmgr.algorithms.random_tuner:RandomTuner",
+    "GridSearch": "expmgr.algorithms.gridsearch_tuner:GridSearchTuner",
+    "TPE": "expmgr.algorithms.tpe_tuner:TpeTuner",
+}
+BUILTIN_ASSESSORS: dict[str, str] = {}
+
+__all__ = [
+    "AlgorithmError",
+    "AssessResult",
+    "Assessor",
+    "BUILTIN_ASSESSORS",
+    "BUILTIN_TUNERS",
+    "NoMoreTrialError",
+    "Tuner",
+    "create_assessor",
+    "create_tuner",
+    "load_custom_class",
+]
+
+
+def create_tuner(name: str, class_args: dict[str, Any] | None = None) -> Tuner:
+    """A built-in tuner by config name (case-insensitive), built with ``class_args``."""
+    return _create("tuner", BUILTIN_TUNERS, name, class_args)
+
+
+def create_assessor(name: str, class_args: dict[str, Any] | None = None) -> Any:
+    """A built-in assessor by config name (case-insensitive), built with ``class_args``."""
+    return _create("assessor", BUILTIN_ASSESSORS, name, class_args)
+
+
+def load_custom_class(class_name: str, code_directory: Path | None) -> type:
+    """Import a user's algorithm class, ``"package.module.ClassName"``, from ``code_directory``.
+
+    The directory is put first on ``sys.path`` (and stays there, so the module's
+    own lazy imports of its neighbours work).
+    """
+    module_name, _, attribute = class_name.rpartition(".")
+    if not module_name or not attribute:
+        raise AlgorithmError(
+            f"className {class_name!r} should be 'module.ClassName' (a module in codeDirectory and a class in it)"
+        )
+    where = f"codeDirectory {str(code_directory)!r}" if code_directory is not None else "the Python path"
+    if code_directory is not None:
+        directory = str(Path(code_directory).resolve())
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+        importlib.invalidate_caches()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise AlgorithmError(
+                f"cannot load className {class_name!r}: no module {module_name!r} in {where}"
+            ) from exc
+        raise AlgorithmError(f"cannot load className {class_name!r}: importing {module_name!r} failed: {exc}") from exc
+    except Exception as exc:
+        raise AlgorithmError(
+            f"cannot load className {class_name!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    cls = getattr(module, attribute, None)
+    if cls is None:
+        raise AlgorithmError(
+            f"cannot load className {class_name!r}: module {module_name!r} ({module.__file__}) has no {attribute!r}"
+        )
+    if not inspect.isclass(cls):
+        raise AlgorithmError(f"className {class_name!r} is a {type(cls).__name__}, not a class")
+    return cls
+
+
+def _create(kind: str, builtins: dict[str, str], name: str, class_args: dict[str, Any] | None) -> Any:
+    by_lower = {builtin.lower(): builtin for builtin in builtins}
+    canonical = by_lower.get(str(name).lower())
+    if canonical is None:
+        known = ", ".join(sorted(builtins)) or "none yet"
+        raise AlgorithmError(
+            f"unknown {kind} {name!r}; built-in {kind}s are: {known}"
+            f" (for your own {kind}, give className and codeDirectory instead of name)"
+        )
+    module_name, _, class_name = builtins[canonical].partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    class_args = dict(class_args or {})
+    _check_arguments(cls, class_args, f"{kind} {canonical!r}")
+    try:
+        return cls(**class_args)
+    except (AlgorithmError, TypeError, ValueError) as exc:
+        raise AlgorithmError(f"{kind} {canonical!r}: bad classArgs: {exc}") from exc
+
+
+def _check_arguments(cls: type, class_args: dict[str, Any], label: str) -> None:
+    """Raise AlgorithmError naming the argument when ``class_args`` does not fit ``cls``."""
+    parameters = list(inspect.signature(cls).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in class_args:
+        if key not in accepted:
+            raise AlgorithmError(
+                f"{label} has no argument {key!r} in classArgs; it accepts: {', '.join(accepted) or 'none'}"
+            )
+    for p in parameters:
+        if p.default is inspect.Parameter.empty and p.name in accepted and p.name not in class_args:
+            raise AlgorithmError(f"{label} needs the argument {p.name!r} in classArgs")

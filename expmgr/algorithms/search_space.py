@@ -1,0 +1,240 @@
+"""NNI search spaces as tuners see them: flat parameter specs, random sampling,
+and conversion between NNI-shaped parameters and the flat form.
+
+    specs = parse_search_space({"lr": {"_type": "loguniform", "_value": [1e-4, 0.1]}})
+    params = sample(search_space, numpy.random.default_rng(0))   # {"lr": 0.0031...}
+
+A nested choice ``{"_type": "choice", "_value": [{"_name": "cnn", "k": {...}}, "mlp"]}``
+is flattened: the choice itself has key ``("model",)`` and its flat value is the
+index of the option; ``k`` has key ``("model", 0, "k")`` and is active only when
+option 0 is chosen. Formatted parameters are NNI's shape: ``{"model": {"_name":
+"cnn", "k": 3}}``. The space is assumed to be validated already.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from expmgr.algorithms.tuner import AlgorithmError
+
+CHOICE = "choice"
+RANDINT = "randint"
+UNIFORM = "uniform"
+QUNIFORM = "quniform"
+LOGUNIFORM = "loguniform"
+QLOGUNIFORM = "qloguniform"
+NORMAL = "normal"
+QNORMAL = "qnormal"
+LOGNORMAL = "lognormal"
+QLOGNORMAL = "qlognormal"
+
+_Q_TYPES = {QUNIFORM, QLOGUNIFORM, QNORMAL, QLOGNORMAL}
+_LOG_TYPES = {LOGUNIFORM, QLOGUNIFORM, LOGNORMAL, QLOGNORMAL}
+_NORMAL_TYPES = {NORMAL, QNORMAL, LOGNORMAL, QLOGNORMAL}
+
+Key = tuple
+"""A parameter's path: ``("lr",)`` at top level, ``("model", 0, "lr")`` inside option 0 of ``model``."""
+
+
+def is_nested_option(option: Any) -> bool:
+    """True for a choice option that is a sub-space: a dict with a ``_name``."""
+    return isinstance(option, dict) and "_name" in option
+
+
+def _is_parameter(entry: Any) -> bool:
+    return isinstance(entry, dict) and "_type" in entry
+
+
+@dataclass
+class ParameterSpec:
+    """One parameter of a search space, with its NNI type and ``_value``."""
+
+    key: Key
+    type: str
+    values: list
+
+    @property
+    def name(self) -> str:
+        return self.key[-1]
+
+    @property
+    def path(self) -> str:
+        """The parameter's names from the top, for messages: ``model.lr``."""
+        return ".".join(str(part) for part in self.key[::2])
+
+    @property
+    def parent_key(self) -> Key | None:
+        return self.key[:-2] if len(self.key) > 1 else None
+
+    @property
+    def parent_index(self) -> int | None:
+        return self.key[-2] if len(self.key) > 1 else None
+
+    @property
+    def categorical(self) -> bool:
+        return self.type == CHOICE
+
+    @property
+    def log(self) -> bool:
+        """Sampled in log space (loguniform, lognormal and their q forms)."""
+        return self.type in _LOG_TYPES
+
+    @property
+    def normal(self) -> bool:
+        """Unbounded, parameterized by ``mu`` and ``sigma``."""
+        return self.type in _NORMAL_TYPES
+
+    @property
+    def q(self) -> float | None:
+        """The quantization step of q types (randint counts as q=1), else None."""
+        if self.type in _Q_TYPES:
+            return float(self.values[2])
+        if self.type == RANDINT:
+            return 1.0
+        return None
+
+    @property
+    def low(self) -> float | None:
+        """Smallest value a bounded type can take (inclusive), None for normal types."""
+        if self.normal or self.categorical:
+            return None
+        return float(self.values[0])
+
+    @property
+    def high(self) -> float | None:
+        """Largest value a bounded type can take (inclusive: ``upper - 1`` for randint)."""
+        if self.normal or self.categorical:
+            return None
+        if self.type == RANDINT:
+            return float(self.values[1]) - 1
+        return float(self.values[1])
+
+    @property
+    def mu(self) -> float:
+        return float(self.values[0])
+
+    @property
+    def sigma(self) -> float:
+        return float(self.values[1])
+
+    def is_active(self, flat: dict[Key, Any]) -> bool:
+        """Whether this parameter exists given the choices already made in ``flat``."""
+        return self.parent_key is None or flat.get(self.parent_key) == self.parent_index
+
+    def finish(self, x: float) -> float | int:
+        """Turn a raw real-space draw into a value: q rounding, clipping, Python type."""
+        q = self.q
+        if q is not None:
+            x = float(np.round(x / q) * q)
+        if not self.normal:
+            x = min(max(x, self.low), self.high)
+        if self.type == RANDINT:
+            return int(round(x))
+        return float(x)
+
+    def sample(self, rng: np.random.Generator) -> float | int:
+        """A random flat value with NNI's semantics (a choice gives its option index)."""
+        if self.type == CHOICE:
+            return int(rng.integers(len(self.values)))
+        if self.type == RANDINT:
+            return int(rng.integers(int(self.values[0]), int(self.values[1])))
+        if self.normal:
+            z = rng.normal(self.mu, self.sigma)
+        elif self.log:
+            z = rng.uniform(math.log(self.low), math.log(self.high))
+        else:
+            z = rng.uniform(self.low, self.high)
+        return self.finish(math.exp(z) if self.log else z)
+
+    def index_of(self, value: Any) -> int:
+        """The index of the choice option ``value`` (matched by ``_name`` for sub-spaces)."""
+        for index, option in enumerate(self.values):
+            if is_nested_option(option):
+                if isinstance(value, dict) and value.get("_name") == option["_name"]:
+                    return index
+            elif option == value and isinstance(option, bool) == isinstance(value, bool):
+                return index
+        raise ValueError(f"{value!r} is not one of the choices of {self.path!r}")
+
+
+def parse_search_space(space: dict, _prefix: Key = ()) -> list[ParameterSpec]:
+    """Flatten a search space into specs, each parent choice before its children."""
+    specs = []
+    for name, entry in space.items():
+        if name == "_name" or not _is_parameter(entry):
+            continue
+        spec = ParameterSpec(_prefix + (name,), entry["_type"], list(entry["_value"]))
+        specs.append(spec)
+        if spec.categorical:
+            for index, option in enumerate(spec.values):
+                if is_nested_option(option):
+                    specs.extend(parse_search_space(option, spec.key + (index,)))
+    return specs
+
+
+def format_parameters(flat: dict[Key, Any], specs: list[ParameterSpec]) -> dict:
+    """NNI-shaped parameters from flat values (choices as option indices)."""
+    result: dict = {}
+    containers: dict[Key, dict] = {(): result}
+    for spec in specs:
+        container = containers.get(spec.key[:-1])
+        if spec.key not in flat or container is None:
+            continue
+        value = flat[spec.key]
+        if spec.categorical:
+            option = spec.values[value]
+            if is_nested_option(option):
+                value = {"_name": option["_name"]}
+                value.update(
+                    (k, copy.deepcopy(v)) for k, v in option.items()
+                    if k != "_name" and not _is_parameter(v)
+                )
+                containers[spec.key + (flat[spec.key],)] = value
+            else:
+                value = copy.deepcopy(option)
+        container[spec.name] = value
+    return result
+
+
+def deformat_parameters(params: dict, specs: list[ParameterSpec]) -> dict[Key, Any]:
+    """Flat values from NNI-shaped parameters; ValueError when they do not fit the space."""
+    flat: dict[Key, Any] = {}
+    containers: dict[Key, dict] = {(): params}
+    for spec in specs:
+        container = containers.get(spec.key[:-1])
+        if container is None:
+            continue
+        if not isinstance(container, dict) or spec.name not in container:
+            raise ValueError(f"parameter {spec.path!r} is missing")
+        value = container[spec.name]
+        if spec.categorical:
+            index = spec.index_of(value)
+            flat[spec.key] = index
+            if is_nested_option(spec.values[index]):
+                containers[spec.key + (index,)] = value
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"parameter {spec.path!r} should be a number, got {value!r}")
+        else:
+            flat[spec.key] = int(value) if spec.type == RANDINT else float(value)
+    return flat
+
+
+def make_rng(seed: Any) -> np.random.Generator:
+    """The random generator of a tuner's ``seed`` class argument (an integer, or None for fresh entropy)."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise AlgorithmError(f"seed must be a non-negative integer or null, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
+def sample(space: dict, rng: np.random.Generator) -> dict:
+    """Random parameters from an NNI search space, in NNI's shape with plain Python types."""
+    specs = parse_search_space(space)
+    flat: dict[Key, Any] = {}
+    for spec in specs:
+        if spec.is_active(flat):
+            flat[spec.key] = spec.sample(rng)
+    return format_parameters(flat, specs)

@@ -1,0 +1,102 @@
+"""The tuner base class, with NNI's method names so NNI custom tuners port unchanged.
+
+The dispatcher calls ``update_search_space`` once, then ``generate_parameters``
+for each new trial and ``receive_trial_result`` / ``trial_end`` as trials finish.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class AlgorithmError(Exception):
+    """A tuner or assessor cannot be created or cannot work with what it was given."""
+
+
+class NoMoreTrialError(Exception):
+    """Raised by ``generate_parameters`` when the search space is exhausted (NNI's name)."""
+
+
+class OptimizeMode(str, enum.Enum):
+    """Whether a tuner looks for the largest or the smallest final metric."""
+
+    Minimize = "minimize"
+    """Smaller final metrics are better (losses, errors)."""
+    Maximize = "maximize"
+    """Larger final metrics are better (accuracies, rewards)."""
+
+    @classmethod
+    def parse(cls, value: str | OptimizeMode) -> OptimizeMode:
+        """Accept ``'maximize'`` / ``'minimize'`` in any case; anything else is an AlgorithmError."""
+        if isinstance(value, OptimizeMode):
+            return value
+        if isinstance(value, str):
+            for mode in cls:
+                if mode.value == value.lower():
+                    return mode
+        raise AlgorithmError(
+            f"optimize_mode must be 'maximize' or 'minimize', got {value!r}"
+        )
+
+
+def extract_scalar_reward(value: Any) -> float:
+    """The number a tuner optimizes from a final metric: the metric itself, or its ``'default'``.
+
+    Trials may report a number or a dict such as ``{"default": 0.93, "loss": 0.2}``
+    (NNI's convention); tuners use the ``'default'`` entry of a dict.
+    """
+    if isinstance(value, dict):
+        if "default" not in value:
+            raise AlgorithmError(
+                f"a final metric reported as a dict needs a 'default' key, got keys {sorted(value)}"
+            )
+        value = value["default"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AlgorithmError(
+            f"a final metric must be a number or a dict with a numeric 'default', got {value!r}"
+        )
+    return float(value)
+
+
+class Tuner:
+    """Base class of tuners: proposes parameters and learns from trial results.
+
+    Subclasses implement at least ``update_search_space``, ``generate_parameters``
+    and ``receive_trial_result``. Parameters are plain JSON-compatible dicts in
+    NNI's shape; ``value`` in ``receive_trial_result`` is the trial's final metric.
+    """
+
+    def update_search_space(self, search_space: dict) -> None:
+        """Receive the (validated) search space; called before any ``generate_parameters``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement update_search_space")
+
+    def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
+        """Parameters for a new trial; raise ``NoMoreTrialError`` when there are no more."""
+        raise NotImplementedError(f"{type(self).__name__} must implement generate_parameters")
+
+    def generate_multiple_parameters(self, parameter_id_list: list[int], **kwargs: Any) -> list[dict]:
+        """Parameters for several trials at once; shorter than asked when the space runs out."""
+        result = []
+        for parameter_id in parameter_id_list:
+            try:
+                result.append(self.generate_parameters(parameter_id, **kwargs))
+            except NoMoreTrialError:
+                break
+        return result
+
+    def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
+        """Learn the final metric of the trial that ran ``parameters``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement receive_trial_result")
+
+    def trial_end(self, parameter_id: int, success: bool, **kwargs: Any) -> None:
+        """The trial that ran ``parameter_id`` has ended (reported or not)."""
+
+    def import_data(self, data: list[dict]) -> None:
+        """Learn from earlier results: ``[{"parameter": {...}, "value": ...}, ...]``."""
+
+    def load_checkpoint(self) -> None:
+        """Restore the tuner's own state, if it keeps any (NNI hook; nothing by default)."""
+
+    def save_checkpoint(self) -> None:
+        """Save the tuner's own state, if it keeps any (NNI hook; nothing by default)."""
+

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from expmgr.algorithms.search_space import (
+    deformat_parameters,
+    format_parameters,
+    parse_search_space,
+    sample,
+)
+
+from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, on_grid
+
+
+@pytest.fixture(scope="module")
+def draws() -> list[dict]:
+    rng = np.random.default_rng(42)
+    return [sample(EVERY_TYPE, rng) for _ in range(3000)]
+
+
+def values(draws: list[dict], name: str) -> list:
+    return [d[name] for d in draws]
+
+
+def test_every_type_stays_in_bounds_on_its_grid_with_python_types(draws):
+    for params in draws:
+        assert_fits_every_type(params)
+
+
+def test_randint_includes_lower_and_excludes_upper(draws):
+    assert set(values(draws, "layers")) == {2, 3, 4}
+
+
+def test_choice_returns_each_option_with_its_own_type(draws):
+    seen = values(draws, "optimizer")
+    assert {type(v) for v in seen} == {str, int, float}
+    assert set(seen) == {"sgd", 2, 3.5}
+
+
+def test_quniform_rounds_to_q_and_clips_to_the_bounds(draws):
+    # round(u / 4) * 4 for u in [1, 11] gives 0, 4, 8 and 12; 0 and 12 are clipped
+    assert set(values(draws, "width")) == {1.0, 4.0, 8.0, 11.0}
+
+
+def test_qloguniform_rounds_the_log_sampled_value_and_clips(draws):
+    batch = values(draws, "batch")
+    assert min(batch) == 1.0 and max(batch) == 100.0
+    assert all(b == 1.0 or on_grid(b, 5) for b in batch)
+
+
+def test_loguniform_is_uniform_in_log_space(draws):
+    median = statistics.median(values(draws, "lr"))
+    assert 0.02 < median < 0.05  # the geometric mean of 1e-3 and 1 is 0.0316
+
+
+def test_normal_and_lognormal_follow_mu_and_sigma(draws):
+    shift = values(draws, "shift")
+    assert abs(statistics.mean(shift)) < 0.1
+    assert 0.9 < statistics.stdev(shift) < 1.1
+    assert 0.85 < statistics.median(values(draws, "scale")) < 1.15  # exp(mu) = 1
+
+
+def test_qnormal_and_qlognormal_round_without_clipping(draws):
+    assert min(values(draws, "offset")) < -3  # normal(0, 2) reaches past 2 sigma, not clipped
+    assert 0.0 in values(draws, "steps")  # exp(normal) < 1 rounds to 0 with q=2
+
+
+def test_nested_choice_gives_the_option_name_and_only_its_children():
+    rng = np.random.default_rng(0)
+    draws = [sample(NESTED, rng) for _ in range(300)]
+    for params in draws:
+        assert_fits_nested(params)
+    chosen = {p["model"] if isinstance(p["model"], str) else p["model"]["_name"] for p in draws}
+    assert chosen == {"cnn", "mlp", "linear"}
+
+
+def test_same_seed_gives_the_same_samples():
+    first = [sample(EVERY_TYPE, np.random.default_rng(7)) for _ in range(3)]
+    second = [sample(EVERY_TYPE, np.random.default_rng(7)) for _ in range(3)]
+    assert first == second
+
+
+def test_deformat_inverts_format_for_nested_spaces():
+    specs = parse_search_space(NESTED)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        params = sample(NESTED, rng)
+        assert format_parameters(deformat_parameters(params, specs), specs) == params
+
+
+def test_deformat_rejects_parameters_outside_the_space():
+    specs = parse_search_space(NESTED)
+    with pytest.raises(ValueError, match="choices of 'model'"):
+        deformat_parameters({"model": "transformer"}, specs)
+    with pytest.raises(ValueError, match="'model.kernel' is missing"):
+        deformat_parameters({"model": {"_name": "cnn", "lr": 0.1}}, specs)

@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import pytest
+
+from expmgr.algorithms.random_tuner import RandomTuner
+from expmgr.algorithms.tpe_tuner import TpeTuner
+from expmgr.algorithms.tuner import AlgorithmError, Tuner
+
+from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+
+PLANE = {
+    "x": {"_type": "uniform", "_value": [-10, 10]},
+    "y": {"_type": "uniform", "_value": [-10, 10]},
+}
+SEEDS = range(5)
+
+
+def bowl(params: dict) -> float:
+    """Minimum 0 at (3, -1)."""
+    return (params["x"] - 3) ** 2 + (params["y"] + 1) ** 2
+
+
+def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
+    """Sequential trials: generate, evaluate, report; returns (parameters, metric) pairs."""
+    tuner.update_search_space(space)
+    history = []
+    for parameter_id in range(trials):
+        params = tuner.generate_parameters(parameter_id)
+        value = objective(params)
+        tuner.receive_trial_result(parameter_id, params, value)
+        tuner.trial_end(parameter_id, success=True)
+        history.append((params, value))
+    return history
+
+
+def metrics(history: list[tuple[dict, float]]) -> list[float]:
+    return [value for _, value in history]
+
+
+def test_tpe_beats_random_search_on_a_quadratic_bowl():
+    tpe = [metrics(run(TpeTuner(seed=s), PLANE, bowl, 60)) for s in SEEDS]
+    rnd = [metrics(run(RandomTuner(seed=s), PLANE, bowl, 60)) for s in SEEDS]
+    # the best of 60 trials, averaged over seeds
+    assert statistics.mean(min(m) for m in tpe) < statistics.mean(min(m) for m in rnd)
+    # after the 20 random startup trials, TPE samples where the bowl is low
+    tpe_after_startup = statistics.median(v for m in tpe for v in m[20:])
+    rnd_after_startup = statistics.median(v for m in rnd for v in m[20:])
+    assert tpe_after_startup < 0.7 * rnd_after_startup
+
+
+def test_maximize_on_the_negated_objective_makes_the_same_suggestions_as_minimize():
+    minimizing = run(TpeTuner("minimize", seed=1), PLANE, bowl, 40)
+    maximizing = run(TpeTuner("maximize", seed=1), PLANE, lambda p: -bowl(p), 40)
+    assert [p for p, _ in maximizing] == [p for p, _ in minimizing]
+
+
+def test_maximize_mode_finds_higher_values_than_random_search():
+    def hill(params: dict) -> float:
+        return -bowl(params)
+
+    tpe = [max(metrics(run(TpeTuner("maximize", seed=s), PLANE, hill, 60))) for s in SEEDS]
+    rnd = [max(metrics(run(RandomTuner(seed=s), PLANE, hill, 60))) for s in SEEDS]
+    assert statistics.mean(tpe) > statistics.mean(rnd)
+
+
+def test_choice_converges_to_the_best_option_more_often_than_chance():
+    space = {
+        "optimizer": {"_type": "choice", "_value": ["sgd", "adam", "rmsprop", "adagrad"]},
+        "lr": {"_type": "uniform", "_value": [0, 1]},
+    }
+
+    def loss(params: dict) -> float:
+        return (0.0 if params["optimizer"] == "adam" else 1.0) + (params["lr"] - 0.3) ** 2
+
+    shares = []
+    for seed in range(3):
+        history = run(TpeTuner(seed=seed, tpe_args={"n_startup_jobs": 10}), space, loss, 60)
+        later = [params["optimizer"] for params, _ in history[20:]]
+        shares.append(later.count("adam") / len(later))
+    assert statistics.mean(shares) > 0.4  # chance is 0.25
+
+
+def test_dict_metrics_are_optimized_by_their_default_key():
+    plain = run(TpeTuner(seed=2, tpe_args={"n_startup_jobs": 5}), PLANE, bowl, 20)
+    as_dict = run(
+        TpeTuner(seed=2, tpe_args={"n_startup_jobs": 5}), PLANE,
+        lambda p: {"default": bowl(p), "other": -bowl(p)}, 20,
+    )
+    assert [p for p, _ in as_dict] == [p for p, _ in plain]
+
+
+def test_same_seed_gives_the_same_sequence_and_different_seeds_differ():
+    def sequence(seed: int) -> list[dict]:
+        return [p for p, _ in run(TpeTuner(seed=seed, tpe_args={"n_startup_jobs": 5}), PLANE, bowl, 25)]
+
+    assert sequence(5) == sequence(5)
+    assert sequence(5) != sequence(6)
+
+
+def test_every_type_stays_in_bounds_and_on_its_grid_after_startup():
+    def loss(p: dict) -> float:
+        return (abs(p["dropout"]) + p["width"] + p["lr"] + p["batch"] / 10 + abs(p["shift"])
+                + abs(p["offset"]) + p["scale"] + p["steps"] + p["layers"] + (p["optimizer"] != 2))
+
+    history = run(TpeTuner(seed=0, tpe_args={"n_startup_jobs": 5}), EVERY_TYPE, loss, 40)
+    for params, _ in history:
+        assert_fits_every_type(params)
+    later = [params for params, _ in history[20:]]
+    assert statistics.mean(p["layers"] for p in later) < 3  # randint [2, 5) leans to its best value
+
+
+def test_nested_parameters_learn_only_from_trials_of_their_branch():
+    def loss(params: dict) -> float:
+        model = params["model"]
+        if model == "linear":
+            return 2.0
+        if model["_name"] == "mlp":
+            return 1.0 + model["layers"]
+        return (model["lr"] - 0.8) ** 2
+
+    shares, distances = [], []
+    for seed in range(3):
+        history = run(TpeTuner(seed=seed, tpe_args={"n_startup_jobs": 10}), NESTED, loss, 60)
+        for params, _ in history:
+            assert_fits_nested(params)
+        later = [params["model"] for params, _ in history[20:]]
+        cnn = [m for m in later if isinstance(m, dict) and m["_name"] == "cnn"]
+        shares.append(len(cnn) / len(later))
+        distances.extend(abs(m["lr"] - 0.8) for m in cnn)
+    assert statistics.mean(shares) > 0.5  # random search picks cnn a third of the time
+    assert statistics.median(distances) < 0.2  # cnn's lr learns from cnn trials alone
+
+
+def test_constant_liar_spreads_concurrent_suggestions():
+    space = {"c": {"_type": "choice", "_value": list(range(8))}}
+
+    def concurrent_suggestions(liar: str | None) -> list[int]:
+        tuner = TpeTuner(seed=0, tpe_args={"constant_liar_type": liar, "n_startup_jobs": 10})
+        run(tuner, space, lambda p: 0.0 if p["c"] == 0 else 1.0 + p["c"] / 10, 40)
+        return [params["c"] for params in tuner.generate_multiple_parameters(list(range(100, 106)))]
+
+    assert len(set(concurrent_suggestions(None))) <= 2
+    assert len(set(concurrent_suggestions("worst"))) >= 4
+
+
+def test_a_trial_that_ended_without_a_result_is_no_longer_pending():
+    def after_warmup(liar: str | None) -> TpeTuner:
+        tuner = TpeTuner(seed=0, tpe_args={"constant_liar_type": liar, "n_startup_jobs": 10})
+        run(tuner, PLANE, bowl, 15)
+        tuner.generate_parameters(100)
+        return tuner
+
+    failed = after_warmup("worst")
+    failed.trial_end(100, success=False)
+    still_running = after_warmup("worst")
+    no_liar = after_warmup(None)
+    # with nothing pending, the liar makes no difference
+    expected = no_liar.generate_parameters(101)
+    assert failed.generate_parameters(101) == expected
+    assert still_running.generate_parameters(101) != expected
+
+
+def test_results_for_unknown_parameter_ids_and_imported_data_are_learned():
+    points = [{"x": -10 + i * 0.5, "y": -1.0} for i in range(41)]
+    imported = TpeTuner(seed=0)
+    imported.update_search_space(PLANE)
+    imported.import_data([{"parameter": p, "value": bowl(p)} for p in points])
+    reported = TpeTuner(seed=0)
+    reported.update_search_space(PLANE)
+    for i, p in enumerate(points):
+        reported.receive_trial_result(1000 + i, p, {"default": bowl(p)})
+
+    suggestions = imported.generate_multiple_parameters(list(range(10)))
+    assert suggestions == reported.generate_multiple_parameters(list(range(10)))
+    assert statistics.median(abs(p["x"] - 3) for p in suggestions) < 3.5  # random gives ~5
+
+
+def test_imported_records_that_do_not_fit_the_space_are_skipped():
+    tuner = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 1})
+    tuner.update_search_space({"c": {"_type": "choice", "_value": ["a", "b"]}})
+    tuner.import_data([
+        {"parameter": {"c": "z"}, "value": 1.0},
+        {"parameter": {"c": "a"}},
+        {"parameter": {"c": "b"}, "value": 0.0},
+    ])
+    assert tuner.generate_parameters(0)["c"] in ("a", "b")
+
+
+def test_unknown_tpe_args_key_is_an_algorithm_error():
+    with pytest.raises(AlgorithmError, match="unknown tpe_args key 'n_startup'"):
+        TpeTuner(tpe_args={"n_startup": 5})
+
+
+@pytest.mark.parametrize("tpe_args, field", [
+    ({"constant_liar_type": "median"}, "constant_liar_type"),
+    ({"gamma": 2}, "gamma"),
+    ({"n_ei_candidates": 0}, "n_ei_candidates"),
+])
+def test_bad_tpe_args_values_are_algorithm_errors(tpe_args, field):
+    with pytest.raises(AlgorithmError, match=field):
+        TpeTuner(tpe_args=tpe_args)
+
+
+def test_zero_prior_weight_is_accepted_as_in_nni():
+    history = run(TpeTuner(seed=0, tpe_args={"prior_weight": 0, "n_startup_jobs": 3}), EVERY_TYPE,
+                  lambda p: p["dropout"], 10)
+    for params, _ in history:
+        assert_fits_every_type(params)
