@@ -65,6 +65,3 @@ def match_keys(mapping: Mapping[object, object], fields: Sequence[str], path: tu
         result[name] = value
     return result
 
-
-def key_path(path: tuple[PathSegment, ...], name: str) -> tuple[PathSegment, ...]:
-    return path + (Key(name),)

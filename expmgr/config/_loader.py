@@ -56,10 +56,10 @@ class Source:
             value = node[found]
             if at_key and last:
                 pos = key_pos
-            elif isinstance(value, (dict, list)) and not _is_flow(value):
-                pos = key_pos
             else:
                 pos = _lc(node.lc.value(found))
+                if isinstance(value, (dict, list)) and (pos is None or key_pos is None or pos[0] != key_pos[0]):
+                    pos = key_pos   # a block mapping/list below its key: point at the key
             node = value
         if pos is None:
             return None, None
@@ -91,11 +91,6 @@ def _lc(pair: Any) -> tuple[int, int] | None:
         return int(pair[0]), int(pair[1])
     except (TypeError, IndexError, ValueError):
         return None
-
-
-def _is_flow(node: Any) -> bool:
-    fa = getattr(node, "fa", None)
-    return bool(fa is not None and fa.flow_style())
 
 
 def display_path(path: Path) -> Path:

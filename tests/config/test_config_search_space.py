@@ -1,0 +1,221 @@
+"""Search spaces in NNI's format, inline or in a searchSpaceFile: every bad entry is named and located."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from expmgr.config import ConfigError, ExperimentConfig, validate_search_space
+
+from .helpers import load_error, write
+
+HEAD = """\
+trialCommand: python3 trial.py
+trialConcurrency: 1
+tuner: {name: TPE}
+searchSpace:
+"""
+
+
+def column_of(text: str, line: int, marker: str) -> int:
+    return text.splitlines()[line - 1].index(marker) + 1
+
+
+# (entry on line 5, field below searchSpace.lr, message fragment, text the column points at)
+BAD_ENTRIES = {
+    "unknown_type": ("{_type: unifrom, _value: [0, 1]}", "_type", "did you mean 'uniform'?", "unifrom"),
+    "type_in_wrong_case": ("{_type: Uniform, _value: [0, 1]}", "_type", "write 'uniform'", "Uniform"),
+    "missing_type": ("{_value: [0, 1]}", "_type", "required", "lr"),
+    "missing_value": ("{_type: uniform}", "_value", "required", "lr"),
+    "extra_key": ("{_type: uniform, _value: [0, 1], _vaule: 2}", "_vaule", "unknown key", "_vaule"),
+    "entry_not_mapping": ("0.1", "", "expected {_type: ..., _value: [...]}", "0.1"),
+    "value_not_list": ("{_type: uniform, _value: 3}", "_value", "needs a list [low, high]", "3}"),
+    "choice_empty": ("{_type: choice, _value: []}", "_value", "non-empty list of options", "[]"),
+    "choice_not_list": ("{_type: choice, _value: adam}", "_value", "non-empty list of options", "adam"),
+    "randint_reversed": ("{_type: randint, _value: [10, 1]}", "_value", "lower < upper", "[10, 1]"),
+    "randint_float": ("{_type: randint, _value: [1, 2.5]}", "_value[1]", "needs integers", "2.5"),
+    "uniform_arity": ("{_type: uniform, _value: [0, 1, 2]}", "_value", "needs 2 values [low, high], got 3", "[0, 1, 2]"),
+    "uniform_string": ("{_type: uniform, _value: [0, high]}", "_value[1]", "needs numbers", "high"),
+    "uniform_equal_bounds": ("{_type: uniform, _value: [1, 1]}", "_value", "low < high", "[1, 1]"),
+    "quniform_zero_q": ("{_type: quniform, _value: [0, 10, 0]}", "_value[2]", "q > 0, got q = 0", "0]"),
+    "quniform_arity": ("{_type: quniform, _value: [0, 10]}", "_value", "needs 3 values [low, high, q]", "[0, 10]"),
+    "loguniform_zero_low": ("{_type: loguniform, _value: [0, 1]}", "_value[0]", "0 < low", "0, 1]"),
+    "qloguniform_negative_q": ("{_type: qloguniform, _value: [1, 100, -1]}", "_value[2]", "q > 0", "-1"),
+    "normal_zero_sigma": ("{_type: normal, _value: [0, 0]}", "_value[1]", "sigma > 0", "0]"),
+    "qnormal_zero_q": ("{_type: qnormal, _value: [0, 1, 0]}", "_value[2]", "q > 0", "0]"),
+    "lognormal_negative_sigma": ("{_type: lognormal, _value: [0, -2]}", "_value[1]", "sigma > 0", "-2"),
+    "qlognormal_arity": ("{_type: qlognormal, _value: [0, 1]}", "_value", "needs 3 values [mu, sigma, q]", "[0, 1]"),
+}
+
+
+@pytest.mark.parametrize("entry,subfield,fragment,marker", BAD_ENTRIES.values(), ids=BAD_ENTRIES.keys())
+def test_bad_inline_entry_names_config_line_field_and_problem(
+        tmp_path: Path, entry: str, subfield: str, fragment: str, marker: str) -> None:
+    path = tmp_path / "config.yml"
+    text = HEAD + f"  lr: {entry}\n"
+    err = load_error(path, text)
+    field = "searchSpace.lr" + (f".{subfield}" if subfield else "")
+    assert err.file == path, str(err)
+    assert err.field == field, str(err)
+    assert err.line == 5, str(err)
+    assert err.column == column_of(text, 5, marker), str(err)
+    assert fragment in err.message, str(err)
+
+
+def test_nested_choice_entry_is_validated_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "config.yml"
+    text = HEAD + """\
+  model:
+    _type: choice
+    _value:
+      - _name: linear
+      - _name: mlp
+        hidden: {_type: randint, _value: [64, 8]}
+"""
+    err = load_error(path, text)
+    assert (err.file, err.line, err.column) == (path, 10, column_of(text, 10, "[64, 8]"))
+    assert err.field == "searchSpace.model._value[1].hidden._value"
+    assert "lower < upper" in err.message
+
+
+def test_nested_choice_options_and_plain_values_are_accepted(tmp_path: Path) -> None:
+    path = write(tmp_path / "config.yml", HEAD + """\
+  model:
+    _type: choice
+    _value:
+      - _name: linear
+      - _name: mlp
+        hidden: {_type: randint, _value: [8, 64]}
+        act: {_type: choice, _value: [relu, tanh]}
+      - 3
+      - {plain: dict}
+""")
+    space = ExperimentConfig.load(path).canonical().search_space
+    assert space["model"]["_value"][1]["hidden"] == {"_type": "randint", "_value": [8, 64]}
+
+
+def test_empty_search_space_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "config.yml"
+    err = load_error(path, HEAD.replace("searchSpace:\n", "searchSpace: {}\n"))
+    assert (err.file, err.line, err.field) == (path, 4, "searchSpace")
+    assert "empty" in err.message
+
+
+def test_every_valid_type_is_accepted(tmp_path: Path) -> None:
+    space = {
+        "a": {"_type": "choice", "_value": ["x", 1, 2.5, None, True]},
+        "b": {"_type": "randint", "_value": [0, 10]},
+        "c": {"_type": "uniform", "_value": [-1, 1.5]},
+        "d": {"_type": "quniform", "_value": [0, 10, 2]},
+        "e": {"_type": "loguniform", "_value": [1e-5, 1e-1]},
+        "f": {"_type": "qloguniform", "_value": [1, 1000, 10]},
+        "g": {"_type": "normal", "_value": [0, 1]},
+        "h": {"_type": "qnormal", "_value": [0, 1, 0.5]},
+        "i": {"_type": "lognormal", "_value": [0, 1]},
+        "j": {"_type": "qlognormal", "_value": [0, 1, 1]},
+    }
+    validate_search_space(space)
+    space_file = tmp_path / "space.json"
+    space_file.write_text(json.dumps(space, indent=2))
+    path = write(tmp_path / "config.yml", HEAD.replace("searchSpace:\n", "searchSpaceFile: space.json\n"))
+    assert ExperimentConfig.load(path).canonical().search_space == space
+
+
+# -- searchSpaceFile -------------------------------------------------------------------------
+
+def file_config(tmp_path: Path, space_file: str) -> Path:
+    return write(tmp_path / "config.yml", HEAD.replace("searchSpace:\n", f"searchSpaceFile: {space_file}\n"))
+
+
+def test_bad_entry_in_json_file_names_that_file_and_position(tmp_path: Path) -> None:
+    space = tmp_path / "search_space.json"
+    space.write_text('{\n  "batch_size": {"_type": "choice", "_value": [16, 32]},\n'
+                     '  "lr": {"_type": "uniform", "_value": [0.1, 0.01]}\n}\n')
+    err = load_error(file_config(tmp_path, "search_space.json"))
+    assert err.file == space
+    assert (err.line, err.column) == (3, 40)
+    assert err.field == "searchSpace.lr._value"
+    assert str(err) == f"{space}:3:40: searchSpace.lr._value: uniform needs low < high, got [0.1, 0.01]"
+
+
+def test_bad_entry_in_yaml_file_names_that_file_and_position(tmp_path: Path) -> None:
+    space = write(tmp_path / "space.yaml", """\
+        # learning rate and friends
+        lr:
+          _type: normal
+          _value: [0.1, -1]
+        """)
+    err = load_error(file_config(tmp_path, "space.yaml"))
+    assert (err.file, err.line, err.column, err.field) == (space, 4, 17, "searchSpace.lr._value[1]")
+    assert "sigma > 0" in err.message
+
+
+def test_invalid_json_in_search_space_file_gives_json_position(tmp_path: Path) -> None:
+    space = tmp_path / "search_space.json"
+    space.write_text('{\n  "lr": {"_type": "uniform" "_value": [0, 1]}\n}\n')
+    err = load_error(file_config(tmp_path, "search_space.json"))
+    assert (err.file, err.line, err.column) == (space, 2, 29)
+    assert err.message.startswith("invalid JSON: Expecting ','")
+
+
+def test_json_with_tabs_still_validates_with_the_file_named(tmp_path: Path) -> None:
+    space = tmp_path / "search_space.json"
+    space.write_text('{\n\t"lr":\t{"_type": "uniform", "_value": [1, 0]}\n}\n')
+    err = load_error(file_config(tmp_path, "search_space.json"))
+    assert err.file == space and err.field == "searchSpace.lr._value"
+
+
+def test_missing_search_space_file_points_at_the_config_value(tmp_path: Path) -> None:
+    config = file_config(tmp_path, "nowhere.json")
+    err = load_error(config)
+    assert (err.file, err.line, err.column, err.field) == (config, 4, 18, "searchSpaceFile")
+    assert f"file not found: {tmp_path / 'nowhere.json'}" in err.message
+
+
+def test_empty_search_space_file_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "space.json").write_text("  \n")
+    err = load_error(file_config(tmp_path, "space.json"))
+    assert err.file == tmp_path / "space.json" and "empty" in err.message
+
+
+def test_both_search_space_and_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "space.json").write_text('{"lr": {"_type": "uniform", "_value": [0, 1]}}')
+    config = write(tmp_path / "config.yml", HEAD + "  lr: {_type: uniform, _value: [0, 2]}\n"
+                                                   "searchSpaceFile: space.json\n")
+    err = load_error(config)
+    assert (err.file, err.line, err.field) == (config, 4, "searchSpace")
+    assert "give either searchSpace or searchSpaceFile, not both" in err.message
+
+
+def test_neither_search_space_nor_file_is_an_error(tmp_path: Path) -> None:
+    config = write(tmp_path / "config.yml", HEAD.replace("searchSpace:\n", ""))
+    err = load_error(config)
+    assert (err.file, err.line, err.field) == (config, 1, "searchSpace")
+    assert "searchSpaceFile" in err.message
+
+
+def test_search_space_file_is_shown_relative_to_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "space.json").write_text('{"lr": {"_type": "uniform", "_value": [1, 0]}}')
+    write(tmp_path / "exp" / "config.yml", HEAD.replace("searchSpace:\n", "searchSpaceFile: space.json\n"))
+    with pytest.raises(ConfigError) as info:
+        ExperimentConfig.load("exp/config.yml")
+    assert str(info.value).startswith("exp/space.json:1:39: searchSpace.lr._value: ")
+
+
+# -- the public function ---------------------------------------------------------------------
+
+def test_validate_search_space_raises_with_field_prefix() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_search_space({"lr": {"_type": "uniform", "_value": [1]}}, "space")
+    assert info.value.field == "space.lr._value"
+    assert info.value.file is None
+    assert str(info.value) == "space.lr._value: uniform needs 2 values [low, high], got 1"
+
+
+def test_validate_search_space_rejects_non_mapping() -> None:
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        validate_search_space([{"_type": "choice"}])
