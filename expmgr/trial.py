@@ -14,10 +14,11 @@ metrics are logged.
 """
 from __future__ import annotations
 
-import json
 import os
 
-# No `typing` import: it alone would double what `import expmgr` costs a trial.
+# Deliberately no `json`, `socket` or `typing` here: their imports (through `re`
+# and `enum`) would more than double what a trial pays to start. The C modules
+# behind them are enough for the little JSON and HTTP a trial needs.
 # Environment variables set by the training service for each trial attempt.
 ENV_EXPERIMENT_ID = "EXPMGR_EXPERIMENT_ID"
 ENV_TRIAL_ID = "EXPMGR_TRIAL_ID"
@@ -84,7 +85,7 @@ def get_next_parameter() -> dict[str, object]:
         return {}
     if ctx.parameters is None:
         with open(os.path.join(ctx.trial_dir or ".", "parameter.json"), encoding="utf-8") as file:
-            ctx.parameters = json.load(file)["parameters"]
+            ctx.parameters = _json_loads(file.read())["parameters"]
     return ctx.parameters
 
 
@@ -110,24 +111,32 @@ def report_final_result(metric: object) -> None:
     _report("FINAL", metric)
 
 
-def _check_metric(metric: object) -> None:
+def _plain_number(value: object, what: str) -> int | float:
+    """A number as a plain int or float (numpy and torch scalars included)."""
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"a metric is a number or a dict with a 'default' number; {what} is {value!r}")
+    return int(value) if hasattr(value, "__index__") else float(value)
+
+
+def _plain_metric(metric: object) -> object:
     if isinstance(metric, dict):
-        value = metric.get("default")
-        if "default" not in metric or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if "default" not in metric:
             raise ValueError(f"a metric dict needs a number under 'default', got {metric!r}")
-    elif isinstance(metric, bool) or not isinstance(metric, (int, float)):
-        raise TypeError(f"a metric is a number or a dict with a 'default' number, got {metric!r}")
+        plain = {str(key): value for key, value in metric.items()}
+        plain["default"] = _plain_number(metric["default"], "its 'default'")
+        return plain
+    return _plain_number(metric, "it")
 
 
 def _report(kind: str, metric: object) -> None:
-    _check_metric(metric)
+    metric = _plain_metric(metric)
     ctx = _ctx()
     if ctx.standalone:
         _standalone_logger().info("%s result: %s", "final" if kind == "FINAL" else "intermediate", metric)
         return
     record = {"attempt": ctx.attempt, "sequence": ctx.next_sequence, "type": kind, "value": metric}
     ctx.next_sequence += 1
-    line = json.dumps(record)
+    line = _json_dumps(record)
     with open(os.path.join(ctx.trial_dir or ".", "metrics.jsonl"), "a", encoding="utf-8") as file:
         file.write(line + "\n")
     _send(ctx, line.encode())
@@ -136,13 +145,19 @@ def _report(kind: str, metric: object) -> None:
 def _send(ctx: _TrialContext, body: bytes) -> None:
     """POST one report to the manager; on failure say so on stderr and go on,
     since the line in metrics.jsonl is picked up later."""
-    import socket
     path = METRICS_ROUTE.format(trial_id=ctx.trial_id)
     request = (f"POST {path} HTTP/1.1\r\nHost: {ctx.host}:{ctx.port}\r\n"
                f"Content-Type: application/json\r\n{TOKEN_HEADER}: {ctx.token}\r\n"
                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
     try:
-        with socket.create_connection((ctx.host, ctx.port), timeout=_SEND_TIMEOUT) as conn:
+        import _socket
+        # A bytes host: a str one would import the idna codec, and with it `re`.
+        family, kind, proto, _, address = _socket.getaddrinfo(
+            ctx.host.encode("idna" if not ctx.host.isascii() else "ascii"), ctx.port, 0, _socket.SOCK_STREAM)[0]
+        conn = _socket.socket(family, kind, proto)
+        try:
+            conn.settimeout(_SEND_TIMEOUT)
+            conn.connect(address)
             conn.sendall(request)
             response = b""
             while b"\r\n" not in response:
@@ -150,13 +165,65 @@ def _send(ctx: _TrialContext, body: bytes) -> None:
                 if not chunk:
                     break
                 response += chunk
+        finally:
+            conn.close()
         status = response.split(b" ", 2)[1] if response.count(b" ") >= 2 else b"?"
         if status != b"200":
             _warn(f"the manager refused a metric report (HTTP {status.decode(errors='replace')})")
-    except OSError as error:
+    except OSError as error:  # _socket.error and timeouts are OSErrors
         _warn(f"could not send a metric report to the manager ({error}); it is kept in metrics.jsonl")
 
 
 def _warn(message: str) -> None:
     import sys
     print(f"expmgr: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _json_loads(text: str) -> object:
+    """``json.loads`` without importing ``json``: the C scanner behind it, given a
+    document that starts with its value (as ours do); ``json`` where it is missing."""
+    try:
+        from _json import make_scanner
+    except ImportError:
+        import json
+        return json.loads(text)
+    value, end = make_scanner(_ScannerContext)(text, 0)
+    if text[end:].strip():
+        raise ValueError(f"extra data after the JSON value at offset {end}")
+    return value
+
+
+class _ScannerContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo: dict = {}
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        return float(name.lower().replace("infinity", "inf"))
+
+
+def _json_dumps(value: object) -> str:
+    """``json.dumps`` for the plain values a report holds, without importing ``json``."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return repr(int(value))
+    if isinstance(value, float):
+        text = repr(float(value))
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(text, text)
+    if isinstance(value, str):
+        from _json import encode_basestring_ascii
+        return encode_basestring_ascii(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_json_dumps(str(k))}: {_json_dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_json_dumps(item) for item in value) + "]"
+    if hasattr(value, "__float__"):  # numpy or torch scalars among a dict's other keys
+        return _json_dumps(_plain_number(value, "a value"))
+    raise TypeError(f"a report can hold numbers, strings, lists and dicts, not {type(value).__name__}")

@@ -65,3 +65,20 @@ def test_reports_made_while_the_manager_is_unreachable_are_picked_up_from_metric
     lines = [json.loads(line) for line in (files / "metrics.jsonl").read_text().splitlines()]
     assert [line["type"] for line in lines] == ["PERIODICAL", "FINAL"]
     assert json.loads((files / "parameter.json").read_text())["parameters"] == trial.parameters
+
+
+def test_report_encoding_matches_json_for_the_values_a_metric_holds():
+    import json
+    import math
+    from expmgr.trial import _json_dumps, _json_loads, _plain_metric
+    numpy = pytest.importorskip("numpy")
+    samples = [0.1, -3, 1e-300, 2**70, "naïve \"quoted\"\n", [1, 2.5, None, True], {"default": 0.5, "k": {"x": [1]}}]
+    for value in samples:
+        assert json.loads(_json_dumps(value)) == value
+        assert _json_loads(json.dumps(value)) == value
+    assert math.isnan(_json_loads(_json_dumps(float("nan"))))
+    assert _plain_metric(numpy.float32(0.25)) == 0.25 and type(_plain_metric(numpy.float32(0.25))) is float
+    assert type(_plain_metric(numpy.int64(3))) is int
+    assert _plain_metric({"default": numpy.float64(0.5), "loss": 1}) == {"default": 0.5, "loss": 1}
+    with pytest.raises(ValueError, match="extra data"):
+        _json_loads('{"a": 1} x')
