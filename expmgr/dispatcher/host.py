@@ -95,5 +95,6 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
             _logger.error("command %r failed:\n%s", message.get("cmd"), error)
             write_frame(channel_out, {"id": message.get("id"), "error": error})
             return 1
-        reply["id"] = message.get("id")
-        write_frame(channel_out, reply)
+        if message.get("reply", True):
+            reply["id"] = message.get("id")
+            write_frame(channel_out, reply)

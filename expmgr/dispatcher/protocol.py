@@ -2,7 +2,8 @@
 
 A frame is a 4-byte big-endian length followed by that many bytes of UTF-8
 JSON, one object per frame. The manager sends requests ``{"id": n, "cmd": ...}``;
-the dispatcher answers each with ``{"id": n, ...}`` or ``{"id": n, "error": tb}``.
+the dispatcher answers each with ``{"id": n, ...}`` or ``{"id": n, "error": tb}``;
+a request with ``"reply": false`` is answered only if it fails.
 See docs/architecture.md for the commands.
 """
 from __future__ import annotations

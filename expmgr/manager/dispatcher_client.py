@@ -76,8 +76,14 @@ class DispatcherClient:
         return future
 
     def notify(self, cmd: str, **fields: Any) -> None:
-        """Send a command whose reply nobody waits for; a failure shows in ``failure``."""
-        self.send(cmd, **fields).add_done_callback(_consume_exception)
+        """Send a command that gets no reply unless it fails; a failure shows in ``failure``."""
+        if self._failure is not None or self._stopping or self.exited.is_set():
+            return
+        assert self._process is not None and self._process.stdin is not None, "start() first"
+        try:
+            self._process.stdin.write(encode_frame({"id": next(self._ids), "cmd": cmd, "reply": False, **fields}))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader sees the end of the channel
 
     async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
         """Send one command and wait for its reply; raises DispatcherError if it failed."""
@@ -134,7 +140,3 @@ class DispatcherClient:
             process.kill()
             await self.exited.wait()
 
-
-def _consume_exception(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()

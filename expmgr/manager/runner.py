@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import secrets
 import signal
 import string
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from expmgr import trial as trial_api
@@ -55,6 +54,8 @@ class _LiveTrial:
     token: str
     deadline: float | None
     stop_reason: TrialState | None = None
+    reported: set[int] = field(default_factory=set)
+    """Sequence numbers of this attempt's reports already stored."""
 
 
 def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
@@ -176,10 +177,12 @@ class TrialRunner:
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
                              status=TrialState.WAITING, submit_time=time.time())
         files = TrialFiles(self.paths.trial_dir(trial_id))
-        files.root.mkdir(parents=True, exist_ok=True)
-        _write_json_atomically(files.parameter_file, {
+        files.root.mkdir()
+        # Not written atomically: the trial starts only after, and the store holds
+        # the parameters should this file be torn by a crash.
+        files.parameter_file.write_text(json.dumps({
             "parameter_id": sequence_id, "parameter_source": "algorithm",
-            "parameters": parameters, "parameter_index": 0})
+            "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
         self.store.add_trial(record)
         await self._launch_attempt(record, attempt=record.attempts + 1)
 
@@ -341,10 +344,10 @@ class TrialRunner:
         self._accept_metric(live, metric)
 
     def _parse_report(self, trial_id: str, report: dict[str, Any]) -> MetricRecord:
-        for field in ("attempt", "sequence"):
-            value = report.get(field)
+        for name in ("attempt", "sequence"):
+            value = report.get(name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise MetricRejected(400, f"{field}: expected a non-negative integer, got {value!r}")
+                raise MetricRejected(400, f"{name}: expected a non-negative integer, got {value!r}")
         if report.get("type") not in METRIC_TYPES:
             raise MetricRejected(400, f"type: expected one of {', '.join(METRIC_TYPES)}, got {report.get('type')!r}")
         if "value" not in report:
@@ -354,8 +357,11 @@ class TrialRunner:
                             type=report["type"], value=report["value"])
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
-        if not self.store.add_metric(metric):
+        if metric.sequence in live.reported:
             return  # seen before: reports are idempotent
+        live.reported.add(metric.sequence)
+        if not self.store.add_metric(metric):
+            return
         if metric.type == "FINAL":
             self.dispatcher.notify("report", parameter_id=live.record.sequence_id,
                                    parameters=live.record.parameters, value=metric.value)
@@ -389,10 +395,3 @@ class TrialRunner:
                 continue
             if metric.attempt == live.attempt:
                 self._accept_metric(live, metric)
-
-
-def _write_json_atomically(path: os.PathLike, data: Any) -> None:
-    temporary = f"{os.fspath(path)}.tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(data, file)
-    os.replace(temporary, path)

@@ -22,7 +22,7 @@ class TrainingServiceError(Exception):
 
 @dataclass(frozen=True)
 class TrialLaunch:
-    """One attempt of one trial, as the runner asks for it."""
+    """One attempt of one trial, as the runner asks for it; ``trial_directory`` exists."""
 
     trial_id: str
     attempt: int

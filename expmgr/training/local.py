@@ -10,6 +10,7 @@ import shutil
 import signal as signals
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from expmgr.config import LocalConfig
 
 
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 _SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
 
 
@@ -103,14 +105,19 @@ class LocalTrainingService(TrainingService):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
             env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs
-        trial.trial_directory.mkdir(parents=True, exist_ok=True)
         try:
-            with open(trial.trial_directory / "stdout", "ab") as out, \
-                    open(trial.trial_directory / "stderr", "ab") as err:
-                process = await asyncio.create_subprocess_exec(
-                    "/bin/sh", "-c", shell_command(trial.command), cwd=trial.code_directory, env=env,
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                )
+            out = os.open(trial.trial_directory / "stdout", _APPEND_FLAGS, 0o644)
+            try:
+                err = os.open(trial.trial_directory / "stderr", _APPEND_FLAGS, 0o644)
+                try:
+                    process = subprocess.Popen(
+                        ["/bin/sh", "-c", shell_command(trial.command)], cwd=trial.code_directory, env=env,
+                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                    )
+                finally:
+                    os.close(err)
+            finally:
+                os.close(out)
         except OSError as error:
             if self._gpu_slots is not None:
                 self._gpu_slots.release(trial.trial_id)
@@ -121,8 +128,8 @@ class LocalTrainingService(TrainingService):
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
 
-    async def _wait(self, trial: TrialLaunch, process: asyncio.subprocess.Process) -> None:
-        returncode = await process.wait()
+    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen) -> None:
+        returncode = await _exit_of(process)
         # The shell may be gone while children of the trial still run: end the group.
         _kill_group(process.pid, signals.SIGKILL)
         self._processes.pop(trial.trial_id, None)
@@ -151,6 +158,34 @@ class LocalTrainingService(TrainingService):
             for trial_id in list(self._processes):
                 self.signal(trial_id, signals.SIGKILL)
             await asyncio.wait(still_running)
+
+
+def _exit_of(process: subprocess.Popen) -> asyncio.Future:
+    """A future of the process's return code, set the moment it exits: the event
+    loop watches a pidfd, so no thread and no polling per trial."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(returncode: int) -> None:
+        if not future.done():
+            future.set_result(returncode)
+
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: a thread blocks in wait()
+        threading.Thread(target=lambda: loop.call_soon_threadsafe(settle, process.wait()),
+                         name=f"wait-{process.pid}", daemon=True).start()
+        return future
+
+    def on_exit() -> None:
+        returncode = process.poll()
+        if returncode is not None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            settle(returncode)
+
+    loop.add_reader(pidfd, on_exit)
+    return future
 
 
 def _kill_group(pgid: int, signum: int) -> bool:
