@@ -89,6 +89,7 @@ class TrialRunner:
         self.training = LocalTrainingService(config.training_service, config.trial_gpu_number, self)
         self._live: dict[str, _LiveTrial] = {}
         self._retries: deque[tuple[TrialRecord, int]] = deque()
+        self._prefetched: asyncio.Future | None = None
         self._tokens: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._stop_requested = False
@@ -163,7 +164,7 @@ class TrialRunner:
             await self._launch_attempt(record, attempt)
         while self._may_submit() and self._has_free_slot():
             sequence_id = self._next_sequence_id
-            reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
+            reply = await self._take_parameters()
             if not reply["parameters"]:
                 self.logger.info("the tuner has no more trials")
                 self._no_more_trials = True
@@ -171,6 +172,16 @@ class TrialRunner:
             self._next_sequence_id += 1
             self._submitted += 1
             await self._launch_new_trial(sequence_id, reply["parameters"][0]["parameters"])
+            if self._may_submit():
+                # Ask for the next trial's parameters now, so that a freed slot does not
+                # wait for the dispatcher (the tuner sees this trial as pending meanwhile).
+                self._prefetched = self.dispatcher.send("generate", parameter_ids=[self._next_sequence_id])
+
+    async def _take_parameters(self) -> dict[str, Any]:
+        request, self._prefetched = self._prefetched, None
+        if request is None:
+            request = self.dispatcher.send("generate", parameter_ids=[self._next_sequence_id])
+        return await request
 
     async def _launch_new_trial(self, sequence_id: int, parameters: dict[str, Any]) -> None:
         trial_id = self._new_trial_id()
@@ -275,6 +286,8 @@ class TrialRunner:
             record, _ = self._retries.popleft()
             self.store.set_trial_status(record.trial_id, reason, end_time=time.time())
         await self.dispatcher.stop()
+        if self._prefetched is not None and self._prefetched.done() and not self._prefetched.cancelled():
+            self._prefetched.exception()  # parameters asked for but never used; nothing to do
         if error is not None:
             self.logger.error("experiment failed: %s", error)
             final = ExperimentState.ERROR

@@ -5,7 +5,9 @@ end noticed the moment its process exits (no polling).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import shlex
 import shutil
 import signal as signals
 import subprocess
@@ -23,13 +25,18 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 _SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
 
 
-def shell_command(command: str) -> str:
-    """The command for ``sh -c``: a simple command is ``exec``'d, so the trial's own
-    process gets the signals and its exit status (a signal stays a signal, not 128+n);
-    anything using shell syntax is left to the shell as written."""
+def command_argv(command: str) -> list[str]:
+    """How to run ``trialCommand``: a simple command runs directly, so the trial's own
+    process gets the signals and its exit status (a signal stays a signal, not the
+    shell's 128+n); anything using shell syntax runs under ``/bin/sh -c`` as written."""
     if _SHELL_SYNTAX.isdisjoint(command):
-        return "exec " + command
-    return command
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            argv = []
+        if argv:
+            return argv
+    return ["/bin/sh", "-c", command]
 
 
 def detect_gpus() -> list[int]:
@@ -110,10 +117,13 @@ class LocalTrainingService(TrainingService):
             try:
                 err = os.open(trial.trial_directory / "stderr", _APPEND_FLAGS, 0o644)
                 try:
-                    process = subprocess.Popen(
-                        ["/bin/sh", "-c", shell_command(trial.command)], cwd=trial.code_directory, env=env,
-                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                    )
+                    spawn = functools.partial(
+                        subprocess.Popen, cwd=trial.code_directory, env=env, stdin=subprocess.DEVNULL,
+                        stdout=out, stderr=err, start_new_session=True)
+                    try:
+                        process = spawn(command_argv(trial.command))
+                    except FileNotFoundError:  # let the shell say "not found" in stderr, exit 127
+                        process = spawn(["/bin/sh", "-c", trial.command])
                 finally:
                     os.close(err)
             finally:

@@ -296,3 +296,22 @@ def test_port_in_use_is_an_error_and_creates_nothing(tmp_path: Path, code_dir: P
         with pytest.raises(ExperimentError, match="cannot listen on 127.0.0.1"):
             experiment.start(port=taken.getsockname()[1])
     assert not (tmp_path / "home").exists()
+
+
+def test_trial_command_that_is_not_found_fails_with_the_shell_message(tmp_path: Path, code_dir: Path):
+    experiment = Experiment(_config(tmp_path, code_dir, trial_command="no-such-program --flag",
+                                    max_trial_number=1, trial_concurrency=1))
+    assert experiment.run(port=0)
+    trial = experiment.list_trial_jobs()[0]
+    assert trial.status == "FAILED"
+    assert "not found" in (experiment.paths.trial_dir(trial.trialJobId) / "stderr").read_text()
+
+
+def test_trial_command_with_shell_syntax_runs_under_the_shell(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import os, expmgr\nexpmgr.report_final_result(float(os.environ['SCALE']))\n")
+    experiment = Experiment(_config(tmp_path, code_dir, trial_command="SCALE=3 python3 trial.py && echo done",
+                                    max_trial_number=1, trial_concurrency=1))
+    assert experiment.run(port=0)
+    trial = experiment.list_trial_jobs()[0]
+    assert (trial.status, trial.finalMetric) == ("SUCCEEDED", 3.0)
+    assert (experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text() == "done\n"
