@@ -28,6 +28,11 @@ def wait_until(condition: Callable[[], object], timeout: float = 30.0, what: str
         time.sleep(0.02)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Trial and dispatcher processes import this checkout's expmgr, however it was installed."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty EXPMGR_HOME for this test."""
