@@ -27,6 +27,7 @@ BUILTIN_ASSESSORS: dict[str, str] = {}
 
 __all__ = [
     "AlgorithmError",
+    "instantiate",
     "AssessResult",
     "Assessor",
     "BUILTIN_ASSESSORS",
@@ -99,12 +100,18 @@ def _create(kind: str, builtins: dict[str, str], name: str, class_args: dict[str
         )
     module_name, _, class_name = builtins[canonical].partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
+    return instantiate(cls, class_args, f"{kind} {canonical!r}")
+
+
+def instantiate(cls: type, class_args: dict[str, Any] | None, label: str) -> Any:
+    """``cls(**class_args)``, with an AlgorithmError naming ``label`` and the argument
+    when the arguments do not fit; used for built-in and custom classes alike."""
     class_args = dict(class_args or {})
-    _check_arguments(cls, class_args, f"{kind} {canonical!r}")
+    _check_arguments(cls, class_args, label)
     try:
         return cls(**class_args)
     except (AlgorithmError, TypeError, ValueError) as exc:
-        raise AlgorithmError(f"{kind} {canonical!r}: bad classArgs: {exc}") from exc
+        raise AlgorithmError(f"{label}: bad classArgs: {exc}") from exc
 
 
 def _check_arguments(cls: type, class_args: dict[str, Any], label: str) -> None:

@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from expmgr.algorithms import create_assessor, create_tuner, load_custom_class
+from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class
 from expmgr.algorithms.assessor import AssessResult
 from expmgr.algorithms.tuner import NoMoreTrialError
 from expmgr.dispatcher.protocol import read_frame, write_frame
@@ -26,7 +26,7 @@ def _build(spec: dict[str, Any] | None, create_builtin: Callable) -> Any:
     if spec.get("className"):
         code_directory = spec.get("codeDirectory")
         cls = load_custom_class(spec["className"], Path(code_directory) if code_directory else None)
-        return cls(**class_args)
+        return instantiate(cls, class_args, f"className {spec['className']!r}")
     return create_builtin(spec["name"], class_args)
 
 

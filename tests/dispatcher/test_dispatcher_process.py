@@ -1,0 +1,86 @@
+"""The dispatcher as a real subprocess, spoken to over its framed JSON channel."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from expmgr.dispatcher.protocol import ProtocolError, decode_length, encode_frame, read_frame, write_frame
+
+SPACE = {"x": {"_type": "choice", "_value": [1, 2, 3]}}
+
+
+@pytest.fixture
+def dispatcher(tmp_path: Path):
+    log = tmp_path / "dispatcher.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "expmgr.dispatcher", "--log-file", str(log), "--log-level", "debug"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "ab"))
+    yield process, log
+    if process.poll() is None:
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+def ask(process: subprocess.Popen, message: dict) -> dict:
+    write_frame(process.stdin, message)
+    return read_frame(process.stdout)
+
+
+def test_frames_round_trip_and_oversized_frames_are_refused():
+    stream = io.BytesIO()
+    write_frame(stream, {"id": 1, "cmd": "generate", "parameter_ids": [0]})
+    stream.seek(0)
+    assert read_frame(stream) == {"id": 1, "cmd": "generate", "parameter_ids": [0]}
+    assert read_frame(stream) is None
+    with pytest.raises(ProtocolError, match="exceeds"):
+        decode_length(b"\xff\xff\xff\xff")
+    assert read_frame(io.BytesIO(encode_frame({"id": 2})[:-1])) is None, "a torn frame is end of stream"
+
+
+def test_dispatcher_serves_a_grid_then_says_no_more_and_exits_when_its_channel_closes(dispatcher):
+    process, log = dispatcher
+    assert ask(process, {"id": 1, "cmd": "initialize", "search_space": SPACE,
+                         "tuner": {"name": "GridSearch", "classArgs": {}}, "assessor": None}) == {"id": 1}
+    reply = ask(process, {"id": 2, "cmd": "generate", "parameter_ids": [0, 1, 2, 3]})
+    assert reply["no_more"] is True
+    assert [p["parameters"] for p in reply["parameters"]] == [{"x": 1}, {"x": 2}, {"x": 3}]
+    write_frame(process.stdin, {"id": 3, "cmd": "report", "reply": False, "parameter_id": 0,
+                                "parameters": {"x": 1}, "value": 0.5})
+    assert ask(process, {"id": 4, "cmd": "trial_end", "parameter_id": 0, "trial_id": "abcde",
+                         "success": True}) == {"id": 4}, "the notification before it got no reply"
+    process.stdin.close()
+    assert process.wait(timeout=30) == 0
+    assert "tuner GridSearchTuner ready" in log.read_text()
+
+
+def test_a_failing_command_is_answered_with_its_traceback_and_ends_the_dispatcher(dispatcher):
+    process, log = dispatcher
+    reply = ask(process, {"id": 1, "cmd": "initialize", "search_space": SPACE,
+                          "tuner": {"name": "Random", "classArgs": {"sead": 1}}, "assessor": None})
+    assert reply["id"] == 1
+    assert "AlgorithmError" in reply["error"] and "'sead'" in reply["error"]
+    assert process.wait(timeout=30) == 1
+    assert "'sead'" in log.read_text()
+
+
+def test_what_a_tuner_prints_goes_to_the_log_not_into_the_channel(dispatcher, tmp_path: Path):
+    process, log = dispatcher
+    (tmp_path / "noisy.py").write_text(
+        "from expmgr.algorithms.tuner import Tuner\n"
+        "class Noisy(Tuner):\n"
+        "    def update_search_space(self, space):\n"
+        "        print('hello from the tuner')\n"
+        "    def generate_parameters(self, parameter_id, **kwargs):\n"
+        "        print('generating', parameter_id)\n"
+        "        return {'x': parameter_id}\n")
+    assert ask(process, {"id": 1, "cmd": "initialize", "search_space": SPACE, "assessor": None,
+                         "tuner": {"className": "noisy.Noisy", "codeDirectory": str(tmp_path)}}) == {"id": 1}
+    assert ask(process, {"id": 2, "cmd": "generate", "parameter_ids": [7]})["parameters"] == [
+        {"parameter_id": 7, "parameters": {"x": 7}}]
+    process.stdin.close()
+    assert process.wait(timeout=30) == 0
+    assert "hello from the tuner" in log.read_text() and "generating 7" in log.read_text()

@@ -1,0 +1,65 @@
+"""The experiment store on a real SQLite file."""
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from expmgr.manager.registry import Registry, RegistryEntry
+from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, StoreError, TrialRecord
+from expmgr.states import ExperimentState, TrialState
+
+
+def new_store(path: Path) -> ExperimentStore:
+    return ExperimentStore.create(path, ExperimentProfile(
+        id="abcd1234", name="t", config={"trialConcurrency": 1}, status=ExperimentState.INITIALIZED,
+        error=None, start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent)))
+
+
+def test_store_is_in_wal_mode_and_refuses_another_schema_version(tmp_path: Path):
+    path = tmp_path / "db" / "experiment.sqlite"
+    new_store(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.execute("UPDATE schema_version SET version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        ExperimentStore.open(path)
+    with pytest.raises(StoreError, match="already exists"):
+        new_store(path)
+
+
+def test_trial_attempts_and_metrics_are_recorded_and_repeated_metrics_ignored(tmp_path: Path):
+    store = new_store(tmp_path / "experiment.sqlite")
+    store.add_trial(TrialRecord("t1", 0, {"x": 1}, TrialState.WAITING, time.time()))
+    store.start_attempt("t1", 1, time.time())
+    store.end_attempt("t1", 1, TrialState.FAILED, time.time(), 3, None, trial_status=TrialState.WAITING)
+    store.start_attempt("t1", 2, time.time())
+    assert store.add_metric(MetricRecord("t1", 2, 0, "FINAL", {"default": 0.5}))
+    assert not store.add_metric(MetricRecord("t1", 2, 0, "FINAL", {"default": 0.9}))
+    store.end_attempt("t1", 2, TrialState.SUCCEEDED, time.time(), 0, None)
+    reader = ExperimentStore.open(store.path, readonly=True)
+    trial = reader.trial("t1")
+    assert (trial.status, trial.attempts) == (TrialState.SUCCEEDED, 2)
+    assert [(a.attempt, a.status, a.exit_code) for a in reader.attempts("t1")] == [
+        (1, TrialState.FAILED, 3), (2, TrialState.SUCCEEDED, 0)]
+    assert reader.final_metrics()["t1"].value == {"default": 0.5}
+    statuses = [row[0] for row in sqlite3.connect(store.path).execute(
+        "SELECT json_extract(detail_json, '$.status') FROM events WHERE trial_id = 't1' ORDER BY id")]
+    assert statuses == ["WAITING", "RUNNING", "WAITING", "RUNNING", "SUCCEEDED"]
+    with pytest.raises(sqlite3.OperationalError):
+        reader.set_experiment_status(ExperimentState.DONE)  # a reader cannot write
+
+
+def test_registry_lists_experiments_and_tracks_their_status(tmp_path: Path):
+    registry = Registry(tmp_path)
+    assert registry.entries() == []
+    registry.add(RegistryEntry("abcd1234", "n", str(tmp_path / "abcd1234"), 8080, 42,
+                               ExperimentState.RUNNING, time.time()))
+    registry.update("abcd1234", status=ExperimentState.DONE, end_time=time.time())
+    entry = registry.get("abcd1234")
+    assert (entry.status, entry.pid) == (ExperimentState.DONE, None)
+    assert registry.get("zzzz0000") is None
