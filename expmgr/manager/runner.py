@@ -53,6 +53,9 @@ class _LiveTrial:
     attempt: int
     token: str
     deadline: float | None
+    """When ``maxTrialDuration`` runs out."""
+    last_activity: float
+    """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
     stop_reason: TrialState | None = None
     reported: set[int] = field(default_factory=set)
     """Sequence numbers of this attempt's reports already stored."""
@@ -199,10 +202,11 @@ class TrialRunner:
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = self._tokens.setdefault(record.trial_id, secrets.token_hex(16))
+        now = time.time()
         deadline = None
         if self.config.max_trial_duration is not None:
-            deadline = time.time() + self.config.max_trial_duration
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline)
+            deadline = now + self.config.max_trial_duration
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline, last_activity=now)
         trial_dir = self.paths.trial_dir(record.trial_id)
         env = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
@@ -241,18 +245,45 @@ class TrialRunner:
         return None if limit is None else max(0.0, self._start + limit - now)
 
     def _seconds_to_next_deadline(self, now: float) -> float | None:
-        deadlines = [live.deadline for live in self._live.values()
-                     if live.deadline is not None and live.stop_reason is None]
+        deadlines = []
+        idle_timeout = self.config.trial_idle_timeout
+        for live in self._live.values():
+            if live.stop_reason is None:
+                if live.deadline is not None:
+                    deadlines.append(live.deadline)
+                if idle_timeout is not None:
+                    deadlines.append(live.last_activity + idle_timeout)
         left = self._experiment_time_left(now)
         if left is not None:
             deadlines.append(now + left)
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _enforce_trial_deadlines(self, now: float) -> None:
+        idle_timeout = self.config.trial_idle_timeout
         for live in self._live.values():
-            if live.deadline is not None and live.stop_reason is None and now >= live.deadline:
+            if live.stop_reason is not None:
+                continue
+            if live.deadline is not None and now >= live.deadline:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
                 self._stop_trial(live, TrialState.SYS_CANCELED)
+            elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
+                live.last_activity = max(live.last_activity, self._last_output_time(live))
+                if now >= live.last_activity + idle_timeout:
+                    self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
+                                        live.record.trial_id, idle_timeout)
+                    self._stop_trial(live, TrialState.CRASHED)
+
+    def _last_output_time(self, live: _LiveTrial) -> float:
+        """When the trial last wrote to its stdout, stderr or trial.log (checked only
+        when its idle deadline comes, not polled)."""
+        files = TrialFiles(self.paths.trial_dir(live.record.trial_id))
+        times = []
+        for path in (files.stdout, files.stderr, files.trial_log):
+            try:
+                times.append(path.stat().st_mtime)
+            except FileNotFoundError:
+                pass
+        return max(times, default=0.0)
 
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
@@ -373,6 +404,7 @@ class TrialRunner:
         if metric.sequence in live.reported:
             return  # seen before: reports are idempotent
         live.reported.add(metric.sequence)
+        live.last_activity = time.time()
         if not self.store.add_metric(metric):
             return
         if metric.type == "FINAL":

@@ -315,3 +315,25 @@ def test_trial_command_with_shell_syntax_runs_under_the_shell(tmp_path: Path, co
     trial = experiment.list_trial_jobs()[0]
     assert (trial.status, trial.finalMetric) == ("SUCCEEDED", 3.0)
     assert (experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text() == "done\n"
+
+
+def test_trial_silent_past_trial_idle_timeout_is_crashed_and_retried(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import os, sys, time
+        import expmgr
+        if os.environ["EXPMGR_TRIAL_ATTEMPT"] == "1":
+            for _ in range(3):          # output keeps it alive for a while...
+                print("working", flush=True)
+                time.sleep(0.4)
+            time.sleep(120)             # ...then it hangs in silence
+        expmgr.report_final_result(1.0)
+    """)
+    experiment = Experiment(_config(tmp_path, code_dir, max_trial_number=1, trial_concurrency=1,
+                                    trial_idle_timeout="1s", trial_grace_period=1, max_trial_retries=1))
+    assert experiment.run(port=0)
+    trial = experiment.list_trial_jobs()[0]
+    assert (trial.status, trial.attempts) == ("SUCCEEDED", 2)
+    first = sqlite3.connect(experiment.paths.database).execute(
+        "SELECT status, start_time, end_time FROM attempts WHERE attempt = 1").fetchone()
+    assert first[0] == "CRASHED"
+    assert first[2] - first[1] >= 1.6, "output must count as activity (silent alone, it would end at 1s)"
