@@ -9,6 +9,7 @@ and work while it runs and after it ended.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import secrets
@@ -98,6 +99,8 @@ class Experiment:
         self._push()
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger)
         self._manager.start()
+        # A script that starts an experiment and returns must not leave trials running.
+        atexit.register(self.stop)
         self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
 
     def run(self, port: int = 8080, *, host: str = "127.0.0.1") -> bool:
@@ -135,6 +138,7 @@ class Experiment:
         self._finish()
 
     def _finish(self) -> None:
+        atexit.unregister(self.stop)
         if self._manager is not None:
             self._manager.join()
         if self._log_attachment is not None:

@@ -337,3 +337,30 @@ def test_trial_silent_past_trial_idle_timeout_is_crashed_and_retried(tmp_path: P
         "SELECT status, start_time, end_time FROM attempts WHERE attempt = 1").fetchone()
     assert first[0] == "CRASHED"
     assert first[2] - first[1] >= 1.6, "output must count as activity (silent alone, it would end at 1s)"
+
+
+def test_script_that_starts_an_experiment_and_returns_leaves_no_trial_running(tmp_path: Path, code_dir: Path):
+    import subprocess
+    import sys
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    script = write_script(tmp_path, "main.py", f"""
+        import time
+        from expmgr import Experiment, ExperimentConfig
+        config = ExperimentConfig(
+            search_space={{"x": {{"_type": "choice", "_value": [1, 2]}}}}, trial_command="python3 trial.py",
+            trial_code_directory={str(code_dir)!r}, trial_concurrency=2, max_trial_number=2,
+            tuner={{"name": "GridSearch"}}, experiment_working_directory={str(tmp_path / "home")!r},
+            trial_grace_period=1)
+        experiment = Experiment(config)
+        experiment.start(port=0)
+        while len([t for t in experiment.list_trial_jobs() if t.status == "RUNNING"]) < 2:
+            time.sleep(0.05)
+        print("EXPERIMENT", experiment.id, flush=True)
+    """)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    exp_id = result.stdout.split("EXPERIMENT ")[1].split()[0]
+    statuses = sqlite3.connect(tmp_path / "home" / exp_id / "db" / "experiment.sqlite").execute(
+        "SELECT status FROM trials").fetchall()
+    assert statuses == [("USER_CANCELED",), ("USER_CANCELED",)]
+    # the autouse fixture checks that no trial process is left
