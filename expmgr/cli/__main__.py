@@ -2,8 +2,8 @@
 
     expctl create --config config.yml --port 8080 --foreground
 
-Exit status: 0 on success, 1 when the experiment failed or could not start,
-2 for bad input (usage, config).
+Exit status: 0 when the experiment is DONE, 1 when it failed (ERROR) or could
+not start, 2 for bad input (usage, config), 130 when it was stopped (Ctrl+C, SIGTERM).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 
 
 def _port(text: str) -> int:
@@ -58,7 +58,9 @@ def _create(args: argparse.Namespace) -> int:
         print(f"best trial {best.trialJobId}: {best.value} with {best.parameter}")
     if status == "ERROR":
         print(experiment.get_error() or "", file=sys.stderr)
-    return EXIT_OK if succeeded else EXIT_FAILED
+    if succeeded:
+        return EXIT_OK
+    return EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,13 +3,15 @@ nothing on disk; a good one runs to the end in the foreground."""
 from __future__ import annotations
 
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 
 GOOD_SPACE = '{"x": {"_type": "uniform", "_value": [0, 1]}}'
 
@@ -112,3 +114,39 @@ def test_create_foreground_runs_the_experiment_to_the_end(project: Path):
     assert len(experiments) == 1
     assert (experiments[0] / "db" / "experiment.sqlite").is_file()
     assert (experiments[0] / "logs" / "experiment.log").read_text().count("SUCCEEDED") == 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_to_foreground_create_stops_the_experiment_cleanly(project: Path, signum: int):
+    (project / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    (project / "config.yml").write_text(BASE.replace("trialConcurrency: 1", "trialConcurrency: 2")
+                                        + "trialGracePeriod: 2s\n")
+    home = project / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
+                                "--port", "0", "--foreground"], cwd=project, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def running_trials() -> int:
+            databases = list(home.glob("*/db/experiment.sqlite"))
+            if not databases:
+                return 0
+            try:
+                return sqlite3.connect(databases[0]).execute(
+                    "SELECT COUNT(*) FROM trials WHERE status = 'RUNNING'").fetchone()[0]
+            except sqlite3.OperationalError:
+                return 0
+        wait_until(lambda: running_trials() == 2, what="two running trials")
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "STOPPED" in stdout
+    database = next(home.glob("*/db/experiment.sqlite"))
+    rows = sqlite3.connect(database).execute("SELECT status FROM trials").fetchall()
+    assert rows == [("USER_CANCELED",), ("USER_CANCELED",)]
+    assert sqlite3.connect(home / "registry.sqlite").execute(
+        "SELECT status FROM experiments").fetchall() == [("STOPPED",)]
