@@ -149,7 +149,7 @@ class TrialRunner:
             if not self._may_submit() and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
             try:
-                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(now))
+                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(time.time()))
             except asyncio.TimeoutError:
                 pass
 
@@ -168,6 +168,8 @@ class TrialRunner:
         while self._may_submit() and self._has_free_slot():
             sequence_id = self._next_sequence_id
             reply = await self._take_parameters()
+            if self._stop_requested:
+                return
             if not reply["parameters"]:
                 self.logger.info("the tuner has no more trials")
                 self._no_more_trials = True
