@@ -61,12 +61,14 @@ class Experiment:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self, port: int = 8080, *, host: str = "127.0.0.1") -> None:
+    def start(self, port: int = 8080) -> None:
         """Validate the config, create the experiment on disk and start it.
 
-        Raises ConfigError for a bad config and ExperimentError when the port is
-        taken; in both cases nothing is written to disk.
+        The REST server listens on 127.0.0.1 only (other addresses will need a
+        token, which is not built yet). Raises ConfigError for a bad config and
+        ExperimentError when the port is taken; in both cases nothing is written to disk.
         """
+        host = "127.0.0.1"
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = self.config.canonical()
@@ -103,12 +105,12 @@ class Experiment:
         atexit.register(self.stop)
         self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
 
-    def run(self, port: int = 8080, *, host: str = "127.0.0.1") -> bool:
+    def run(self, port: int = 8080) -> bool:
         """Start, then block until the experiment ends; True if it ended DONE.
 
         Ctrl+C (SIGINT) and SIGTERM stop it gracefully.
         """
-        self.start(port, host=host)
+        self.start(port)
         previous_handler = None
         if threading.current_thread() is threading.main_thread():
             previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)

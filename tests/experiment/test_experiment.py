@@ -364,3 +364,33 @@ def test_script_that_starts_an_experiment_and_returns_leaves_no_trial_running(tm
         "SELECT status FROM trials").fetchall()
     assert statuses == [("USER_CANCELED",), ("USER_CANCELED",)]
     # the autouse fixture checks that no trial process is left
+
+
+def test_trials_get_their_own_gpus_and_wait_for_a_free_one(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import os, time
+        import expmgr
+        time.sleep(0.3)
+        expmgr.report_final_result(float(len(os.environ["CUDA_VISIBLE_DEVICES"].split(","))))
+        print(os.environ["CUDA_VISIBLE_DEVICES"])
+    """)
+    experiment = Experiment(_config(
+        tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": [1, 2, 3, 4, 5, 6]}},
+        max_trial_number=6, trial_concurrency=4, trial_gpu_number=1,
+        training_service={"platform": "local", "gpu_indices": [0, 1], "max_trial_number_per_gpu": 1}))
+    assert experiment.run(port=0)
+    database = sqlite3.connect(experiment.paths.database)
+    intervals = database.execute("SELECT start_time, end_time FROM attempts").fetchall()
+    assert max_overlap(intervals) == 2, "two GPUs, one trial each: at most two trials at once"
+    devices = [(experiment.paths.trial_dir(t.trialJobId) / "stdout").read_text().strip()
+               for t in experiment.list_trial_jobs()]
+    assert sorted(set(devices)) == ["0", "1"]
+
+
+def test_trial_gpu_number_zero_hides_the_gpus(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import os\nprint(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))\n")
+    experiment = Experiment(_config(tmp_path, code_dir, max_trial_number=1, trial_concurrency=1,
+                                    trial_gpu_number=0))
+    assert experiment.run(port=0)
+    trial = experiment.list_trial_jobs()[0]
+    assert (experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text().strip() == "''"
