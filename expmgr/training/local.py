@@ -25,18 +25,19 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 _SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
 
 
-def command_argv(command: str) -> list[str]:
+@functools.lru_cache(maxsize=16)
+def command_argv(command: str) -> tuple[str, ...]:
     """How to run ``trialCommand``: a simple command runs directly, so the trial's own
     process gets the signals and its exit status (a signal stays a signal, not the
     shell's 128+n); anything using shell syntax runs under ``/bin/sh -c`` as written."""
     if _SHELL_SYNTAX.isdisjoint(command):
         try:
-            argv = shlex.split(command)
+            argv = tuple(shlex.split(command))
         except ValueError:
-            argv = []
+            argv = ()
         if argv:
             return argv
-    return ["/bin/sh", "-c", command]
+    return ("/bin/sh", "-c", command)
 
 
 def detect_gpus() -> list[int]:
@@ -85,11 +86,18 @@ class LocalTrainingService(TrainingService):
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
         self._events = events
-        self._processes: dict[str, asyncio.subprocess.Process] = {}
+        self._processes: dict[str, subprocess.Popen] = {}
         self._waiters: set[asyncio.Task] = set()
         self._gpu_slots: _GpuSlots | None = None
+        self._base_env: dict[str, str] = {}
 
     async def start(self) -> None:
+        # Read once: copying os.environ decodes every variable, on every launch.
+        self._base_env = dict(os.environ)
+        # Trials run with the manager's Python first on PATH, so `python3 trial.py`
+        # finds expmgr even when the virtual environment is not activated.
+        self._base_env["PATH"] = os.pathsep.join(
+            [os.path.dirname(sys.executable), self._base_env.get("PATH", os.defpath)])
         if self._gpus_per_trial == 0:
             return
         indices = self._config.gpu_indices if self._config.gpu_indices is not None else detect_gpus()
@@ -103,11 +111,7 @@ class LocalTrainingService(TrainingService):
         return self._gpu_slots is None or self._gpu_slots.available()
 
     async def launch(self, trial: TrialLaunch) -> None:
-        env = dict(os.environ)
-        # Trials run with the manager's Python first on PATH, so `python3 trial.py`
-        # finds expmgr even when the virtual environment is not activated.
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
-        env.update(trial.env)
+        env = {**self._base_env, **trial.env}
         if self._gpu_slots is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
@@ -121,7 +125,7 @@ class LocalTrainingService(TrainingService):
                         subprocess.Popen, cwd=trial.code_directory, env=env, stdin=subprocess.DEVNULL,
                         stdout=out, stderr=err, start_new_session=True)
                     try:
-                        process = spawn(command_argv(trial.command))
+                        process = spawn(list(command_argv(trial.command)))
                     except FileNotFoundError:  # let the shell say "not found" in stderr, exit 127
                         process = spawn(["/bin/sh", "-c", trial.command])
                 finally:
