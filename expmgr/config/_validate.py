@@ -20,7 +20,7 @@ from ._search_space import check_search_space
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
 DEFAULT_HOME = "~/expmgr-experiments"
-DEFAULT_TRIAL_GRACE_PERIOD = 10.0
+DEFAULT_TRIAL_GRACE_PERIOD = 30.0
 SUPPORTED_PLATFORMS = ("local",)
 NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "hybrid")
 _CLASS_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")

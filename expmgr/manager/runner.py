@@ -267,7 +267,7 @@ class TrialRunner:
                 continue
             if live.deadline is not None and now >= live.deadline:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
-                self._stop_trial(live, TrialState.SYS_CANCELED)
+                self._stop_trial(live, TrialState.EARLY_STOPPED)
             elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
                 live.last_activity = max(live.last_activity, self._last_output_time(live))
                 if now >= live.last_activity + idle_timeout:

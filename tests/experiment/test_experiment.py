@@ -257,12 +257,12 @@ def test_trial_killed_by_a_signal_is_crashed(tmp_path: Path, code_dir: Path):
     assert [t.status for t in experiment.list_trial_jobs()] == ["CRASHED", "CRASHED"]
 
 
-def test_trial_past_max_trial_duration_is_stopped_as_sys_canceled(tmp_path: Path, code_dir: Path):
+def test_trial_past_max_trial_duration_is_early_stopped(tmp_path: Path, code_dir: Path):
     write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
     experiment = Experiment(_config(tmp_path, code_dir, max_trial_duration="1s", trial_grace_period=1))
     assert experiment.run(port=0)
     trials = experiment.list_trial_jobs()
-    assert [t.status for t in trials] == ["SYS_CANCELED", "SYS_CANCELED"]
+    assert [t.status for t in trials] == ["EARLY_STOPPED", "EARLY_STOPPED"]
     assert all(t.endTime - t.startTime < 60_000 for t in trials)
 
 
