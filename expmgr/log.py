@@ -1,22 +1,25 @@
-"""The logging core: which record goes to which sink (see docs/logging.md).
+"""The logging core: which record goes to which sink (docs/logging.md has the table).
 
-Nothing happens at import. Experiment processes call :func:`attach_experiment`
-for each experiment they run; the dispatcher calls :func:`setup_dispatcher_logging`::
+Nothing happens at import. An experiment process calls :func:`attach_experiment`
+for each experiment it runs, the dispatcher :func:`setup_dispatcher_logging`,
+a trial process :func:`setup_trial_logging` (through ``expmgr.trial``)::
 
     attachment = attach_experiment("ab12cd34", paths.experiment_log, "debug")
     ...
     attachment.close()
+
+It imports only what ``logging`` itself imports, so a trial that logs pays
+nothing more for it.
 """
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator
 
 NAMESPACE = "nni"
+"""The root of every logger expmgr routes: NNI's name, so NNI code keeps working."""
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 
@@ -24,10 +27,10 @@ _LEVELS = {
     "trace": TRACE, "debug": logging.DEBUG, "info": logging.INFO,
     "warning": logging.WARNING, "error": logging.ERROR, "fatal": logging.CRITICAL,
 }
-_FORMAT = "[%(asctime)s] %(levelname)s (%(name)s%(thread_suffix)s) %(message)s"
-_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+FORMAT = "[%(asctime)s] %(levelname)s (%(name)s%(thread_suffix)s) %(message)s"
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _stdout_handler: logging.Handler | None = None
 _current = threading.local()
 
@@ -43,9 +46,10 @@ def experiment_logger(exp_id: str) -> logging.Logger:
 # -- the per-thread stack of current experiments ---------------------------
 
 def _stack() -> list[str]:
-    if not hasattr(_current, "stack"):
-        _current.stack = []
-    return _current.stack
+    stack = getattr(_current, "stack", None)
+    if stack is None:
+        stack = _current.stack = []
+    return stack
 
 
 def current_experiment_id() -> str | None:
@@ -54,131 +58,151 @@ def current_experiment_id() -> str | None:
     return stack[-1] if stack else None
 
 
-@contextmanager
-def current_experiment(exp_id: str) -> Iterator[None]:
-    """Make ``exp_id`` this thread's current experiment inside the block."""
-    push_experiment(exp_id)
-    try:
-        yield
-    finally:
-        pop_experiment(exp_id)
-
-
 def push_experiment(exp_id: str) -> None:
     _stack().append(exp_id)
 
 
 def pop_experiment(exp_id: str) -> None:
+    """Remove the topmost ``exp_id`` from this thread's stack (if there)."""
     stack = _stack()
-    if exp_id in stack:
-        del stack[len(stack) - 1 - stack[::-1].index(exp_id)]
+    for index in range(len(stack) - 1, -1, -1):
+        if stack[index] == exp_id:
+            del stack[index]
+            return
 
 
 # -- formatting -------------------------------------------------------------
 
-class _Formatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        record.thread_suffix = "" if record.threadName == "MainThread" else f" {record.threadName}"
-        return super().format(record)
+class _ThreadSuffix(logging.Filter):
+    """Adds `` <thread name>`` to records emitted off the main thread."""
 
-
-def _stdout_formatter() -> logging.Formatter:
-    import os
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
-        import colorlog
-        return colorlog.ColoredFormatter("%(log_color)s" + _FORMAT, _DATE_FORMAT)
-    return _Formatter(_FORMAT, _DATE_FORMAT)
-
-
-class _ThreadSuffixFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.thread_suffix = "" if record.threadName == "MainThread" else f" {record.threadName}"
         return True
 
 
+def _plain_formatter() -> logging.Formatter:
+    return logging.Formatter(FORMAT, DATE_FORMAT)
+
+
+def _stdout_formatter() -> logging.Formatter:
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        import colorlog
+        return colorlog.ColoredFormatter("%(log_color)s" + FORMAT, DATE_FORMAT)
+    return _plain_formatter()
+
+
+def _new_handler(handler: logging.Handler, level: int, formatter: logging.Formatter) -> logging.Handler:
+    handler.setLevel(level)
+    handler.addFilter(_ThreadSuffix())
+    handler.setFormatter(formatter)
+    return handler
+
+
 # -- sinks --------------------------------------------------------------------
 
-def _ensure_stdout_handler() -> None:
-    """``nni.*`` INFO+ to stdout, once per process; ``nni`` stops propagating so
-    a user's ``logging.basicConfig()`` does not print the same record twice."""
+def _refresh_namespace_level() -> None:
+    """The ``nni`` logger lets through the lowest level any of its sinks wants;
+    each sink filters by its own level."""
+    root = logging.getLogger(NAMESPACE)
+    levels = [handler.level for handler in root.handlers]
+    root.setLevel(min(levels) if levels else logging.NOTSET)
+
+
+def ensure_stdout_logging() -> None:
+    """``nni.*`` INFO+ to stdout, once per process. ``nni`` stops propagating, so a
+    user's ``logging.basicConfig()`` never prints the same record twice."""
     global _stdout_handler
     with _lock:
         if _stdout_handler is not None:
             return
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setLevel(logging.INFO)
-        handler.addFilter(_ThreadSuffixFilter())
-        handler.setFormatter(_stdout_formatter())
+        _stdout_handler = _new_handler(logging.StreamHandler(sys.stdout), logging.INFO, _stdout_formatter())
         root = logging.getLogger(NAMESPACE)
-        root.addHandler(handler)
+        root.addHandler(_stdout_handler)
         root.propagate = False
-        if root.level == logging.NOTSET or root.level > logging.INFO:
-            root.setLevel(logging.INFO)
-        _stdout_handler = handler
-
-
-class _ExperimentFilter(logging.Filter):
-    """Records of ``nni.X`` / ``nni.X.*``, and other ``nni.*`` records emitted in a
-    thread whose current experiment is X."""
-
-    def __init__(self, exp_id: str) -> None:
-        super().__init__()
-        self._own = f"{NAMESPACE}.{exp_id}"
-        self._exp_id = exp_id
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        name = record.name
-        if name == self._own or name.startswith(self._own + "."):
-            return True
-        return current_experiment_id() == self._exp_id and not _names_other_experiment(name)
+        _refresh_namespace_level()
 
 
 _attached: dict[str, "ExperimentLogAttachment"] = {}
 
 
-def _names_other_experiment(name: str) -> bool:
-    parts = name.split(".")
-    return len(parts) > 1 and parts[1] in _attached
+class _ExperimentFilter(logging.Filter):
+    """Records of ``nni.X`` / ``nni.X.*``, and records of other ``nni.*`` loggers
+    (not named after another running experiment) emitted in a thread whose
+    current experiment is X."""
+
+    def __init__(self, exp_id: str) -> None:
+        super().__init__()
+        self._own = f"{NAMESPACE}.{exp_id}"
+        self._own_prefix = self._own + "."
+        self._exp_id = exp_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        if name == self._own or name.startswith(self._own_prefix):
+            return True
+        if current_experiment_id() != self._exp_id:
+            return False
+        parts = name.split(".", 2)
+        return len(parts) < 2 or parts[1] not in _attached
 
 
 class ExperimentLogAttachment:
     """The experiment.log sink of one experiment; ``close()`` removes and closes it."""
 
-    def __init__(self, exp_id: str, path: Path, level: str) -> None:
+    def __init__(self, exp_id: str, path: str | os.PathLike[str], level: str) -> None:
         self.exp_id = exp_id
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handler = logging.FileHandler(path, encoding="utf-8")
-        self._handler.setLevel(level_number(level))
+        os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
+        self._handler = _new_handler(logging.FileHandler(path, encoding="utf-8"), level_number(level),
+                                     _plain_formatter())
         self._handler.addFilter(_ExperimentFilter(exp_id))
-        self._handler.setFormatter(_Formatter(_FORMAT, _DATE_FORMAT))
         root = logging.getLogger(NAMESPACE)
         with _lock:
             _attached[exp_id] = self
             root.addHandler(self._handler)
-            if level_number(level) < root.getEffectiveLevel():
-                root.setLevel(level_number(level))
+            root.propagate = False
+            _refresh_namespace_level()
 
     def close(self) -> None:
         with _lock:
             if _attached.get(self.exp_id) is self:
                 del _attached[self.exp_id]
             logging.getLogger(NAMESPACE).removeHandler(self._handler)
+            _refresh_namespace_level()
         self._handler.close()
 
 
-def attach_experiment(exp_id: str, path: Path, level: str, *, to_stdout: bool = True) -> ExperimentLogAttachment:
+def attach_experiment(exp_id: str, path: str | os.PathLike[str], level: str, *,
+                      to_stdout: bool = True) -> ExperimentLogAttachment:
     """Route experiment ``exp_id``'s records to ``path`` (and ``nni.*`` INFO+ to stdout)."""
     if to_stdout:
-        _ensure_stdout_handler()
+        ensure_stdout_logging()
     return ExperimentLogAttachment(exp_id, path, level)
 
 
-def setup_dispatcher_logging(path: Path, level: str) -> None:
+def setup_dispatcher_logging(path: str | os.PathLike[str], level: str) -> None:
     """In the dispatcher process: every record of every logger to ``path``."""
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.addFilter(_ThreadSuffixFilter())
-    handler.setFormatter(_Formatter(_FORMAT, _DATE_FORMAT))
     root = logging.getLogger()
-    root.addHandler(handler)
+    root.addHandler(_new_handler(logging.FileHandler(path, encoding="utf-8"), logging.NOTSET, _plain_formatter()))
     root.setLevel(level_number(level))
     logging.getLogger(NAMESPACE).setLevel(level_number(level))
+
+
+def setup_trial_logging(path: str | os.PathLike[str], level: str) -> None:
+    """In a trial process: ``nni.*`` records to trial.log only (not to its stdout)."""
+    root = logging.getLogger(NAMESPACE)
+    with _lock:
+        if any(getattr(handler, "_expmgr_trial_log", False) for handler in root.handlers):
+            return
+        handler = _new_handler(logging.FileHandler(path, encoding="utf-8", delay=True), level_number(level),
+                               _plain_formatter())
+        handler._expmgr_trial_log = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+        root.propagate = False
+        _refresh_namespace_level()
+
+
+def setup_standalone_trial_logging() -> logging.Logger:
+    """A trial script run by hand: ``nni.*`` INFO+ to stdout; returns ``nni.trial``."""
+    ensure_stdout_logging()
+    return logging.getLogger(f"{NAMESPACE}.trial")

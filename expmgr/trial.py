@@ -15,6 +15,7 @@ metrics are logged.
 from __future__ import annotations
 
 import os
+import sys
 
 # Deliberately no `json`, `socket` or `typing` here: their imports (through `re`
 # and `enum`) would more than double what a trial pays to start. The C modules
@@ -64,16 +65,52 @@ def _ctx() -> _TrialContext:
 
 
 def _standalone_logger():  # noqa: ANN202 - logging is imported only when run by hand
-    import logging
-    import sys
-    logger = logging.getLogger("nni.trial")
-    if not logging.getLogger("nni").handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s (%(name)s) %(message)s"))
-        logging.getLogger("nni").addHandler(handler)
-        logging.getLogger("nni").setLevel(logging.INFO)
-        logging.getLogger("nni").propagate = False
-    return logger
+    from expmgr.log import setup_standalone_trial_logging
+    return setup_standalone_trial_logging()
+
+
+class _ConfigureLoggingAfterImport:
+    """A meta-path finder that waits for the script to import ``logging`` and then
+    routes ``nni.*`` records to trial.log; a trial that never logs never pays for it."""
+
+    def find_spec(self, name: str, path: object, target: object = None) -> object:
+        if name != "logging":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = getattr(finder, "find_spec", lambda *_: None)(name, path, target)
+            if spec is not None:
+                spec.loader = _LoaderThenConfigure(spec.loader)
+                return spec
+        return None
+
+
+class _LoaderThenConfigure:
+    def __init__(self, loader: object) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: object) -> object:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: object) -> None:
+        self._loader.exec_module(module)
+        _configure_trial_logging()
+
+
+def _configure_trial_logging() -> None:
+    from expmgr.log import setup_trial_logging
+    ctx = _ctx()
+    setup_trial_logging(os.path.join(ctx.trial_dir or ".", "trial.log"), os.environ.get(ENV_LOG_LEVEL, "info"))
+
+
+def _route_trial_logging() -> None:
+    """In a trial process: ``nni.*`` records go to trial.log, from whenever ``logging`` is imported."""
+    if ENV_TRIAL_ID not in os.environ:
+        return
+    if "logging" in sys.modules:
+        _configure_trial_logging()
+    else:
+        sys.meta_path.insert(0, _ConfigureLoggingAfterImport())
 
 
 def get_next_parameter() -> dict[str, object]:
@@ -175,7 +212,6 @@ def _send(ctx: _TrialContext, body: bytes) -> None:
 
 
 def _warn(message: str) -> None:
-    import sys
     print(f"expmgr: warning: {message}", file=sys.stderr, flush=True)
 
 
@@ -227,3 +263,6 @@ def _json_dumps(value: object) -> str:
     if hasattr(value, "__float__"):  # numpy or torch scalars among a dict's other keys
         return _json_dumps(_plain_number(value, "a value"))
     raise TypeError(f"a report can hold numbers, strings, lists and dicts, not {type(value).__name__}")
+
+
+_route_trial_logging()

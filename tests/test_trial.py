@@ -82,3 +82,52 @@ def test_report_encoding_matches_json_for_the_values_a_metric_holds():
     assert _plain_metric({"default": numpy.float64(0.5), "loss": 1}) == {"default": 0.5, "loss": 1}
     with pytest.raises(ValueError, match="extra data"):
         _json_loads('{"a": 1} x')
+
+
+def test_trial_nni_records_go_to_trial_log_and_raw_streams_stay_apart(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import sys
+        import expmgr
+        params = expmgr.get_next_parameter()
+        import logging                      # imported after expmgr: still routed
+        logging.basicConfig(level=logging.DEBUG)  # the user's own root setup must not echo nni records
+        logging.getLogger("nni.model").debug("debug from the trial")
+        logging.getLogger("nni.model").info("info from the trial")
+        logging.getLogger("mylib").warning("a third-party warning")
+        print("printed to stdout")
+        print("printed to stderr", file=sys.stderr)
+        expmgr.report_final_result(1.0)
+    """)
+    config = ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1, log_level="debug",
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home")
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    files = experiment.paths.trial_dir(experiment.list_trial_jobs()[0].trialJobId)
+    trial_log = (files / "trial.log").read_text()
+    stdout, stderr = (files / "stdout").read_text(), (files / "stderr").read_text()
+    assert "DEBUG (nni.model) debug from the trial" in trial_log
+    assert "INFO (nni.model) info from the trial" in trial_log
+    assert "printed" not in trial_log and "third-party" not in trial_log
+    assert stdout == "printed to stdout\n"
+    assert "printed to stderr" in stderr and "a third-party warning" in stderr
+    assert "from the trial" not in stdout + stderr
+
+
+def test_trial_log_level_follows_the_experiment(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import logging
+        import expmgr
+        logging.getLogger("nni.model").info("info record")
+        logging.getLogger("nni.model").warning("warning record")
+    """)
+    config = ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1, log_level="warning",
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home")
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    files = experiment.paths.trial_dir(experiment.list_trial_jobs()[0].trialJobId)
+    assert (files / "trial.log").read_text().splitlines()[-1].endswith("WARNING (nni.model) warning record")
+    assert "info record" not in (files / "trial.log").read_text()

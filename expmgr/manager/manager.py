@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
-from expmgr.log import current_experiment
+from expmgr.log import pop_experiment, push_experiment
 from expmgr.manager.registry import Registry
 from expmgr.manager.rest import make_app
 from expmgr.manager.runner import TrialRunner
@@ -56,16 +56,17 @@ class Manager:
         self._started.wait()
 
     def _run_loop(self) -> None:
-        with current_experiment(self.exp_id):
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._main())
-            finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-                self._started.set()  # also when _main failed before the server ran
-                self._finished.set()
+        push_experiment(self.exp_id)  # this thread works for the experiment: its records are its own
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            pop_experiment(self.exp_id)
+            self._started.set()  # also when _main failed before the server ran
+            self._finished.set()
 
     async def _main(self) -> None:
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger)
