@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import threading
 import time
@@ -69,7 +70,8 @@ class Manager:
             self._finished.set()
 
     async def _main(self) -> None:
-        runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger)
+        runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
+                             on_state_change=self._record_in_registry)
         self._runner = runner
         server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner))
         server.add_sockets(self._sockets)
@@ -80,8 +82,13 @@ class Manager:
             server.stop()
             await server.close_all_connections()
             self._store.close()
-            self._registry.update(self.exp_id, status=self.final_state or ExperimentState.ERROR,
-                                  pid=None, end_time=time.time())
+            if self.final_state is None:  # the runner itself broke; it recorded nothing
+                self._record_in_registry(ExperimentState.ERROR)
+
+    def _record_in_registry(self, state: ExperimentState) -> None:
+        finished = state.is_finished()
+        self._registry.update(self.exp_id, status=state, pid=None if finished else os.getpid(),
+                              end_time=time.time() if finished else None)
 
     def request_stop(self) -> None:
         """Ask for a graceful stop; returns at once (``wait()`` for the end)."""

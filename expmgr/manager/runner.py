@@ -20,7 +20,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFiles
@@ -59,6 +59,10 @@ class _LiveTrial:
     stop_reason: TrialState | None = None
     reported: set[int] = field(default_factory=set)
     """Sequence numbers of this attempt's reports already stored."""
+    final_value: Any = None
+    has_final: bool = False
+    """The attempt's last FINAL result, told to the tuner when the attempt ends
+    unless it is retried (so the tuner hears of each trial once)."""
 
 
 def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
@@ -80,19 +84,20 @@ class TrialRunner:
     """Drives one experiment's trials to the end; see the module docstring."""
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
-                 paths: ExperimentPaths, port: int, logger: logging.Logger) -> None:
+                 paths: ExperimentPaths, port: int, logger: logging.Logger,
+                 on_state_change: Callable[[ExperimentState], None] = lambda state: None) -> None:
         self.exp_id = exp_id
         self.config = config
         self.store = store
         self.paths = paths
         self.port = port
         self.logger = logger
+        self._on_state_change = on_state_change
         self.state = ExperimentState.INITIALIZED
         self.dispatcher = DispatcherClient(paths.dispatcher_log, config.log_level)
         self.training = LocalTrainingService(config.training_service, config.trial_gpu_number, self)
         self._live: dict[str, _LiveTrial] = {}
         self._retries: deque[tuple[TrialRecord, int]] = deque()
-        self._prefetched: asyncio.Future | None = None
         self._tokens: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._stop_requested = False
@@ -167,7 +172,8 @@ class TrialRunner:
             await self._launch_attempt(record, attempt)
         while self._may_submit() and self._has_free_slot():
             sequence_id = self._next_sequence_id
-            reply = await self._take_parameters()
+            # Asked only now, not ahead: the tuner has seen every result that came in.
+            reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
             if self._stop_requested:
                 return
             if not reply["parameters"]:
@@ -177,16 +183,6 @@ class TrialRunner:
             self._next_sequence_id += 1
             self._submitted += 1
             await self._launch_new_trial(sequence_id, reply["parameters"][0]["parameters"])
-            if self._may_submit():
-                # Ask for the next trial's parameters now, so that a freed slot does not
-                # wait for the dispatcher (the tuner sees this trial as pending meanwhile).
-                self._prefetched = self.dispatcher.send("generate", parameter_ids=[self._next_sequence_id])
-
-    async def _take_parameters(self) -> dict[str, Any]:
-        request, self._prefetched = self._prefetched, None
-        if request is None:
-            request = self.dispatcher.send("generate", parameter_ids=[self._next_sequence_id])
-        return await request
 
     async def _launch_new_trial(self, sequence_id: int, parameters: dict[str, Any]) -> None:
         trial_id = self._new_trial_id()
@@ -319,8 +315,6 @@ class TrialRunner:
             record, _ = self._retries.popleft()
             self.store.set_trial_status(record.trial_id, reason, end_time=time.time())
         await self.dispatcher.stop()
-        if self._prefetched is not None and self._prefetched.done() and not self._prefetched.cancelled():
-            self._prefetched.exception()  # parameters asked for but never used; nothing to do
         if error is not None:
             self.logger.error("experiment failed: %s", error)
             final = ExperimentState.ERROR
@@ -335,6 +329,7 @@ class TrialRunner:
                    end_time: float | None = None) -> None:
         self.state = state
         self.store.set_experiment_status(state, error=error, end_time=end_time)
+        self._on_state_change(state)
         self.logger.info("experiment %s is %s", self.exp_id, state.value)
 
     # -- events from the training service (TrialEvents) ------------------------
@@ -364,6 +359,9 @@ class TrialRunner:
             self._retries.append((live.record, attempt + 1))
         else:
             self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
+            if live.has_final:
+                self.dispatcher.notify("report", parameter_id=live.record.sequence_id,
+                                       parameters=live.record.parameters, value=live.final_value)
             self.dispatcher.notify("trial_end", parameter_id=live.record.sequence_id, trial_id=trial_id,
                                    success=status == TrialState.SUCCEEDED)
         self._wake.set()
@@ -410,8 +408,7 @@ class TrialRunner:
         if not self.store.add_metric(metric):
             return
         if metric.type == "FINAL":
-            self.dispatcher.notify("report", parameter_id=live.record.sequence_id,
-                                   parameters=live.record.parameters, value=metric.value)
+            live.final_value, live.has_final = metric.value, True
         elif self.config.assessor is not None and live.stop_reason is None:
             asyncio.get_running_loop().create_task(self._assess(live))
 

@@ -1,11 +1,12 @@
 """The experiment's store: one SQLite database (WAL mode) per experiment.
 
-The trial runner is its only writer; the REST server and the Experiment API
-read it, from any thread, through their own connections::
+The trial runner is its only writer. The REST server reads through the
+runner's connection (same thread); the Experiment API reads from any thread
+through read-only connections of its own::
 
     store = ExperimentStore.create(paths.database, profile)
     store.add_trial(trial)
-    reader = ExperimentStore.open_readonly(paths.database)
+    reader = ExperimentStore.open(paths.database, readonly=True)
 """
 from __future__ import annotations
 
@@ -190,10 +191,6 @@ class ExperimentStore:
             )
             self._event(None, "experiment_status", {"status": status.value, "error": error})
 
-    def set_port(self, port: int) -> None:
-        with _transaction(self._conn):
-            self._conn.execute("UPDATE experiment SET port = ?", (port,))
-
     def add_trial(self, trial: TrialRecord) -> None:
         with _transaction(self._conn):
             self._conn.execute(
@@ -294,8 +291,10 @@ class ExperimentStore:
         return [_metric(row) for row in self._conn.execute(query + " ORDER BY id", args)]
 
     def final_metrics(self) -> dict[str, MetricRecord]:
-        """The last FINAL metric of each trial that has one."""
-        rows = self._conn.execute("SELECT * FROM metrics WHERE type = 'FINAL' ORDER BY id")
+        """The last FINAL metric of each trial's last attempt, for trials that have one."""
+        rows = self._conn.execute(
+            "SELECT metrics.* FROM metrics JOIN trials USING (trial_id) "
+            "WHERE type = 'FINAL' AND metrics.attempt = trials.attempts ORDER BY id")
         return {metric.trial_id: metric for metric in map(_metric, rows)}
 
     def status_counts(self) -> dict[TrialState, int]:

@@ -1,6 +1,6 @@
-"""The local training service: each trial is ``sh -c trialCommand`` in its own
-process group on this machine, its output streams in its trial folder, and its
-end noticed the moment its process exits (no polling).
+"""The local training service: each trial runs ``trialCommand`` in its own
+process group (session) on this machine, its output streams in its trial
+folder, and its end noticed the moment its process exits (no polling).
 """
 from __future__ import annotations
 

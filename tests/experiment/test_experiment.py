@@ -394,3 +394,81 @@ def test_trial_gpu_number_zero_hides_the_gpus(tmp_path: Path, code_dir: Path):
     assert experiment.run(port=0)
     trial = experiment.list_trial_jobs()[0]
     assert (experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text().strip() == "''"
+
+
+RECORDING_TUNER = """
+    import json, os
+    from expmgr.algorithms.tuner import Tuner
+
+    class RecordingTuner(Tuner):
+        def __init__(self, record_file):
+            self.record_file = record_file
+
+        def _record(self, *event):
+            with open(self.record_file, "a") as f:
+                f.write(json.dumps(event) + "\\n")
+
+        def update_search_space(self, search_space):
+            pass
+
+        def generate_parameters(self, parameter_id, **kwargs):
+            self._record("generate", parameter_id)
+            return {"x": parameter_id}
+
+        def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
+            self._record("result", parameter_id, value)
+
+        def trial_end(self, parameter_id, success, **kwargs):
+            self._record("end", parameter_id, success)
+"""
+
+
+def _recording_config(tmp_path: Path, code_dir: Path, **overrides) -> tuple[ExperimentConfig, Path]:
+    tuner_dir = tmp_path / "tuner"
+    tuner_dir.mkdir()
+    write_script(tuner_dir, "recording.py", RECORDING_TUNER)
+    record = tmp_path / "tuner-events.jsonl"
+    return _config(tmp_path, code_dir, tuner={"class_name": "recording.RecordingTuner", "code_directory": tuner_dir,
+                                              "class_args": {"record_file": str(record)}}, **overrides), record
+
+
+def test_tuner_sees_each_result_before_it_is_asked_for_the_next_trial(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import expmgr\nexpmgr.report_final_result(expmgr.get_next_parameter()['x'])\n")
+    config, record = _recording_config(tmp_path, code_dir, max_trial_number=3, trial_concurrency=1)
+    assert Experiment(config).run(port=0)
+    events = [tuple(json.loads(line)) for line in record.read_text().splitlines()]
+    assert events == [("generate", 0), ("result", 0, 0), ("end", 0, True),
+                      ("generate", 1), ("result", 1, 1), ("end", 1, True),
+                      ("generate", 2), ("result", 2, 2), ("end", 2, True)]
+
+
+def test_retried_trial_is_told_to_the_tuner_once_with_its_last_attempts_result(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import os, sys
+        import expmgr
+        attempt = int(os.environ["EXPMGR_TRIAL_ATTEMPT"])
+        expmgr.report_final_result(attempt * 10)
+        sys.exit(0 if attempt == 2 else 1)
+    """)
+    config, record = _recording_config(tmp_path, code_dir, max_trial_number=1, trial_concurrency=1,
+                                       max_trial_retries=1)
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    events = [tuple(json.loads(line)) for line in record.read_text().splitlines()]
+    assert events == [("generate", 0), ("result", 0, 20), ("end", 0, True)]
+    assert [r.value for r in experiment.export_data()] == [20]
+
+
+def test_registry_tracks_the_running_experiment(gated_experiment):
+    import os
+    from expmgr.manager.registry import Registry
+    experiment, release = gated_experiment
+    experiment.start(port=0)
+    registry = Registry(experiment.paths.root.parent)
+    entry = wait_until(lambda: (e := registry.get(experiment.id)) and e.status == ExperimentState.RUNNING and e,
+                       what="RUNNING in the registry")
+    assert (entry.pid, entry.port) == (os.getpid(), experiment.port)
+    release.touch()
+    assert experiment.wait(timeout=120)
+    entry = registry.get(experiment.id)
+    assert (entry.status, entry.pid) == (ExperimentState.DONE, None) and entry.end_time is not None
