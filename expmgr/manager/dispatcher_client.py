@@ -53,6 +53,9 @@ class DispatcherClient:
                 sys.executable, "-m", "expmgr.dispatcher",
                 "--log-file", str(self._log_file), "--log-level", self._log_level,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+                # Its own session: a Ctrl+C at the terminal is the manager's to handle;
+                # the dispatcher ends when the manager closes the channel.
+                start_new_session=True,
             )
         self._reader_task = asyncio.get_running_loop().create_task(self._read_replies())
 

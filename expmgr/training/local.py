@@ -90,8 +90,12 @@ class LocalTrainingService(TrainingService):
         self._waiters: set[asyncio.Task] = set()
         self._gpu_slots: _GpuSlots | None = None
         self._base_env: dict[str, str] = {}
+        self._watchdog: subprocess.Popen | None = None
 
     async def start(self) -> None:
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-m", "expmgr.training.watchdog"], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, start_new_session=True, text=True)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
         # Trials run with the manager's Python first on PATH, so `python3 trial.py`
@@ -137,6 +141,7 @@ class LocalTrainingService(TrainingService):
                 self._gpu_slots.release(trial.trial_id)
             raise TrainingServiceError(f"cannot start trial {trial.trial_id}: {error}") from error
         self._processes[trial.trial_id] = process
+        self._tell_watchdog(f"+{process.pid}")
         self._events.trial_started(trial.trial_id, trial.attempt, process.pid)
         waiter = asyncio.get_running_loop().create_task(self._wait(trial, process))
         self._waiters.add(waiter)
@@ -144,8 +149,9 @@ class LocalTrainingService(TrainingService):
 
     async def _wait(self, trial: TrialLaunch, process: subprocess.Popen) -> None:
         returncode = await _exit_of(process)
-        # The shell may be gone while children of the trial still run: end the group.
+        # The trial's process is gone; children it left in its group go with it.
         _kill_group(process.pid, signals.SIGKILL)
+        self._tell_watchdog(f"-{process.pid}")
         self._processes.pop(trial.trial_id, None)
         if self._gpu_slots is not None:
             self._gpu_slots.release(trial.trial_id)
@@ -165,13 +171,33 @@ class LocalTrainingService(TrainingService):
         for trial_id in list(self._processes):
             self.signal(trial_id, signals.SIGTERM)
         waiters = set(self._waiters)
-        if not waiters:
-            return
-        _, still_running = await asyncio.wait(waiters, timeout=grace_period)
-        if still_running:
-            for trial_id in list(self._processes):
-                self.signal(trial_id, signals.SIGKILL)
-            await asyncio.wait(still_running)
+        if waiters:
+            _, still_running = await asyncio.wait(waiters, timeout=grace_period)
+            if still_running:
+                for trial_id in list(self._processes):
+                    self.signal(trial_id, signals.SIGKILL)
+                await asyncio.wait(still_running)
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            self._tell(watchdog, "stop")
+            watchdog.stdin.close()
+            try:
+                watchdog.wait(timeout=5)  # it exits at once on "stop"
+            except subprocess.TimeoutExpired:
+                watchdog.kill()
+                watchdog.wait()
+
+    def _tell_watchdog(self, line: str) -> None:
+        if self._watchdog is not None:
+            self._tell(self._watchdog, line)
+
+    @staticmethod
+    def _tell(watchdog: subprocess.Popen, line: str) -> None:
+        try:
+            watchdog.stdin.write(line + "\n")
+            watchdog.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # a dead watchdog must not stop the experiment
 
 
 def _exit_of(process: subprocess.Popen) -> asyncio.Future:

@@ -150,3 +150,72 @@ def test_signal_to_foreground_create_stops_the_experiment_cleanly(project: Path,
     assert rows == [("USER_CANCELED",), ("USER_CANCELED",)]
     assert sqlite3.connect(home / "registry.sqlite").execute(
         "SELECT status FROM experiments").fetchall() == [("STOPPED",)]
+
+
+def _running_trials(home: Path) -> int:
+    databases = list(home.glob("*/db/experiment.sqlite"))
+    if not databases:
+        return 0
+    try:
+        return sqlite3.connect(databases[0]).execute(
+            "SELECT COUNT(*) FROM trials WHERE status = 'RUNNING'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_ctrl_c_at_the_terminal_stops_the_experiment_not_its_dispatcher(project: Path):
+    """A terminal's Ctrl+C reaches the whole foreground process group."""
+    (project / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
+                                "--port", "0", "--foreground"], cwd=project, env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _running_trials(home) == 1, what="a running trial")
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "STOPPED" in stdout and "Traceback" not in stderr
+    assert "KeyboardInterrupt" not in next(home.glob("*/logs/dispatcher.log")).read_text()
+
+
+def test_trials_and_their_children_do_not_outlive_a_sigkilled_experiment(project: Path):
+    import psutil
+    (project / "trial.py").write_text(
+        "import os, subprocess, time, expmgr\n"
+        "child = subprocess.Popen(['sleep', '120'])\n"
+        "with open(os.path.join(os.environ['PIDS_DIR'], expmgr.get_trial_id()), 'w') as f:\n"
+        "    f.write(f'{os.getpid()} {child.pid}')\n"
+        "time.sleep(120)\n")
+    (project / "config.yml").write_text(BASE.replace("trialConcurrency: 1", "trialConcurrency: 2")
+                                        .replace("maxTrialNumber: 2", "maxTrialNumber: 4"))
+    pids_dir = project / "pids"
+    pids_dir.mkdir()
+    home = project / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), "PIDS_DIR": str(pids_dir)}
+    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
+                                "--port", "0", "--foreground"], cwd=project, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        files = wait_until(lambda: len(list(pids_dir.iterdir())) == 2 and list(pids_dir.iterdir()),
+                           what="two trials with a child each")
+        pids = wait_until(lambda: all(f.read_text() for f in files)
+                          and [int(p) for f in files for p in f.read_text().split()], what="their pids")
+        assert all(psutil.pid_exists(pid) for pid in pids)
+        process.kill()
+        process.wait(timeout=30)
+
+        def alive() -> list[int]:
+            return [pid for pid in pids if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        wait_until(lambda: not alive(), timeout=5, what="every trial process and child to end")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
