@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Experiment": "expmgr.experiment",
+    "current_experiment": "expmgr.experiment",
     "ExperimentConfig": "expmgr.config",
     "AlgorithmConfig": "expmgr.config",
     "LocalConfig": "expmgr.config",

@@ -96,10 +96,14 @@ class ExperimentConfig:
         from ._validate import config_from_dict
         return config_from_dict(data)
 
-    def canonical(self) -> ExperimentConfig:
-        """A new, validated copy: durations in seconds, absolute paths, defaults filled."""
+    def canonical(self, *, with_strategy: bool = False) -> ExperimentConfig:
+        """A new, validated copy: durations in seconds, absolute paths, defaults filled.
+
+        ``with_strategy``: the experiment is driven by a strategy (Python code that
+        submits trials), so a tuner and a search space become optional.
+        """
         from ._validate import canonicalize
-        return canonicalize(self)
+        return canonicalize(self, with_strategy=with_strategy)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable NNI v2 dict: camelCase keys, paths as str, None fields left out."""

@@ -114,10 +114,10 @@ def _absolute(value: str | Path, base: Path) -> Path:
 
 # -- canonicalisation -----------------------------------------------------------------------
 
-def canonicalize(config: ExperimentConfig) -> ExperimentConfig:
+def canonicalize(config: ExperimentConfig, *, with_strategy: bool = False) -> ExperimentConfig:
     """``ExperimentConfig.canonical``."""
     try:
-        return _Canonicalizer(config).run()
+        return _Canonicalizer(config, with_strategy).run()
     except Problem as problem:
         raise _to_error(problem, config) from None
 
@@ -143,8 +143,9 @@ def _unchanged_since_load(config: ExperimentConfig, path: tuple[PathSegment, ...
 
 
 class _Canonicalizer:
-    def __init__(self, config: ExperimentConfig) -> None:
+    def __init__(self, config: ExperimentConfig, with_strategy: bool = False) -> None:
         self.config = config
+        self.with_strategy = with_strategy
         self.base = Path.cwd()
         self.style = "snake" if config._origin == "python" else "camel"
         self.read_from: str | None = None
@@ -184,6 +185,8 @@ class _Canonicalizer:
         both = (f"give either {self._name('search_space')} or {self._name('search_space_file')}, "
                 f"not both")
         if file is None:
+            if inline is None and self.with_strategy:
+                return {"search_space": None, "search_space_file": None}
             if inline is None:
                 raise Problem(ss_path, f"required: give {self._name('search_space')} (inline) or "
                                        f"{self._name('search_space_file')} (a JSON or YAML file)")
@@ -294,7 +297,9 @@ class _Canonicalizer:
         return _absolute(value, self.base)
 
     # sections ------------------------------------------------------------------------------
-    def _tuner(self, value: Any, path: tuple[PathSegment, ...]) -> AlgorithmConfig:
+    def _tuner(self, value: Any, path: tuple[PathSegment, ...]) -> AlgorithmConfig | None:
+        if value is None and self.with_strategy:
+            return None
         if value is None:
             raise Problem(path, "required (e.g. tuner: {name: TPE})" if self.style == "camel"
                           else "required (e.g. tuner={'name': 'TPE'})")

@@ -17,20 +17,36 @@ import signal
 import string
 import threading
 import time
+import traceback
+import weakref
 from pathlib import Path
 from typing import Any
 
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
+from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths
-from expmgr.log import attach_experiment, experiment_logger, pop_experiment, push_experiment
+from expmgr.log import (attach_experiment, current_experiment_id, experiment_logger, pop_experiment,
+                        push_experiment)
 from expmgr.manager import views
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry
+from expmgr.manager.runner import SubmissionRefused, TrialRunner
 from expmgr.manager.store import ExperimentProfile, ExperimentStore
 from expmgr.states import ExperimentState
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+_experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
+
+
+def current_experiment() -> "Experiment | None":
+    """This thread's current experiment: the innermost one started (``run()``,
+    ``start()``) or entered (``with experiment:``) here and not left; threads an
+    experiment starts for its own work have it too."""
+    exp_id = current_experiment_id()
+    return _experiments.get(exp_id) if exp_id is not None else None
 
 
 class ExperimentError(Exception):
@@ -44,15 +60,24 @@ class _StopSignal(BaseException):
 class Experiment:
     """One experiment; see the module docstring."""
 
-    def __init__(self, config: ExperimentConfig, id: str | None = None) -> None:  # noqa: A002 - NNI's name
+    def __init__(self, config: ExperimentConfig, id: str | None = None,  # noqa: A002 - NNI's name
+                 strategy: Any = None) -> None:
+        """``strategy``: optional Python code that submits trials (see
+        :mod:`expmgr.experiment.strategy`); with one, tuner and search space are optional."""
         self.config = config
+        self.strategy = strategy
+        if strategy is not None and not callable(getattr(strategy, "run", strategy)):
+            raise ExperimentError("strategy: expected a callable taking the experiment, or an object with "
+                                  f"run(experiment), got {strategy!r}")
         self.id = id or "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+        _experiments[self.id] = self
         self.port: int | None = None
         self.paths: ExperimentPaths | None = None
         self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
         self._log_attachment = None
         self._pushed_threads: list[threading.Thread] = []
+        self._strategy_thread: threading.Thread | None = None
 
     @property
     def logger(self) -> logging.Logger:
@@ -71,7 +96,7 @@ class Experiment:
         host = "127.0.0.1"
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
-        config = self.config.canonical()
+        config = self.config.canonical(with_strategy=self.strategy is not None)
         self._canonical = config
         from tornado.netutil import bind_sockets
         try:
@@ -99,8 +124,13 @@ class Experiment:
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
         self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
         self._push()
-        self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger)
+        self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
+                                with_strategy=self.strategy is not None)
         self._manager.start()
+        if self.strategy is not None:
+            self._strategy_thread = threading.Thread(target=self._run_strategy, name=f"strategy-{self.id}",
+                                                     daemon=True)
+            self._strategy_thread.start()
         # A script that starts an experiment and returns must not leave trials running.
         atexit.register(self.stop)
         self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
@@ -139,10 +169,45 @@ class Experiment:
         self._manager.wait()
         self._finish()
 
+    def _run_strategy(self) -> None:
+        push_experiment(self.id)  # the strategy's records belong to this experiment
+        error = None
+        try:
+            getattr(self.strategy, "run", self.strategy)(self)
+        except Exception:  # noqa: BLE001 - the strategy is user code; its failure ends the experiment
+            error = traceback.format_exc()
+        finally:
+            pop_experiment(self.id)
+        try:
+            self._manager.call(TrialRunner.strategy_finished, error)
+        except RuntimeError:
+            pass  # the experiment ended (stopped) while the strategy ran
+
+    def submit_trial(self, parameters: dict[str, Any]) -> TrialHandle:
+        """Run a trial with these parameters (from a strategy, or any thread) while the
+        experiment runs; it counts against maxTrialNumber. Returns at once.
+
+        Raises ExperimentError when the experiment takes no more trials.
+        """
+        if self._manager is None:
+            raise ExperimentError(f"experiment {self.id} was not started")
+        try:
+            trial_id, future = self._manager.call(TrialRunner.submit_trial, parameters)
+        except (SubmissionRefused, RuntimeError) as refused:
+            raise ExperimentError(f"cannot submit a trial: {refused}") from None
+        return TrialHandle(trial_id, parameters, future)
+
     def _finish(self) -> None:
         atexit.unregister(self.stop)
         if self._manager is not None:
             self._manager.join()
+        if self._strategy_thread is not None and self._strategy_thread is not threading.current_thread():
+            # Its pending waits were answered when the experiment ended; a strategy
+            # that still does not return is left behind (a daemon thread), with a warning.
+            self._strategy_thread.join(timeout=self._canonical.trial_grace_period if self._canonical else 5)
+            if self._strategy_thread.is_alive():
+                self.logger.warning("the strategy of experiment %s did not return after the experiment ended",
+                                    self.id)
         if self._log_attachment is not None:
             self._log_attachment.close()
             self._log_attachment = None

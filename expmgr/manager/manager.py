@@ -9,12 +9,13 @@ runs the REST server and the trial runner of one experiment::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import tornado.httpserver
 
@@ -29,13 +30,15 @@ from expmgr.states import ExperimentState
 if TYPE_CHECKING:
     from expmgr.config import ExperimentConfig
 
+T = TypeVar("T")
+
 
 class Manager:
     """Owns the loop thread, the server, the runner and the store of one experiment."""
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
                  sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
-                 logger: logging.Logger) -> None:
+                 logger: logging.Logger, with_strategy: bool = False) -> None:
         self.exp_id = exp_id
         self.config = config
         self.paths = paths
@@ -44,6 +47,7 @@ class Manager:
         self._store = store
         self._registry = registry
         self._logger = logger
+        self._with_strategy = with_strategy
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
@@ -71,7 +75,7 @@ class Manager:
 
     async def _main(self) -> None:
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
-                             on_state_change=self._record_in_registry)
+                             on_state_change=self._record_in_registry, with_strategy=self._with_strategy)
         self._runner = runner
         server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner))
         server.add_sockets(self._sockets)
@@ -99,6 +103,26 @@ class Manager:
             loop.call_soon_threadsafe(runner.request_stop)
         except RuntimeError:
             pass  # the loop closed in between: the experiment has ended
+
+    def call(self, function: Callable[..., T], *args: Any, timeout: float = 30) -> T:
+        """Run ``function(runner, *args)`` on the event loop and return its result
+        (or raise its exception); raises RuntimeError once the experiment ended."""
+        loop, runner = self._loop, self._runner
+        if loop is None or runner is None or self._finished.is_set():
+            raise RuntimeError(f"experiment {self.exp_id} is not running")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function(runner, *args))
+            except BaseException as error:  # handed to the calling thread
+                future.set_exception(error)
+
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError:
+            raise RuntimeError(f"experiment {self.exp_id} is not running") from None
+        return future.result(timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the experiment ended; False on timeout."""

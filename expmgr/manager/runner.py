@@ -11,6 +11,7 @@ Everything here runs on the manager's event loop::
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import secrets
@@ -35,6 +36,14 @@ if TYPE_CHECKING:
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 METRIC_TYPES = ("PERIODICAL", "FINAL")
+
+
+class SubmissionRefused(Exception):
+    """A trial submitted by a strategy cannot be run (budget spent, experiment stopping)."""
+
+
+class _StrategyFailed(Exception):
+    """The strategy raised; its traceback is the message."""
 
 
 class MetricRejected(Exception):
@@ -85,7 +94,8 @@ class TrialRunner:
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger,
-                 on_state_change: Callable[[ExperimentState], None] = lambda state: None) -> None:
+                 on_state_change: Callable[[ExperimentState], None] = lambda state: None,
+                 with_strategy: bool = False) -> None:
         self.exp_id = exp_id
         self.config = config
         self.store = store
@@ -94,10 +104,18 @@ class TrialRunner:
         self.logger = logger
         self._on_state_change = on_state_change
         self.state = ExperimentState.INITIALIZED
-        self.dispatcher = DispatcherClient(paths.dispatcher_log, config.log_level)
+        # The dispatcher hosts the tuner and assessor; a strategy-only experiment needs neither.
+        self.dispatcher: DispatcherClient | None = None
+        if config.tuner is not None or config.assessor is not None:
+            self.dispatcher = DispatcherClient(paths.dispatcher_log, config.log_level)
         self.training = LocalTrainingService(config.training_service, config.trial_gpu_number, self)
         self._live: dict[str, _LiveTrial] = {}
         self._retries: deque[tuple[TrialRecord, int]] = deque()
+        self._submitted_by_strategy: deque[TrialRecord] = deque()
+        self._outcomes: dict[str, concurrent.futures.Future] = {}
+        """Futures of the strategy's trials, resolved with (final state, final value)."""
+        self._strategy_running = with_strategy
+        self._strategy_error: str | None = None
         self._tokens: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._stop_requested = False
@@ -117,6 +135,8 @@ class TrialRunner:
             await self._loop()
         except DispatcherError as failure:
             error = f"the tuner failed:\n{failure}"
+        except _StrategyFailed as failure:
+            error = f"the strategy failed:\n{failure}"
         except TrainingServiceError as failure:
             error = str(failure)
         except Exception:  # a bug of ours: the experiment must still end cleanly
@@ -124,22 +144,25 @@ class TrialRunner:
         return await self._finish(error)
 
     async def _start_components(self) -> None:
-        await self.dispatcher.start()
-        asyncio.get_running_loop().create_task(self._wake_when_dispatcher_exits())
-        await self.dispatcher.request(
-            "initialize", search_space=self.config.search_space,
-            tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
+        if self.dispatcher is not None:
+            await self.dispatcher.start()
+            asyncio.get_running_loop().create_task(self._wake_when_dispatcher_exits(self.dispatcher))
+            await self.dispatcher.request(
+                "initialize", search_space=self.config.search_space,
+                tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
         await self.training.start()
 
-    async def _wake_when_dispatcher_exits(self) -> None:
-        await self.dispatcher.exited.wait()
+    async def _wake_when_dispatcher_exits(self, dispatcher: DispatcherClient) -> None:
+        await dispatcher.exited.wait()
         self._wake.set()
 
     async def _loop(self) -> None:
         while True:
             self._wake.clear()
-            if self.dispatcher.failure is not None:
+            if self.dispatcher is not None and self.dispatcher.failure is not None:
                 raise self.dispatcher.failure
+            if self._strategy_error is not None:
+                raise _StrategyFailed(self._strategy_error)
             if self._stop_requested:
                 return
             now = time.time()
@@ -149,18 +172,22 @@ class TrialRunner:
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
-            if not self._may_submit() and not self._live and not self._retries:
+            no_more_trials = not self._tuner_may_submit() and not self._strategy_running
+            if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy):
                 return
-            if not self._may_submit() and self.state == ExperimentState.RUNNING:
+            if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
             try:
                 await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(time.time()))
             except asyncio.TimeoutError:
                 pass
 
-    def _may_submit(self) -> bool:
+    def _budget_left(self) -> bool:
         limit = self.config.max_trial_number
-        return not self._no_more_trials and (limit is None or self._submitted < limit)
+        return limit is None or self._submitted < limit
+
+    def _tuner_may_submit(self) -> bool:
+        return self.config.tuner is not None and not self._no_more_trials and self._budget_left()
 
     def _has_free_slot(self) -> bool:
         return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
@@ -170,22 +197,40 @@ class TrialRunner:
         while self._retries and self._has_free_slot():
             record, attempt = self._retries.popleft()
             await self._launch_attempt(record, attempt)
-        while self._may_submit() and self._has_free_slot():
-            sequence_id = self._next_sequence_id
+        while self._submitted_by_strategy and self._has_free_slot():
+            record = self._submitted_by_strategy.popleft()
+            await self._launch_attempt(record, attempt=1)
+        while self._tuner_may_submit() and self._has_free_slot():
+            assert self.dispatcher is not None
+            sequence_id = self._reserve_trial()
             # Asked only now, not ahead: the tuner has seen every result that came in.
             reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
-            if self._stop_requested:
+            if self._stop_requested or not reply["parameters"]:
+                self._release_trial(sequence_id)
+                if not self._stop_requested:
+                    self.logger.info("the tuner has no more trials")
+                    self._no_more_trials = True
                 return
-            if not reply["parameters"]:
-                self.logger.info("the tuner has no more trials")
-                self._no_more_trials = True
-                return
-            self._next_sequence_id += 1
-            self._submitted += 1
-            await self._launch_new_trial(sequence_id, reply["parameters"][0]["parameters"])
+            record = self._create_trial(sequence_id, reply["parameters"][0]["parameters"], source="algorithm")
+            await self._launch_attempt(record, attempt=1)
 
-    async def _launch_new_trial(self, sequence_id: int, parameters: dict[str, Any]) -> None:
+    def _reserve_trial(self) -> int:
+        """Count a trial against maxTrialNumber and give it the next sequence id."""
+        self._submitted += 1
+        self._next_sequence_id += 1
+        return self._next_sequence_id - 1
+
+    def _release_trial(self, sequence_id: int) -> None:
+        """Undo a reservation whose trial was not created (its id is reused if it was the last)."""
+        self._submitted -= 1
+        if self._next_sequence_id == sequence_id + 1:
+            self._next_sequence_id = sequence_id
+
+    def _create_trial(self, sequence_id: int, parameters: dict[str, Any], source: str) -> TrialRecord:
+        """A new WAITING trial, stored, with its parameter.json; ``source`` is NNI's
+        ``parameter_source``: "algorithm" (the tuner) or "customized" (a strategy)."""
         trial_id = self._new_trial_id()
+        self._tokens[trial_id] = secrets.token_hex(16)
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
                              status=TrialState.WAITING, submit_time=time.time())
         files = TrialFiles(self.paths.trial_dir(trial_id))
@@ -193,13 +238,46 @@ class TrialRunner:
         # Not written atomically: the trial starts only after, and the store holds
         # the parameters should this file be torn by a crash.
         files.parameter_file.write_text(json.dumps({
-            "parameter_id": sequence_id, "parameter_source": "algorithm",
+            "parameter_id": record.sequence_id, "parameter_source": source,
             "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
         self.store.add_trial(record)
-        await self._launch_attempt(record, attempt=record.attempts + 1)
+        return record
+
+    # -- trials submitted by a strategy (NAS-style code in the experiment process) --
+
+    def submit_trial(self, parameters: dict[str, Any]) -> tuple[str, concurrent.futures.Future]:
+        """Queue a trial with these parameters; returns its id and a future of its
+        (final state, final value). Raises SubmissionRefused."""
+        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
+            raise SubmissionRefused(f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
+        if not isinstance(parameters, dict):
+            raise SubmissionRefused(f"parameters: expected a dict, got {type(parameters).__name__}")
+        try:
+            json.dumps(parameters)
+        except (TypeError, ValueError) as error:
+            raise SubmissionRefused(f"parameters: not JSON-serialisable ({error})") from None
+        if not self._budget_left():
+            raise SubmissionRefused(f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already")
+        record = self._create_trial(self._reserve_trial(), parameters, source="customized")
+        outcome: concurrent.futures.Future = concurrent.futures.Future()
+        self._outcomes[record.trial_id] = outcome
+        self._submitted_by_strategy.append(record)
+        self._wake.set()
+        return record.trial_id, outcome
+
+    def strategy_finished(self, error: str | None) -> None:
+        """The strategy returned (``error`` None) or raised (its traceback)."""
+        self._strategy_running = False
+        self._strategy_error = error
+        self._wake.set()
+
+    def _settle_outcome(self, trial_id: str, status: TrialState, value: Any) -> None:
+        outcome = self._outcomes.pop(trial_id, None)
+        if outcome is not None and not outcome.done():
+            outcome.set_result((status, value))
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
-        token = self._tokens.setdefault(record.trial_id, secrets.token_hex(16))
+        token = self._tokens[record.trial_id]
         now = time.time()
         deadline = None
         if self.config.max_trial_duration is not None:
@@ -227,8 +305,7 @@ class TrialRunner:
             now = time.time()
             self.store.start_attempt(record.trial_id, attempt, now)
             self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
-            self.dispatcher.notify("trial_end", parameter_id=record.sequence_id,
-                                   trial_id=record.trial_id, success=False)
+            self._trial_ended(record, TrialState.FAILED, None, has_final=False)
 
     def _new_trial_id(self) -> str:
         while True:
@@ -311,10 +388,14 @@ class TrialRunner:
             self._set_state(ExperimentState.STOPPING)
         reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED
         await self._stop_trials(reason)
-        while self._retries:
-            record, _ = self._retries.popleft()
+        never_run = [record for record, _ in self._retries] + list(self._submitted_by_strategy)
+        self._retries.clear()
+        self._submitted_by_strategy.clear()
+        for record in never_run:
             self.store.set_trial_status(record.trial_id, reason, end_time=time.time())
-        await self.dispatcher.stop()
+            self._settle_outcome(record.trial_id, reason, None)
+        if self.dispatcher is not None:
+            await self.dispatcher.stop()
         if error is not None:
             self.logger.error("experiment failed: %s", error)
             final = ExperimentState.ERROR
@@ -359,12 +440,21 @@ class TrialRunner:
             self._retries.append((live.record, attempt + 1))
         else:
             self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
-            if live.has_final:
-                self.dispatcher.notify("report", parameter_id=live.record.sequence_id,
-                                       parameters=live.record.parameters, value=live.final_value)
-            self.dispatcher.notify("trial_end", parameter_id=live.record.sequence_id, trial_id=trial_id,
-                                   success=status == TrialState.SUCCEEDED)
+            self._trial_ended(live.record, status, live.final_value, live.has_final)
         self._wake.set()
+
+    def _trial_ended(self, record: TrialRecord, status: TrialState, final_value: Any, has_final: bool) -> None:
+        """Tell whoever asked for the trial (the tuner or the strategy) how it ended, once."""
+        if record.trial_id in self._outcomes:
+            self._settle_outcome(record.trial_id, status, final_value if has_final else None)
+            return
+        if self.dispatcher is None:
+            return
+        if has_final:
+            self.dispatcher.notify("report", parameter_id=record.sequence_id,
+                                   parameters=record.parameters, value=final_value)
+        self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
+                               success=status == TrialState.SUCCEEDED)
 
     def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
         self.logger.warning("trial %s was lost: %s", trial_id, reason)
@@ -409,10 +499,11 @@ class TrialRunner:
             return
         if metric.type == "FINAL":
             live.final_value, live.has_final = metric.value, True
-        elif self.config.assessor is not None and live.stop_reason is None:
+        elif self.dispatcher is not None and self.config.assessor is not None and live.stop_reason is None:
             asyncio.get_running_loop().create_task(self._assess(live))
 
     async def _assess(self, live: _LiveTrial) -> None:
+        assert self.dispatcher is not None
         history = [m.value for m in self.store.metrics(live.record.trial_id)
                    if m.type == "PERIODICAL" and m.attempt == live.attempt]
         try:
