@@ -93,6 +93,7 @@ def _stdout_formatter() -> logging.Formatter:
 
 
 def _new_handler(handler: logging.Handler, level: int, formatter: logging.Formatter) -> logging.Handler:
+    handler._expmgr_sink = True  # type: ignore[attr-defined]
     handler.setLevel(level)
     handler.addFilter(_ThreadSuffix())
     handler.setFormatter(formatter)
@@ -102,11 +103,11 @@ def _new_handler(handler: logging.Handler, level: int, formatter: logging.Format
 # -- sinks --------------------------------------------------------------------
 
 def _refresh_namespace_level() -> None:
-    """The ``nni`` logger lets through the lowest level any of its sinks wants;
-    each sink filters by its own level."""
+    """The ``nni`` logger lets through the lowest level any of our sinks wants (each
+    sink filters by its own level); handlers others put there do not count."""
     root = logging.getLogger(NAMESPACE)
-    levels = [handler.level for handler in root.handlers]
-    root.setLevel(min(levels) if levels else logging.NOTSET)
+    levels = [handler.level for handler in root.handlers if getattr(handler, "_expmgr_sink", False)]
+    root.setLevel(max(1, min(levels)) if levels else logging.NOTSET)
 
 
 def ensure_stdout_logging() -> None:
@@ -192,7 +193,7 @@ def setup_trial_logging(path: str | os.PathLike[str], level: str) -> None:
     """In a trial process: ``nni.*`` records to trial.log only (not to its stdout)."""
     root = logging.getLogger(NAMESPACE)
     with _lock:
-        if any(getattr(handler, "_expmgr_trial_log", False) for handler in root.handlers):
+        if any(getattr(handler, "_expmgr_trial_log", False) for handler in root.handlers):  # set up already
             return
         handler = _new_handler(logging.FileHandler(path, encoding="utf-8", delay=True), level_number(level),
                                _plain_formatter())

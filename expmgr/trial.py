@@ -96,6 +96,9 @@ class _LoaderThenConfigure:
         self._loader.exec_module(module)
         _configure_trial_logging()
 
+    def __getattr__(self, name: str) -> object:  # get_source, get_filename, ...: the real loader's
+        return getattr(self._loader, name)
+
 
 def _configure_trial_logging() -> None:
     from expmgr.log import setup_trial_logging

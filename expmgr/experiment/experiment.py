@@ -145,10 +145,18 @@ class Experiment:
         if threading.current_thread() is threading.main_thread():
             previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
         try:
-            self.wait()
-        except (KeyboardInterrupt, _StopSignal):
-            self.logger.info("stopping experiment %s", self.id)
-            self.stop()
+            stops = 0
+            while True:
+                try:
+                    self.wait()
+                    break
+                except (KeyboardInterrupt, _StopSignal):
+                    stops += 1
+                    if stops == 1:
+                        self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
+                    else:
+                        self.logger.info("killing the trials of experiment %s", self.id)
+                    self._manager.request_stop()
         finally:
             if previous_handler is not None:
                 signal.signal(signal.SIGTERM, previous_handler)

@@ -378,8 +378,12 @@ class TrialRunner:
 
     # -- stopping -------------------------------------------------------------
 
-    def request_stop(self) -> None:
-        """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL."""
+    def request_stop(self, *, kill_now: bool = False) -> None:
+        """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL after
+        ``trialGracePeriod``; with ``kill_now`` (or when asked twice), SIGKILL at once."""
+        if kill_now or self._stop_requested:
+            for trial_id in list(self._live):
+                self.training.signal(trial_id, signal.SIGKILL)
         self._stop_requested = True
         self._wake.set()
 
@@ -393,7 +397,7 @@ class TrialRunner:
         self._submitted_by_strategy.clear()
         for record in never_run:
             self.store.set_trial_status(record.trial_id, reason, end_time=time.time())
-            self._settle_outcome(record.trial_id, reason, None)
+            self._trial_ended(record, reason, None, has_final=False)
         if self.dispatcher is not None:
             await self.dispatcher.stop()
         if error is not None:

@@ -219,3 +219,35 @@ def test_trials_and_their_children_do_not_outlive_a_sigkilled_experiment(project
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_second_ctrl_c_kills_trials_without_waiting_out_the_grace_period(project: Path):
+    (project / "trial.py").write_text(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n")
+    (project / "config.yml").write_text(BASE + "trialGracePeriod: 5m\n")
+    home = project / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
+                                "--port", "0", "--foreground"], cwd=project, env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def experiment_status() -> str | None:
+        databases = list(home.glob("*/db/experiment.sqlite"))
+        try:
+            return databases and sqlite3.connect(databases[0]).execute("SELECT status FROM experiment").fetchone()[0]
+        except sqlite3.OperationalError:
+            return None
+    try:
+        wait_until(lambda: _running_trials(home) == 1, what="a running trial")
+        os.killpg(process.pid, signal.SIGINT)
+        wait_until(lambda: experiment_status() == "STOPPING", what="STOPPING")
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)  # far less than the 5 minutes of grace
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "STOPPED" in stdout
+    database = next(home.glob("*/db/experiment.sqlite"))
+    assert sqlite3.connect(database).execute("SELECT status FROM trials").fetchall() == [("USER_CANCELED",)]
