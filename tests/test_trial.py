@@ -84,6 +84,16 @@ def test_report_encoding_matches_json_for_the_values_a_metric_holds():
         _json_loads('{"a": 1} x')
 
 
+def run_one_trial(tmp_path: Path, code_dir: Path, **config: object) -> Path:
+    """Run code_dir/trial.py once in an experiment; return its trial folder."""
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", **config))
+    assert experiment.run(port=0)
+    return experiment.paths.trial_dir(experiment.list_trial_jobs()[0].trialJobId)
+
+
 def test_trial_nni_records_go_to_trial_log_and_raw_streams_stay_apart(tmp_path: Path, code_dir: Path):
     write_script(code_dir, "trial.py", """
         import sys
@@ -98,13 +108,7 @@ def test_trial_nni_records_go_to_trial_log_and_raw_streams_stay_apart(tmp_path: 
         print("printed to stderr", file=sys.stderr)
         expmgr.report_final_result(1.0)
     """)
-    config = ExperimentConfig(
-        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
-        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1, log_level="debug",
-        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home")
-    experiment = Experiment(config)
-    assert experiment.run(port=0)
-    files = experiment.paths.trial_dir(experiment.list_trial_jobs()[0].trialJobId)
+    files = run_one_trial(tmp_path, code_dir, log_level="debug")
     trial_log = (files / "trial.log").read_text()
     stdout, stderr = (files / "stdout").read_text(), (files / "stderr").read_text()
     assert "DEBUG (nni.model) debug from the trial" in trial_log
@@ -122,12 +126,6 @@ def test_trial_log_level_follows_the_experiment(tmp_path: Path, code_dir: Path):
         logging.getLogger("nni.model").info("info record")
         logging.getLogger("nni.model").warning("warning record")
     """)
-    config = ExperimentConfig(
-        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
-        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1, log_level="warning",
-        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home")
-    experiment = Experiment(config)
-    assert experiment.run(port=0)
-    files = experiment.paths.trial_dir(experiment.list_trial_jobs()[0].trialJobId)
+    files = run_one_trial(tmp_path, code_dir, log_level="warning")
     assert (files / "trial.log").read_text().splitlines()[-1].endswith("WARNING (nni.model) warning record")
     assert "info record" not in (files / "trial.log").read_text()

@@ -16,6 +16,28 @@ from tests.conftest import REPO, wait_until
 GOOD_SPACE = '{"x": {"_type": "uniform", "_value": [0, 1]}}'
 
 
+def _running_trials(home: Path) -> int:
+    """How many trials the (single) experiment under ``home`` has RUNNING, from its store."""
+    databases = list(home.glob("*/db/experiment.sqlite"))
+    if not databases:
+        return 0
+    try:
+        return sqlite3.connect(databases[0]).execute(
+            "SELECT COUNT(*) FROM trials WHERE status = 'RUNNING'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def start_create(project: Path, home: Path, *, extra_env: dict[str, str] | None = None,
+                 **popen: object) -> subprocess.Popen:
+    """``expctl create --foreground`` on project/config.yml, as a running process."""
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), **(extra_env or {})}
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
+                             "--port", "0", "--foreground"], cwd=project, env=env, text=True, **popen)
+
+
 def expctl(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=cwd, env=env,
@@ -122,21 +144,9 @@ def test_signal_to_foreground_create_stops_the_experiment_cleanly(project: Path,
     (project / "config.yml").write_text(BASE.replace("trialConcurrency: 1", "trialConcurrency: 2")
                                         + "trialGracePeriod: 2s\n")
     home = project / "home"
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
-                                "--port", "0", "--foreground"], cwd=project, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_create(project, home)
     try:
-        def running_trials() -> int:
-            databases = list(home.glob("*/db/experiment.sqlite"))
-            if not databases:
-                return 0
-            try:
-                return sqlite3.connect(databases[0]).execute(
-                    "SELECT COUNT(*) FROM trials WHERE status = 'RUNNING'").fetchone()[0]
-            except sqlite3.OperationalError:
-                return 0
-        wait_until(lambda: running_trials() == 2, what="two running trials")
+        wait_until(lambda: _running_trials(home) == 2, what="two running trials")
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=60)
     finally:
@@ -152,26 +162,12 @@ def test_signal_to_foreground_create_stops_the_experiment_cleanly(project: Path,
         "SELECT status FROM experiments").fetchall() == [("STOPPED",)]
 
 
-def _running_trials(home: Path) -> int:
-    databases = list(home.glob("*/db/experiment.sqlite"))
-    if not databases:
-        return 0
-    try:
-        return sqlite3.connect(databases[0]).execute(
-            "SELECT COUNT(*) FROM trials WHERE status = 'RUNNING'").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_ctrl_c_at_the_terminal_stops_the_experiment_not_its_dispatcher(project: Path):
     """A terminal's Ctrl+C reaches the whole foreground process group."""
     (project / "trial.py").write_text("import time\ntime.sleep(120)\n")
     (project / "config.yml").write_text(BASE)
     home = project / "home"
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
-                                "--port", "0", "--foreground"], cwd=project, env=env, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_create(project, home, start_new_session=True)
     try:
         wait_until(lambda: _running_trials(home) == 1, what="a running trial")
         os.killpg(process.pid, signal.SIGINT)
@@ -198,10 +194,8 @@ def test_trials_and_their_children_do_not_outlive_a_sigkilled_experiment(project
     pids_dir = project / "pids"
     pids_dir.mkdir()
     home = project / "home"
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), "PIDS_DIR": str(pids_dir)}
-    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
-                                "--port", "0", "--foreground"], cwd=project, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = start_create(project, home, extra_env={"PIDS_DIR": str(pids_dir)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         files = wait_until(lambda: len(list(pids_dir.iterdir())) == 2 and list(pids_dir.iterdir()),
                            what="two trials with a child each")
@@ -226,10 +220,7 @@ def test_second_ctrl_c_kills_trials_without_waiting_out_the_grace_period(project
         "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n")
     (project / "config.yml").write_text(BASE + "trialGracePeriod: 5m\n")
     home = project / "home"
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
-                                "--port", "0", "--foreground"], cwd=project, env=env, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_create(project, home, start_new_session=True)
 
     def experiment_status() -> str | None:
         databases = list(home.glob("*/db/experiment.sqlite"))
