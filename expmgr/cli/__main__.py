@@ -3,7 +3,8 @@
     expctl create --config config.yml --port 8080 --foreground
 
 Exit status: 0 when the experiment is DONE, 1 when it failed (ERROR) or could
-not start, 2 for bad input (usage, config), 130 when it was stopped (Ctrl+C, SIGTERM).
+not start, 2 for bad input (usage, config, a port in use), 130 when it was stopped
+(Ctrl+C, SIGTERM).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _create(args: argparse.Namespace) -> int:
     from expmgr.config import ConfigError, ExperimentConfig
-    from expmgr.experiment import Experiment, ExperimentError
+    from expmgr.experiment import Experiment, ExperimentError, PortInUseError
     if not args.foreground:
         print("expctl create: only --foreground is available so far; add --foreground", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -47,6 +48,9 @@ def _create(args: argparse.Namespace) -> int:
         succeeded = experiment.run(port=args.port)
     except ConfigError as error:
         print(f"expctl create: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except PortInUseError as error:
+        print(f"expctl create: --port {args.port}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ExperimentError as error:
         print(f"expctl create: {error}", file=sys.stderr)

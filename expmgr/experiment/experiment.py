@@ -53,6 +53,10 @@ class ExperimentError(Exception):
     """The experiment cannot start or be queried (port in use, not started, ...)."""
 
 
+class PortInUseError(ExperimentError):
+    """The REST port is taken (or not allowed); nothing was created."""
+
+
 class _StopSignal(BaseException):
     """Raised in the main thread by SIGTERM during ``run()``, like KeyboardInterrupt by SIGINT."""
 
@@ -102,7 +106,7 @@ class Experiment:
         try:
             sockets = bind_sockets(port, host)
         except OSError as error:
-            raise ExperimentError(f"cannot listen on {host}:{port}: {error.strerror}; "
+            raise PortInUseError(f"cannot listen on {host}:{port}: {error.strerror}; "
                                   "choose another port (--port)") from error
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(home / self.id)

@@ -242,3 +242,18 @@ def test_second_ctrl_c_kills_trials_without_waiting_out_the_grace_period(project
     assert "Traceback" not in stderr and "STOPPED" in stdout
     database = next(home.glob("*/db/experiment.sqlite"))
     assert sqlite3.connect(database).execute("SELECT status FROM trials").fetchall() == [("USER_CANCELED",)]
+
+
+def test_port_in_use_is_refused_with_exit_2_naming_the_flag_and_nothing_on_disk(project: Path):
+    import socket
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = expctl("create", "--config", "config.yml", "--port", str(port), "--foreground",
+                        home=home, cwd=project)
+    assert result.returncode == 2
+    assert f"--port {port}" in result.stderr and "cannot listen" in result.stderr
+    assert not home.exists()
