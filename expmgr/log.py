@@ -33,7 +33,6 @@ DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 _lock = threading.RLock()
 _stdout_handler: logging.Handler | None = None
-_current = threading.local()
 
 
 def level_number(name: str) -> int:
@@ -46,30 +45,37 @@ def experiment_logger(exp_id: str) -> logging.Logger:
 
 # -- the per-thread stack of current experiments ---------------------------
 
-def _stack() -> list[str]:
-    stack = getattr(_current, "stack", None)
-    if stack is None:
-        stack = _current.stack = []
-    return stack
+# Stacks keyed by thread ident rather than a threading.local, so that an experiment
+# stopped from another thread can still leave the stack of the thread it was pushed on.
+_stacks: dict[int, list[str]] = {}
 
 
 def current_experiment_id() -> str | None:
     """The id of this thread's current experiment, or None."""
-    stack = _stack()
+    stack = _stacks.get(threading.get_ident())
     return stack[-1] if stack else None
 
 
-def push_experiment(exp_id: str) -> None:
-    _stack().append(exp_id)
+def push_experiment(exp_id: str) -> int:
+    """Make ``exp_id`` this thread's current experiment; returns the thread's ident for
+    :func:`pop_experiment`."""
+    ident = threading.get_ident()
+    with _lock:
+        _stacks.setdefault(ident, []).append(exp_id)
+    return ident
 
 
-def pop_experiment(exp_id: str) -> None:
-    """Remove the topmost ``exp_id`` from this thread's stack (if there)."""
-    stack = _stack()
-    for index in range(len(stack) - 1, -1, -1):
-        if stack[index] == exp_id:
-            del stack[index]
-            return
+def pop_experiment(exp_id: str, thread_ident: int | None = None) -> None:
+    """Remove the topmost ``exp_id`` from the stack of ``thread_ident`` (default: this thread)."""
+    ident = threading.get_ident() if thread_ident is None else thread_ident
+    with _lock:
+        stack = _stacks.get(ident, [])
+        for index in range(len(stack) - 1, -1, -1):
+            if stack[index] == exp_id:
+                del stack[index]
+                break
+        if not stack:
+            _stacks.pop(ident, None)
 
 
 # -- formatting -------------------------------------------------------------

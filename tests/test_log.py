@@ -320,10 +320,7 @@ def test_two_experiments_run_in_two_threads_and_each_log_holds_only_its_own_reco
             logging.getLogger("nni.search.deep").info("STRATEGY-%s ends", tag)
         return strategy
 
-    # Two homes: two experiments creating one fresh registry.sqlite at once can meet
-    # "database is locked" (expmgr/manager/registry.py), which is not what this tests.
-    experiments = {tag: Experiment(strategy_config(tmp_path, code_dir, experiment_working_directory=tmp_path / tag),
-                                   strategy=strategy_for(tag)) for tag in "AB"}
+    experiments = {tag: Experiment(strategy_config(tmp_path, code_dir), strategy=strategy_for(tag)) for tag in "AB"}
     results: dict[str, bool] = {}
     threads = [threading.Thread(target=lambda tag=tag: results.update({tag: experiments[tag].run(port=0)}),
                                 name=f"runner-{tag}") for tag in "AB"]

@@ -80,7 +80,9 @@ class Experiment:
         self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
         self._log_attachment = None
-        self._pushed_threads: list[threading.Thread] = []
+        self._started_on: int | None = None
+        """The thread whose current experiment this became in ``start()``."""
+        self._finish_lock = threading.Lock()
         self._strategy_thread: threading.Thread | None = None
 
     @property
@@ -127,7 +129,7 @@ class Experiment:
         registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
         self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
-        self._push()
+        self._started_on = push_experiment(self.id)
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
                                 with_strategy=self.strategy is not None)
         self._manager.start()
@@ -171,7 +173,10 @@ class Experiment:
         """Block until the experiment ends; False if ``timeout`` seconds passed first."""
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
-        return self._manager.wait(timeout)
+        if not self._manager.wait(timeout):
+            return False
+        self._finish()  # its log file closed, it leaves the starting thread's stack
+        return True
 
     def stop(self) -> None:
         """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period."""
@@ -210,6 +215,11 @@ class Experiment:
         return TrialHandle(trial_id, parameters, future)
 
     def _finish(self) -> None:
+        """Once the experiment ended: close its log and leave the thread stacks (idempotent)."""
+        with self._finish_lock:
+            self._finish_once()
+
+    def _finish_once(self) -> None:
         atexit.unregister(self.stop)
         if self._manager is not None:
             self._manager.join()
@@ -223,23 +233,16 @@ class Experiment:
         if self._log_attachment is not None:
             self._log_attachment.close()
             self._log_attachment = None
-        self._pop()
-
-    def _push(self) -> None:
-        push_experiment(self.id)
-        self._pushed_threads.append(threading.current_thread())
-
-    def _pop(self) -> None:
-        if threading.current_thread() in self._pushed_threads:
-            self._pushed_threads.remove(threading.current_thread())
-            pop_experiment(self.id)
+        if self._started_on is not None:
+            pop_experiment(self.id, self._started_on)
+            self._started_on = None
 
     def __enter__(self) -> "Experiment":
-        self._push()
+        push_experiment(self.id)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self._pop()
+        pop_experiment(self.id)
 
     # -- queries (read the store) -------------------------------------------------
 

@@ -7,6 +7,7 @@ Each experiment process updates its own row; ``expctl`` lists them::
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,8 +49,20 @@ class Registry:
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(_SCHEMA)
+        # Switching to WAL does not wait for a busy database the way other statements
+        # do (two experiments creating the registry at once): retry it briefly.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                break
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    conn.close()
+                    raise
+                time.sleep(0.01)
         conn.row_factory = sqlite3.Row
         return conn
 

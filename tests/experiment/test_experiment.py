@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import expmgr
 from expmgr import Experiment, ExperimentConfig
 from expmgr.states import ExperimentState, TrialState
 from tests.conftest import wait_until, write_script
@@ -472,3 +473,25 @@ def test_registry_tracks_the_running_experiment(gated_experiment):
     assert experiment.wait(timeout=120)
     entry = registry.get(experiment.id)
     assert (entry.status, entry.pid) == (ExperimentState.DONE, None) and entry.end_time is not None
+
+
+def test_experiment_that_ends_leaves_its_thread_and_closes_its_log_once_waited_for(tmp_path: Path, code_dir: Path):
+    import os
+    import threading
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(_config(tmp_path, code_dir, max_trial_number=1, trial_concurrency=1,
+                                    trial_grace_period=1))
+    experiment.start(port=0)
+    assert expmgr.current_experiment() is experiment
+
+    def log_files_open() -> list[str]:
+        return [link for link in (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                                  if os.path.exists(f"/proc/self/fd/{fd}"))
+                if link.startswith(str(experiment.paths.log_dir))]
+    assert log_files_open()
+    stopper = threading.Thread(target=experiment.stop)  # stopped from another thread...
+    stopper.start()
+    stopper.join(60)
+    assert experiment.wait(timeout=60)
+    assert expmgr.current_experiment() is None, "...it still leaves the thread that started it"
+    assert log_files_open() == []

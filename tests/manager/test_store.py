@@ -63,3 +63,27 @@ def test_registry_lists_experiments_and_tracks_their_status(tmp_path: Path):
     entry = registry.get("abcd1234")
     assert (entry.status, entry.pid) == (ExperimentState.DONE, None)
     assert registry.get("zzzz0000") is None
+
+
+def test_registry_survives_experiments_registering_at_the_same_moment(tmp_path: Path):
+    import threading
+    for round_number in range(10):  # a fresh registry each round: its creation is the racy part
+        home = tmp_path / str(round_number)
+        barrier = threading.Barrier(8)
+        errors = []
+
+        def register(number: int) -> None:
+            barrier.wait()
+            try:
+                Registry(home).add(RegistryEntry(f"exp{number:05d}", None, str(home), None, None,
+                                                 ExperimentState.INITIALIZED, time.time()))
+            except Exception as error:  # noqa: BLE001 - collected and asserted below
+                errors.append(error)
+
+        threads = [threading.Thread(target=register, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert sorted(e.id for e in Registry(home).entries()) == [f"exp{n:05d}" for n in range(8)]
