@@ -20,7 +20,7 @@ import time
 import traceback
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
@@ -36,6 +36,11 @@ from expmgr.manager.store import ExperimentProfile, ExperimentStore
 from expmgr.states import ExperimentState
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_experiment_id() -> str:
+    """A fresh experiment id: 8 characters of [a-z0-9]."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
 
 
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
@@ -73,7 +78,7 @@ class Experiment:
         if strategy is not None and not callable(getattr(strategy, "run", strategy)):
             raise ExperimentError("strategy: expected a callable taking the experiment, or an object with "
                                   f"run(experiment), got {strategy!r}")
-        self.id = id or "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+        self.id = id or new_experiment_id()
         _experiments[self.id] = self
         self.port: int | None = None
         self.paths: ExperimentPaths | None = None
@@ -141,12 +146,15 @@ class Experiment:
         atexit.register(self.stop)
         self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
 
-    def run(self, port: int = 8080) -> bool:
+    def run(self, port: int = 8080, *, on_started: Callable[[], None] | None = None) -> bool:
         """Start, then block until the experiment ends; True if it ended DONE.
 
-        Ctrl+C (SIGINT) and SIGTERM stop it gracefully.
+        Ctrl+C (SIGINT) and SIGTERM stop it gracefully; a second one kills the trials
+        at once. ``on_started`` is called once the experiment runs.
         """
         self.start(port)
+        if on_started is not None:
+            on_started()
         previous_handler = None
         if threading.current_thread() is threading.main_thread():
             previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)

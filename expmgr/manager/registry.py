@@ -40,6 +40,19 @@ class RegistryEntry:
     end_time: float | None = None
 
 
+def experiment_process_alive(entry: RegistryEntry) -> bool:
+    """Whether the process recorded for ``entry`` still runs it: the pid exists, is not a
+    zombie, and was started before the experiment (a reused pid was started after)."""
+    if entry.pid is None:
+        return False
+    import psutil
+    try:
+        process = psutil.Process(entry.pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= entry.start_time + 1
+    except psutil.Error:
+        return False
+
+
 class Registry:
     """Every experiment under one home folder; each call opens and closes its connection."""
 

@@ -95,7 +95,7 @@ class LocalTrainingService(TrainingService):
     async def start(self) -> None:
         self._watchdog = subprocess.Popen(
             [sys.executable, "-m", "expmgr.training.watchdog"], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, start_new_session=True, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
         # Trials run with the manager's Python first on PATH, so `python3 trial.py`

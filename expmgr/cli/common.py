@@ -1,0 +1,81 @@
+"""What every expctl command shares: exit statuses, the error type, finding experiments."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from expmgr.layout import default_home
+from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
+
+
+class CliError(Exception):
+    """A command failed; ``status`` is the exit status (2 for bad input)."""
+
+    def __init__(self, message: str, status: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def port_number(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port between 0 and 65535, got {port}")
+    return port
+
+
+def registry() -> Registry:
+    return Registry(default_home())
+
+
+def is_running(entry: RegistryEntry) -> bool:
+    return not entry.status.is_finished() and experiment_process_alive(entry)
+
+
+def shown_status(entry: RegistryEntry) -> str:
+    """The registry's status, or what became of an experiment whose process is gone."""
+    if entry.status.is_finished() or experiment_process_alive(entry):
+        return entry.status.value
+    return "GONE"  # its process died without recording an end (SIGKILL, a reboot)
+
+
+def find_experiment(id_or_prefix: str | None, *, running: bool = False) -> RegistryEntry:
+    """The experiment whose id starts with ``id_or_prefix``; without one, the only
+    running experiment. Raises CliError naming what was wrong."""
+    entries = registry().entries()
+    if id_or_prefix is None:
+        candidates = [entry for entry in entries if is_running(entry)]
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            raise CliError("no experiment is running; name one (expctl experiment list --all)")
+        raise CliError("several experiments are running; name one of: "
+                       + ", ".join(entry.id for entry in candidates))
+    matches = [entry for entry in entries if entry.id.startswith(id_or_prefix)]
+    if running:
+        matches = [entry for entry in matches if is_running(entry)] or matches
+    if not matches:
+        raise CliError(f"no experiment {id_or_prefix!r} in {registry().path}")
+    if len(matches) > 1:
+        raise CliError(f"{id_or_prefix!r} is ambiguous: " + ", ".join(entry.id for entry in matches))
+    return matches[0]
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
+    """Rows as a human table (columns in order), or as a JSON list with ``--json``."""
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        print("(none)")
+        return
+    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
+    print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths)).rstrip())
+    for line in cells:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())

@@ -1,0 +1,83 @@
+"""``expctl stop``: stop running experiments, gracefully or (``--cancel``) at once.
+
+A stop is SIGTERM to the experiment's process, which stops it as Ctrl+C does;
+``--cancel`` sends a second SIGTERM once it is stopping, which kills its trials
+without waiting out ``trialGracePeriod``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from pathlib import Path
+
+from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, registry, shown_status
+from expmgr.manager.registry import RegistryEntry
+from expmgr.states import ExperimentState
+
+_STOP_TIMEOUT_AFTER_GRACE = 30.0
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    stop = commands.add_parser("stop", help="stop running experiments")
+    stop.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
+    stop.add_argument("--all", action="store_true", help="stop every running experiment")
+    stop.add_argument("--cancel", action="store_true", help="kill the trials at once instead of gracefully")
+    stop.add_argument("--timeout", type=float, default=None,
+                      help="seconds to wait for the end (default: the grace period plus 30)")
+    stop.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.all and args.id:
+        raise CliError("give an experiment id or --all, not both")
+    if args.all:
+        targets = [entry for entry in registry().entries() if is_running(entry)]
+        if not targets:
+            print("no experiment is running")
+            return EXIT_OK
+    else:
+        targets = [find_experiment(args.id, running=True)]
+    for entry in targets:
+        if not is_running(entry):
+            print(f"experiment {entry.id} is not running ({shown_status(entry)})")
+            continue
+        _stop(entry, cancel=args.cancel, timeout=args.timeout)
+    return EXIT_OK
+
+
+def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
+    grace = _grace_period(entry)
+    deadline = time.monotonic() + (timeout if timeout is not None else grace + _STOP_TIMEOUT_AFTER_GRACE)
+    os.kill(entry.pid, signal.SIGTERM)
+    if cancel:
+        # A second signal sent before the first was handled would be merged into it.
+        _wait_for(entry, lambda e: e.status in (ExperimentState.STOPPING,) or e.status.is_finished(), deadline)
+        if is_running(registry().get(entry.id)):
+            os.kill(entry.pid, signal.SIGTERM)
+    if not _wait_for(entry, lambda e: e.status.is_finished() or not is_running(e), deadline):
+        raise CliError(f"experiment {entry.id} did not stop in time (pid {entry.pid})", status=1)
+    print(f"experiment {entry.id} {registry().get(entry.id).status.value}")
+
+
+def _wait_for(entry: RegistryEntry, condition, deadline: float) -> bool:  # noqa: ANN001
+    while time.monotonic() < deadline:
+        current = registry().get(entry.id)
+        if current is None or condition(current):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _grace_period(entry: RegistryEntry) -> float:
+    from expmgr.layout import ExperimentPaths
+    from expmgr.manager.store import ExperimentStore, StoreError
+    try:
+        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+    except StoreError:
+        return 30.0
+    try:
+        return float(store.profile().config.get("trialGracePeriod", 30.0))
+    finally:
+        store.close()

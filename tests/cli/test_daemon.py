@@ -1,0 +1,147 @@
+"""``expctl create`` as a detached daemon, and the commands that find and stop it:
+``experiment list``, ``trial ls``, ``stop``. Real daemons, real signals."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from expmgr.manager.registry import Registry, RegistryEntry
+from expmgr.states import ExperimentState
+from tests.conftest import REPO, wait_until
+
+CONFIG = """\
+searchSpace:
+  x: {_type: choice, _value: [1, 2, 3, 4]}
+trialCommand: python3 trial.py
+trialConcurrency: 2
+maxTrialNumber: 4
+trialGracePeriod: 2s
+tuner:
+  name: GridSearch
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    (tmp_path / "config.yml").write_text(CONFIG)
+    (tmp_path / "trial.py").write_text("import expmgr\nexpmgr.report_final_result(expmgr.get_next_parameter()['x'])\n")
+    home = tmp_path / "home"
+    yield tmp_path, home
+    for entry in Registry(home).entries():  # no daemon outlives its test
+        if entry.pid and psutil.pid_exists(entry.pid):
+            os.kill(entry.pid, signal.SIGKILL)
+
+
+def expctl(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def created_id(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()[1]
+
+
+def entry(home: Path, exp_id: str) -> RegistryEntry:
+    return Registry(home).get(exp_id)
+
+
+def test_daemon_returns_at_once_runs_to_the_end_alone_and_is_listed(project):
+    cwd, home = project
+    result = expctl(home, cwd, "create", "--config", "config.yml", "--port", "0")
+    exp_id = created_id(result)
+    assert f"http://127.0.0.1:{entry(home, exp_id).port}" in result.stdout
+    assert f"expctl stop {exp_id}" in result.stdout
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+    wait_until(lambda: not psutil.pid_exists(entry(home, exp_id).pid or 0) or entry(home, exp_id).pid is None,
+               what="the daemon to exit")
+    listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
+    assert [(row["id"], row["status"]) for row in listed] == [(exp_id, "DONE")]
+    assert expctl(home, cwd, "experiment", "list").stdout.strip() == "(none)", "only running ones by default"
+    trials = json.loads(expctl(home, cwd, "trial", "ls", exp_id[:3], "--json").stdout)
+    assert sorted((row["status"], json.loads(row["final"])) for row in trials) == [
+        ("SUCCEEDED", 1), ("SUCCEEDED", 2), ("SUCCEEDED", 3), ("SUCCEEDED", 4)]
+    log_dir = home / exp_id / "logs"
+    assert "is DONE" in (log_dir / "experiment.log").read_text()
+    assert "experiment " + exp_id + " DONE" in (log_dir / "daemon.log").read_text()
+
+
+def test_daemon_create_refuses_bad_input_before_anything_starts(project):
+    cwd, home = project
+    (cwd / "bad.yml").write_text(CONFIG.replace("trialConcurrency: 2", "trialConcurrency: 0"))
+    result = expctl(home, cwd, "create", "--config", "bad.yml", "--port", "0")
+    assert result.returncode == 2 and "bad.yml:4:" in result.stderr and "trialConcurrency" in result.stderr
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = expctl(home, cwd, "create", "--config", "config.yml", "--port", str(port))
+    assert result.returncode == 2 and f"--port {port}" in result.stderr
+    assert not home.exists()
+
+
+def test_stop_ends_a_daemon_gracefully_and_says_so_when_it_is_not_running(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: "RUNNING" in expctl(home, cwd, "trial", "ls", exp_id).stdout, what="a running trial")
+    result = expctl(home, cwd, "stop", exp_id[:4])
+    assert result.returncode == 0, result.stderr
+    assert f"experiment {exp_id} STOPPED" in result.stdout
+    trials = json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout)
+    assert [row["status"] for row in trials] == ["USER_CANCELED", "USER_CANCELED"]
+    again = expctl(home, cwd, "stop", exp_id)
+    assert again.returncode == 0 and "is not running (STOPPED)" in again.stdout
+
+
+def test_stop_cancel_kills_trials_without_the_grace_period(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                  "time.sleep(300)\n")
+    (cwd / "config.yml").write_text(CONFIG.replace("trialGracePeriod: 2s", "trialGracePeriod: 10m"))
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: expctl(home, cwd, "trial", "ls", exp_id).stdout.count("RUNNING") == 2,
+               what="two running trials")
+    started = time.monotonic()
+    result = expctl(home, cwd, "stop", "--cancel", "--timeout", "60")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 60, "far less than the 10 minutes of grace"
+    assert entry(home, exp_id).status == ExperimentState.STOPPED
+
+
+def test_unknown_and_ambiguous_ids_are_refused_with_exit_2(project):
+    cwd, home = project
+    registry = Registry(home)
+    for exp_id in ("abc11111", "abc22222"):
+        registry.add(RegistryEntry(exp_id, None, str(home / exp_id), 1, None, ExperimentState.DONE, time.time()))
+    unknown = expctl(home, cwd, "trial", "ls", "zzz")
+    assert unknown.returncode == 2 and "no experiment 'zzz'" in unknown.stderr
+    ambiguous = expctl(home, cwd, "stop", "abc")
+    assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr and "abc11111" in ambiguous.stderr
+    nothing = expctl(home, cwd, "stop")
+    assert nothing.returncode == 2 and "no experiment is running" in nothing.stderr
+
+
+def test_a_daemon_killed_outright_is_listed_as_gone(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.RUNNING, what="RUNNING")
+    pid = entry(home, exp_id).pid
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+               what="the daemon to die")
+    listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
+    assert [(row["id"], row["status"]) for row in listed] == [(exp_id, "GONE")]
+    result = expctl(home, cwd, "stop", exp_id)
+    assert "is not running (GONE)" in result.stdout
