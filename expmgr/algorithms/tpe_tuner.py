@@ -162,6 +162,8 @@ class TpeTuner(Tuner):
         """Learn from ``[{"parameter": {...}, "value": ...}]``; records that do not fit are skipped."""
         self._require_specs()
         for number, record in enumerate(data):
+            if record.get("value") is None:
+                continue  # a trial that ended without a result (resume imports every trial)
             try:
                 reward = extract_scalar_reward(record["value"])
                 parameters = record["parameter"]

@@ -2,6 +2,7 @@
 
     expctl create --config config.yml --port 8080       # a detached daemon
     expctl create --config config.yml --foreground      # in this terminal
+    expctl resume ID [--foreground]
     expctl experiment list [--all]
     expctl trial ls [ID]
     expctl stop [ID | --all] [--cancel]
@@ -18,14 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from expmgr.cli import control, create, listing
+from expmgr.cli import control, launch, listing
 from expmgr.cli.common import EXIT_BAD_INPUT, CliError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="expctl", description="Run and manage expmgr experiments.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    create.add_parser(commands)
+    launch.add_parsers(commands)
     control.add_parser(commands)
     listing.add_parsers(commands)
     return parser

@@ -25,14 +25,14 @@ from typing import Any, Callable
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
-from expmgr.layout import ExperimentPaths
+from expmgr.layout import ExperimentPaths, default_home
 from expmgr.log import (attach_experiment, current_experiment_id, experiment_logger, pop_experiment,
                         push_experiment)
 from expmgr.manager import views
 from expmgr.manager.manager import Manager
-from expmgr.manager.registry import Registry, RegistryEntry
+from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner
-from expmgr.manager.store import ExperimentProfile, ExperimentStore
+from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError
 from expmgr.states import ExperimentState
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -85,6 +85,8 @@ class Experiment:
         self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
         self._log_attachment = None
+        self._resume_from: Path | None = None
+        """The folder of the stopped experiment this one continues (see ``resume``)."""
         self._started_on: int | None = None
         """The thread whose current experiment this became in ``start()``."""
         self._finish_lock = threading.Lock()
@@ -116,27 +118,31 @@ class Experiment:
             raise PortInUseError(f"cannot listen on {host}:{port}: {error.strerror}; "
                                   "choose another port (--port)") from error
         home = Path(config.experiment_working_directory)
-        paths = ExperimentPaths(home / self.id)
-        if paths.root.exists():
+        paths = ExperimentPaths(self._resume_from or home / self.id)
+        if self._resume_from is None and paths.root.exists():
             for sock in sockets:
                 sock.close()
             raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
-        paths.create()
-        paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
         self.port = sockets[0].getsockname()[1]
         self.paths = paths
         now = time.time()
-        store = ExperimentStore.create(paths.database, ExperimentProfile(
-            id=self.id, name=config.experiment_name, config=config.to_dict(),
-            status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
-            port=self.port, log_dir=str(paths.root)))
+        if self._resume_from is None:
+            paths.create()
+            paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
+            store = ExperimentStore.create(paths.database, ExperimentProfile(
+                id=self.id, name=config.experiment_name, config=config.to_dict(),
+                status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
+                port=self.port, log_dir=str(paths.root)))
+        else:
+            store = ExperimentStore.open(paths.database)
+            store.reopen()
         registry = Registry(home)
         registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
         self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
         self._started_on = push_experiment(self.id)
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
-                                with_strategy=self.strategy is not None)
+                                with_strategy=self.strategy is not None, resumed=self._resume_from is not None)
         self._manager.start()
         if self.strategy is not None:
             self._strategy_thread = threading.Thread(target=self._run_strategy, name=f"strategy-{self.id}",
@@ -146,15 +152,53 @@ class Experiment:
         atexit.register(self.stop)
         self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
 
-    def run(self, port: int = 8080, *, on_started: Callable[[], None] | None = None) -> bool:
-        """Start, then block until the experiment ends; True if it ended DONE.
+    @classmethod
+    def resume(cls, exp_id: str, port: int = 8080, *, wait_completion: bool = True,
+               home: Path | None = None) -> "Experiment":
+        """Continue a stopped, failed or crashed experiment from its store: trials that
+        did not finish run again first (same parameters, next attempt), the tuner is
+        given every stored result, and maxTrialNumber and maxExperimentDuration count
+        what was done before. Runs it to the end unless ``wait_completion`` is False.
 
-        Ctrl+C (SIGINT) and SIGTERM stop it gracefully; a second one kills the trials
-        at once. ``on_started`` is called once the experiment runs.
+        Raises ExperimentError when the experiment is unknown or still running.
         """
+        registry = Registry(home or default_home())
+        entry = registry.get(exp_id)
+        if entry is None:
+            raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
+        if not entry.status.is_finished() and experiment_process_alive(entry):
+            raise ExperimentError(f"experiment {exp_id} is running (pid {entry.pid}); stop it first")
+        try:
+            store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+        except StoreError as error:
+            raise ExperimentError(f"cannot resume {exp_id}: {error}") from None
+        try:
+            config = ExperimentConfig.from_dict(store.profile().config)
+        finally:
+            store.close()
+        experiment = cls(config, id=exp_id)
+        experiment._resume_from = Path(entry.dir)
+        experiment.start(port)
+        if wait_completion:
+            experiment.wait_completion()
+        return experiment
+
+    def run(self, port: int = 8080, *, on_started: Callable[[], None] | None = None) -> bool:
+        """Start, then block until the experiment ends (``wait_completion``); True if it
+        ended DONE. ``on_started`` is called once the experiment runs."""
         self.start(port)
         if on_started is not None:
             on_started()
+        return self.wait_completion()
+
+    def wait_completion(self) -> bool:
+        """Block until the started experiment ends; True if it ended DONE.
+
+        Ctrl+C (SIGINT) and SIGTERM stop it gracefully; a second one kills the trials
+        at once.
+        """
+        if self._manager is None:
+            raise ExperimentError(f"experiment {self.id} was not started")
         previous_handler = None
         if threading.current_thread() is threading.main_thread():
             previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)

@@ -38,7 +38,7 @@ class Manager:
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
                  sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
-                 logger: logging.Logger, with_strategy: bool = False) -> None:
+                 logger: logging.Logger, with_strategy: bool = False, resumed: bool = False) -> None:
         self.exp_id = exp_id
         self.config = config
         self.paths = paths
@@ -48,6 +48,7 @@ class Manager:
         self._registry = registry
         self._logger = logger
         self._with_strategy = with_strategy
+        self._resumed = resumed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
@@ -75,7 +76,8 @@ class Manager:
 
     async def _main(self) -> None:
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
-                             on_state_change=self._record_in_registry, with_strategy=self._with_strategy)
+                             on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
+                             resumed=self._resumed)
         self._runner = runner
         server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner))
         server.add_sockets(self._sockets)

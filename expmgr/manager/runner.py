@@ -42,6 +42,11 @@ class SubmissionRefused(Exception):
     """A trial submitted by a strategy cannot be run (budget spent, experiment stopping)."""
 
 
+_REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
+                                 TrialState.PREEMPTED})
+"""Trials a resume runs again: those the previous run did not let finish."""
+
+
 class _StrategyFailed(Exception):
     """The strategy raised; its traceback is the message."""
 
@@ -95,7 +100,7 @@ class TrialRunner:
     def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
-                 with_strategy: bool = False) -> None:
+                 with_strategy: bool = False, resumed: bool = False) -> None:
         self.exp_id = exp_id
         self.config = config
         self.store = store
@@ -115,6 +120,7 @@ class TrialRunner:
         self._outcomes: dict[str, concurrent.futures.Future] = {}
         """Futures of the strategy's trials, resolved with (final state, final value)."""
         self._strategy_running = with_strategy
+        self._resumed = resumed
         self._strategy_error: str | None = None
         self._tokens: dict[str, str] = {}
         self._wake = asyncio.Event()
@@ -123,12 +129,16 @@ class TrialRunner:
         self._next_sequence_id = store.next_sequence_id()
         self._submitted = self._next_sequence_id
         self._start = time.time()
+        self._run_id: int | None = None
 
     # -- the loop -----------------------------------------------------------
 
     async def run(self) -> ExperimentState:
         """Run until DONE, STOPPED or ERROR; returns that state, committed."""
         error: str | None = None
+        # maxExperimentDuration counts the time earlier runs (before a resume) took too.
+        self._start = time.time() - self.store.seconds_run()
+        self._run_id = self.store.begin_run(time.time())
         try:
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
@@ -150,7 +160,34 @@ class TrialRunner:
             await self.dispatcher.request(
                 "initialize", search_space=self.config.search_space,
                 tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
+        if self._resumed:
+            self._restore()
         await self.training.start()
+
+    def _restore(self) -> None:
+        """On resume: pick up what trials reported while no manager ran, requeue the
+        trials that did not finish (first, with their parameters and next attempt), and
+        replay every stored result to the fresh tuner."""
+        now = time.time()
+        finals = self.store.final_metrics()
+        open_attempts = {a.trial_id: a.attempt for a in self.store.attempts() if a.end_time is None}
+        history = []
+        for record in self.store.trials():
+            self._tokens[record.trial_id] = secrets.token_hex(16)
+            if record.status in _REQUEUED_ON_RESUME:
+                attempt = open_attempts.get(record.trial_id)
+                if attempt is not None:  # its manager died under it
+                    self._ingest_metrics_file(_LiveTrial(record, attempt, "", None, last_activity=now))
+                    self.store.end_attempt(record.trial_id, attempt, TrialState.CRASHED, now, None, None,
+                                           trial_status=TrialState.WAITING)
+                else:
+                    self.store.set_trial_status(record.trial_id, TrialState.WAITING)
+                self._retries.append((record, record.attempts + 1))
+                self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
+            final = finals.get(record.trial_id)
+            history.append({"parameter": record.parameters, "value": final.value if final else None})
+        if history and self.dispatcher is not None:
+            self.dispatcher.notify("import_data", data=history)
 
     async def _wake_when_dispatcher_exits(self, dispatcher: DispatcherClient) -> None:
         await dispatcher.exited.wait()
@@ -408,6 +445,8 @@ class TrialRunner:
         else:
             final = ExperimentState.DONE
         self._set_state(final, error=error, end_time=time.time())
+        if self._run_id is not None:
+            self.store.end_run(self._run_id, time.time())
         return final
 
     def _set_state(self, state: ExperimentState, *, error: str | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 
 from expmgr.states import ExperimentState, TrialState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -72,6 +72,11 @@ CREATE TABLE metrics (
     UNIQUE (trial_id, attempt, sequence)
 );
 CREATE INDEX metrics_by_trial ON metrics (trial_id, id);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started REAL NOT NULL,
+    ended REAL
+);
 """
 
 
@@ -181,6 +186,31 @@ class ExperimentStore:
         self._conn.close()
 
     # -- writing (the trial runner alone) ---------------------------------
+
+    def reopen(self) -> None:
+        """A resume: the experiment is running again, with no end and no error."""
+        with _transaction(self._conn):
+            self._conn.execute("UPDATE experiment SET end_time = NULL, error = NULL")
+
+    def begin_run(self, started: float) -> int:
+        """Record that a manager runs the experiment (first start or a resume)."""
+        with _transaction(self._conn):
+            return self._conn.execute("INSERT INTO runs (started) VALUES (?)", (started,)).lastrowid
+
+    def end_run(self, run_id: int, ended: float) -> None:
+        with _transaction(self._conn):
+            self._conn.execute("UPDATE runs SET ended = ? WHERE id = ?", (ended, run_id))
+
+    def seconds_run(self) -> float:
+        """How long managers ran the experiment so far; a run that died without an end
+        counts until its last recorded event."""
+        total = 0.0
+        for started, ended in self._conn.execute("SELECT started, ended FROM runs").fetchall():
+            if ended is None:
+                ended = self._conn.execute("SELECT MAX(time) FROM events WHERE time >= ?",
+                                           (started,)).fetchone()[0] or started
+            total += max(0.0, ended - started)
+        return total
 
     def set_experiment_status(self, status: ExperimentState, *, error: str | None = None,
                               end_time: float | None = None) -> None:

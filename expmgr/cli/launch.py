@@ -1,5 +1,6 @@
-"""``expctl create``: start an experiment from a config file, as a detached daemon
-(the default) or in this process (``--foreground``).
+"""``expctl create`` and ``expctl resume``: run an experiment (a new one from a config
+file, or a stopped one from its store) as a detached daemon (the default) or in
+this process (``--foreground``).
 
 The daemon is this same command run with ``--foreground`` in a new session. Until
 its experiment runs, its output comes back through a pipe (so an early error is
@@ -16,40 +17,77 @@ import time
 import urllib.request
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, port_number, registry
+from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, find_experiment,
+                               is_running, port_number, registry)
 
 _STARTUP_TIMEOUT = 60.0
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parsers(commands: argparse._SubParsersAction) -> None:
     create = commands.add_parser("create", help="create and run an experiment from a config file")
     create.add_argument("--config", "-c", type=Path, required=True, help="the experiment's YAML config")
-    create.add_argument("--port", "-p", type=port_number, default=8080, help="REST and web UI port (default 8080)")
-    create.add_argument("--foreground", "-f", action="store_true",
-                        help="run in this process, logging to stdout, until the experiment ends")
     create.add_argument("--experiment-id", help=argparse.SUPPRESS)  # the daemon is told its id
-    create.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
-    create.set_defaults(handler=run)
+    create.set_defaults(handler=create_experiment)
+    resume = commands.add_parser("resume", help="continue a stopped, failed or crashed experiment")
+    resume.add_argument("id", help="experiment id or a unique prefix")
+    resume.set_defaults(handler=resume_experiment)
+    for parser in (create, resume):
+        parser.add_argument("--port", "-p", type=port_number, default=8080,
+                            help="REST and web UI port (default 8080)")
+        parser.add_argument("--foreground", "-f", action="store_true",
+                            help="run in this process, logging to stdout, until the experiment ends")
+        parser.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> int:
+def create_experiment(args: argparse.Namespace) -> int:
     from expmgr.config import ExperimentConfig
+    from expmgr.experiment import Experiment
+    from expmgr.experiment.experiment import new_experiment_id
     config = ExperimentConfig.load(args.config)  # ConfigError: bad input, nothing started
     if args.foreground:
-        return _run_here(args, config)
-    return _start_daemon(args, config)
+        experiment = Experiment(config, id=args.experiment_id)
+        return _run_here(args, lambda: experiment.run(port=args.port, on_started=_daemon_hook(args, experiment)),
+                         experiment)
+    exp_id = new_experiment_id()
+    home = Path(config.canonical().experiment_working_directory)
+    return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id],
+                         exp_id, home)
 
 
-def _run_here(args: argparse.Namespace, config: object) -> int:
-    from expmgr.experiment import Experiment, ExperimentError, PortInUseError
-    experiment = Experiment(config, id=args.experiment_id)
+def resume_experiment(args: argparse.Namespace) -> int:
+    from expmgr.experiment import Experiment
+    entry = find_experiment(args.id)
+    if is_running(entry):
+        raise CliError(f"experiment {entry.id} is running (pid {entry.pid}); stop it first")
+    if args.foreground:
+        experiment = None
+
+        def resume() -> bool:
+            nonlocal experiment
+            experiment = Experiment.resume(entry.id, port=args.port, wait_completion=False)
+            hook = _daemon_hook(args, experiment)
+            if hook is not None:
+                hook()
+            return experiment.wait_completion()
+        return _run_here(args, resume, lambda: experiment)
+    return _start_daemon(args, ["resume", entry.id], entry.id, Path(entry.dir).parent)
+
+
+def _daemon_hook(args: argparse.Namespace, experiment: object):  # noqa: ANN202
+    return _move_output_to_log(experiment) if args.daemon else None
+
+
+def _run_here(args: argparse.Namespace, run_experiment, experiment) -> int:  # noqa: ANN001
+    """Run in this process; ``experiment`` is the Experiment (or a callable giving it)."""
+    from expmgr.experiment import ExperimentError, PortInUseError
     try:
-        succeeded = experiment.run(port=args.port, on_started=_move_output_to_log(experiment) if args.daemon
-                                   else None)
+        succeeded = run_experiment()
     except PortInUseError as error:
         raise CliError(f"--port {args.port}: {error}") from None
     except ExperimentError as error:
         raise CliError(str(error), EXIT_FAILED) from None
+    if callable(experiment):
+        experiment = experiment()
     status = experiment.get_status()
     print(f"experiment {experiment.id} {status}")
     best = experiment.best_trial()
@@ -73,13 +111,9 @@ def _move_output_to_log(experiment: object):  # noqa: ANN202
     return move
 
 
-def _start_daemon(args: argparse.Namespace, config: object) -> int:
-    from expmgr.experiment.experiment import new_experiment_id
-    canonical = config.canonical()
+def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, home: Path) -> int:
     _check_port_free(args.port)
-    exp_id = new_experiment_id()
-    command = [sys.executable, "-m", "expmgr.cli", "create", "--config", str(Path(args.config).absolute()),
-               "--port", str(args.port), "--foreground", "--daemon", "--experiment-id", exp_id]
+    command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port), "--foreground", "--daemon"]
     daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True)
     # The pipe closes when the daemon moved its output to its log, or when it died.
@@ -91,8 +125,9 @@ def _start_daemon(args: argparse.Namespace, config: object) -> int:
         raise CliError(f"the experiment did not start (exit status {code})",
                        EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED)
     entry = registry().get(exp_id)
-    log_dir = Path(canonical.experiment_working_directory) / exp_id / "logs"
-    print(f"experiment {exp_id} created: http://127.0.0.1:{entry.port}")
+    log_dir = home / exp_id / "logs"
+    print(f"experiment {exp_id} {'created' if arguments[0] == 'create' else 'resumed'}: "
+          f"http://127.0.0.1:{entry.port}")
     print(f"  follow its log:  tail -f {log_dir / 'experiment.log'}")
     print(f"  its trials:      expctl trial ls {exp_id}")
     print(f"  stop it:         expctl stop {exp_id}")

@@ -1,0 +1,128 @@
+"""Resuming stopped and crashed experiments from their store."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from expmgr import Experiment, ExperimentConfig
+from expmgr.experiment import ExperimentError
+from expmgr.manager.registry import Registry
+from expmgr.states import ExperimentState
+from tests.conftest import REPO, wait_until, write_script
+
+SLOW_TRIAL = """
+    import time, expmgr
+    x = expmgr.get_next_parameter()["x"]
+    expmgr.report_intermediate_result(x)
+    time.sleep(0.4)
+    expmgr.report_final_result(x * 10)
+"""
+
+
+def grid_config(tmp_path: Path, code_dir: Path, **overrides) -> ExperimentConfig:
+    fields = dict(search_space={"x": {"_type": "choice", "_value": list(range(6))}},
+                  trial_command="python3 trial.py", trial_code_directory=code_dir, trial_concurrency=2,
+                  max_trial_number=6, tuner={"name": "GridSearch"}, trial_grace_period=1,
+                  experiment_working_directory=tmp_path / "home")
+    fields.update(overrides)
+    return ExperimentConfig(**fields)
+
+
+def test_resume_after_stop_reruns_the_cancelled_trials_and_completes_the_budget(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", SLOW_TRIAL)
+    first = Experiment(grid_config(tmp_path, code_dir))
+    first.start(port=0)
+    wait_until(lambda: sum(t.status == "SUCCEEDED" for t in first.list_trial_jobs()) >= 2, what="two trials done")
+    first.stop()
+    before = {t.trialJobId: t for t in first.list_trial_jobs()}
+    cancelled = {i for i, t in before.items() if t.status == "USER_CANCELED"}
+    assert cancelled, "the stop must have caught some trials running"
+
+    resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
+    assert resumed.get_status() == "DONE"
+    trials = resumed.list_trial_jobs()
+    assert len(trials) == 6 and len({t.trialJobId for t in trials}) == 6
+    assert sorted(t.parameters["x"] for t in trials) == list(range(6)), "the grid is not repeated"
+    assert all(t.status == "SUCCEEDED" for t in trials)
+    for trial in trials:
+        if trial.trialJobId in cancelled:
+            assert trial.attempts == before[trial.trialJobId].attempts + 1
+        elif trial.trialJobId in before:
+            assert trial.attempts == 1 and trial.finalMetric == before[trial.trialJobId].finalMetric
+    assert sorted(r.value for r in resumed.export_data()) == [0, 10, 20, 30, 40, 50]
+    runs = sqlite3.connect(resumed.paths.database).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    assert runs == 2
+
+
+def test_resume_refuses_a_running_or_unknown_experiment(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(grid_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    with pytest.raises(ExperimentError, match="is running"):
+        Experiment.resume(experiment.id, port=0, home=tmp_path / "home")
+    with pytest.raises(ExperimentError, match="no experiment 'nosuchid'"):
+        Experiment.resume("nosuchid", port=0, home=tmp_path / "home")
+    experiment.stop()
+
+
+def test_max_experiment_duration_counts_the_time_before_the_resume(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    first = Experiment(grid_config(tmp_path, code_dir, max_experiment_duration="4s"))
+    first.start(port=0)
+    wait_until(lambda: sum(t.status == "RUNNING" for t in first.list_trial_jobs()) == 2, what="two running")
+    first.wait(timeout=2)
+    first.stop()
+    resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
+    assert resumed.get_status() == "DONE"
+    rows = sqlite3.connect(resumed.paths.database).execute("SELECT started, ended FROM runs").fetchall()
+    assert len(rows) == 2
+    assert rows[1][1] - rows[1][0] < 4, "the second run only had what the first left of the 4 s"
+
+
+def test_expctl_resume_after_the_daemon_was_sigkilled_completes_exactly_the_budget(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", SLOW_TRIAL)
+    (tmp_path / "config.yml").write_text(
+        f"searchSpace: {json.dumps({'x': {'_type': 'choice', '_value': list(range(6))}})}\n"
+        f"trialCommand: python3 trial.py\ntrialCodeDirectory: {code_dir}\ntrialConcurrency: 2\n"
+        "maxTrialNumber: 6\ntrialGracePeriod: 1s\ntuner: {name: GridSearch}\n")
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+
+    def expctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+    created = expctl("create", "--config", "config.yml", "--port", "0")
+    assert created.returncode == 0, created.stderr
+    exp_id = created.stdout.split()[1]
+    database = home / exp_id / "db" / "experiment.sqlite"
+
+    def finished() -> int:
+        return sqlite3.connect(database).execute(
+            "SELECT COUNT(*) FROM trials WHERE status = 'SUCCEEDED'").fetchone()[0]
+    wait_until(lambda: finished() >= 2, what="two trials done")
+    entry = Registry(home).get(exp_id)
+    metrics_before = sqlite3.connect(database).execute("SELECT trial_id, attempt, sequence FROM metrics").fetchall()
+    os.kill(entry.pid, signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(entry.pid) or psutil.Process(entry.pid).status() == "zombie",
+               what="the daemon gone")
+    assert expctl("experiment", "list", "--all").stdout.count("GONE") == 1
+
+    resumed = expctl("resume", exp_id[:5], "--port", "0", "--foreground")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"experiment {exp_id} DONE" in resumed.stdout
+    rows = sqlite3.connect(database).execute("SELECT trial_id, status FROM trials").fetchall()
+    assert len(rows) == 6 and len({trial_id for trial_id, _ in rows}) == 6
+    assert {status for _, status in rows} == {"SUCCEEDED"}
+    metrics_after = set(sqlite3.connect(database).execute("SELECT trial_id, attempt, sequence FROM metrics"))
+    assert set(metrics_before) <= metrics_after, "every metric stored before the kill is kept"
+    assert Registry(home).get(exp_id).status == ExperimentState.DONE
+    refused = expctl("resume", "nosuch")
+    assert refused.returncode == 2 and "no experiment 'nosuch'" in refused.stderr
