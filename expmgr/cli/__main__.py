@@ -3,6 +3,7 @@
     expctl create --config config.yml --port 8080       # a detached daemon
     expctl create --config config.yml --foreground      # in this terminal
     expctl resume ID [--foreground]
+    expctl view ID [--port 8080]
     expctl experiment list [--all]
     expctl trial ls [ID]
     expctl stop [ID | --all] [--cancel]

@@ -1,6 +1,7 @@
-"""``expctl create`` and ``expctl resume``: run an experiment (a new one from a config
-file, or a stopped one from its store) as a detached daemon (the default) or in
-this process (``--foreground``).
+"""``expctl create``, ``resume`` and ``view``: run an experiment (a new one from a
+config file, or a stopped one from its store) as a detached daemon (the default)
+or in this process (``--foreground``), or serve a stored one read-only (``view``,
+in this process until Ctrl+C).
 
 The daemon is this same command run with ``--foreground`` in a new session. Until
 its experiment runs, its output comes back through a pipe (so an early error is
@@ -31,6 +32,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     resume = commands.add_parser("resume", help="continue a stopped, failed or crashed experiment")
     resume.add_argument("id", help="experiment id or a unique prefix")
     resume.set_defaults(handler=resume_experiment)
+    view = commands.add_parser("view", help="serve a stored experiment read-only until Ctrl+C")
+    view.add_argument("id", help="experiment id or a unique prefix")
+    view.add_argument("--port", "-p", type=port_number, default=8080, help="REST port (default 8080)")
+    view.set_defaults(handler=view_experiment)
     for parser in (create, resume):
         parser.add_argument("--port", "-p", type=port_number, default=8080,
                             help="REST and web UI port (default 8080)")
@@ -71,6 +76,16 @@ def resume_experiment(args: argparse.Namespace) -> int:
             return experiment.wait_completion()
         return _run_here(args, resume, lambda: experiment)
     return _start_daemon(args, ["resume", entry.id], entry.id, Path(entry.dir).parent)
+
+
+def view_experiment(args: argparse.Namespace) -> int:
+    from expmgr.experiment import Experiment, PortInUseError
+    entry = find_experiment(args.id)
+    try:
+        Experiment.view(entry.id, port=args.port, home=Path(entry.dir).parent)
+    except PortInUseError as error:
+        raise CliError(f"--port {args.port}: {error}") from None
+    return EXIT_OK
 
 
 def _daemon_hook(args: argparse.Namespace, experiment: object):  # noqa: ANN202

@@ -26,13 +26,14 @@ from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home
-from expmgr.log import (attach_experiment, current_experiment_id, experiment_logger, pop_experiment,
-                        push_experiment)
+from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
+                        pop_experiment, push_experiment)
 from expmgr.manager import views
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner
 from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError
+from expmgr.manager.viewer import Viewer
 from expmgr.states import ExperimentState
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -85,6 +86,7 @@ class Experiment:
         self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
         self._log_attachment = None
+        self._viewer: Viewer | None = None
         self._resume_from: Path | None = None
         """The folder of the stopped experiment this one continues (see ``resume``)."""
         self._started_on: int | None = None
@@ -106,17 +108,11 @@ class Experiment:
         token, which is not built yet). Raises ConfigError for a bad config and
         ExperimentError when the port is taken; in both cases nothing is written to disk.
         """
-        host = "127.0.0.1"
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = self.config.canonical(with_strategy=self.strategy is not None)
         self._canonical = config
-        from tornado.netutil import bind_sockets
-        try:
-            sockets = bind_sockets(port, host)
-        except OSError as error:
-            raise PortInUseError(f"cannot listen on {host}:{port}: {error.strerror}; "
-                                  "choose another port (--port)") from error
+        sockets = _listen(port)
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(self._resume_from or home / self.id)
         if self._resume_from is None and paths.root.exists():
@@ -150,7 +146,7 @@ class Experiment:
             self._strategy_thread.start()
         # A script that starts an experiment and returns must not leave trials running.
         atexit.register(self.stop)
-        self.logger.info("experiment %s started: http://%s:%d", self.id, host, self.port)
+        self.logger.info("experiment %s started: http://127.0.0.1:%d", self.id, self.port)
 
     @classmethod
     def resume(cls, exp_id: str, port: int = 8080, *, wait_completion: bool = True,
@@ -162,25 +158,43 @@ class Experiment:
 
         Raises ExperimentError when the experiment is unknown or still running.
         """
-        registry = Registry(home or default_home())
-        entry = registry.get(exp_id)
-        if entry is None:
-            raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
+        entry, config = _stored_experiment(exp_id, home)
         if not entry.status.is_finished() and experiment_process_alive(entry):
             raise ExperimentError(f"experiment {exp_id} is running (pid {entry.pid}); stop it first")
-        try:
-            store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
-        except StoreError as error:
-            raise ExperimentError(f"cannot resume {exp_id}: {error}") from None
-        try:
-            config = ExperimentConfig.from_dict(store.profile().config)
-        finally:
-            store.close()
         experiment = cls(config, id=exp_id)
         experiment._resume_from = Path(entry.dir)
         experiment.start(port)
         if wait_completion:
             experiment.wait_completion()
+        return experiment
+
+    @classmethod
+    def view(cls, exp_id: str, port: int = 8080, *, non_blocking: bool = False,
+             home: Path | None = None) -> "Experiment":
+        """Serve a stored experiment read-only: NNI's REST routes, no tuner, no trials
+        (the trial channel refuses reports). Blocks until Ctrl+C or SIGTERM unless
+        ``non_blocking``; then ``stop()`` ends it. The query methods work as usual.
+        """
+        entry, config = _stored_experiment(exp_id, home)
+        experiment = cls(config, id=exp_id)
+        experiment.paths = ExperimentPaths(Path(entry.dir))
+        experiment._viewer = Viewer(experiment.paths, _listen(port), exp_id)
+        experiment._viewer.start()
+        experiment.port = experiment._viewer.port
+        ensure_stdout_logging()
+        experiment.logger.info("viewing experiment %s (read-only): http://127.0.0.1:%d", exp_id, experiment.port)
+        if not non_blocking:
+            previous_handler = None
+            if threading.current_thread() is threading.main_thread():
+                previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
+            try:
+                threading.Event().wait()  # until Ctrl+C or SIGTERM
+            except (KeyboardInterrupt, _StopSignal):
+                pass
+            finally:
+                if previous_handler is not None:
+                    signal.signal(signal.SIGTERM, previous_handler)
+                experiment.stop()
         return experiment
 
     def run(self, port: int = 8080, *, on_started: Callable[[], None] | None = None) -> bool:
@@ -232,6 +246,9 @@ class Experiment:
 
     def stop(self) -> None:
         """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period."""
+        if self._viewer is not None:
+            self._viewer.stop()
+            return
         if self._manager is None:
             return
         self._manager.request_stop()
@@ -363,6 +380,32 @@ class Experiment:
             return sign * value
 
         return max(results, key=score)
+
+
+def _listen(port: int) -> list:
+    """Sockets bound to 127.0.0.1:port; PortInUseError when that fails."""
+    from tornado.netutil import bind_sockets
+    try:
+        return bind_sockets(port, "127.0.0.1")
+    except OSError as error:
+        raise PortInUseError(f"cannot listen on 127.0.0.1:{port}: {error.strerror}; "
+                             "choose another port (--port)") from error
+
+
+def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, ExperimentConfig]:
+    """The registry entry and stored config of experiment ``exp_id``; ExperimentError if unknown."""
+    registry = Registry(home or default_home())
+    entry = registry.get(exp_id)
+    if entry is None:
+        raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
+    try:
+        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+    except StoreError as error:
+        raise ExperimentError(f"cannot open experiment {exp_id}: {error}") from None
+    try:
+        return entry, ExperimentConfig.from_dict(store.profile().config)
+    finally:
+        store.close()
 
 
 def _raise_stop_signal(signum: int, frame: Any) -> None:

@@ -83,7 +83,7 @@ class TrialMetricsHandler(_Handler):
 
     def post(self, trial_id: str) -> None:
         if self.runner is None:
-            self.send_json({"error": "this experiment is not running"}, 409)
+            self.send_json({"error": "this experiment is served read-only (view); it takes no reports"}, 409)
             return
         try:
             report = json.loads(self.request.body)

@@ -126,3 +126,40 @@ def test_expctl_resume_after_the_daemon_was_sigkilled_completes_exactly_the_budg
     assert Registry(home).get(exp_id).status == ExperimentState.DONE
     refused = expctl("resume", "nosuch")
     assert refused.returncode == 2 and "no experiment 'nosuch'" in refused.stderr
+
+
+def test_view_serves_a_finished_experiment_read_only(tmp_path: Path, code_dir: Path):
+    import urllib.error
+    import urllib.request
+    write_script(code_dir, "trial.py", "import expmgr\nexpmgr.report_final_result(expmgr.get_next_parameter()['x'])\n")
+    finished = Experiment(grid_config(tmp_path, code_dir, max_trial_number=3))
+    assert finished.run(port=0)
+    env = {**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    viewer = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "view", finished.id[:4], "--port", "0"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = viewer.stdout.readline()
+        assert f"INFO (nni.{finished.id}) viewing experiment {finished.id} (read-only)" in line
+        base = line.strip().rsplit(" ", 1)[1]
+        with urllib.request.urlopen(f"{base}/api/v1/nni/trial-jobs", timeout=10) as response:
+            jobs = json.loads(response.read())
+        assert sorted(json.loads(job["hyperParameters"][0])["parameters"]["x"] for job in jobs) == [0, 1, 2]
+        with urllib.request.urlopen(f"{base}/api/v1/nni/check-status", timeout=10) as response:
+            assert json.loads(response.read())["status"] == "DONE"
+        request = urllib.request.Request(f"{base}/api/v1/expmgr/trials/{jobs[0]['trialJobId']}/metrics",
+                                         data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 409 and b"read-only" in refused.value.read()
+        viewer.send_signal(signal.SIGINT)
+        assert viewer.wait(timeout=30) == 0
+    finally:
+        if viewer.poll() is None:
+            viewer.kill()
+        viewer.communicate()
+    before = sqlite3.connect(finished.paths.database).execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    view = Experiment.view(finished.id, port=0, non_blocking=True, home=tmp_path / "home")
+    assert [t.status for t in view.list_trial_jobs()] == ["SUCCEEDED"] * 3
+    view.stop()
+    after = sqlite3.connect(finished.paths.database).execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    assert after == before, "viewing writes nothing"

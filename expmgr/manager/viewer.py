@@ -1,0 +1,72 @@
+"""Read-only serving of a finished experiment's store: NNI's REST routes and nothing
+that writes (the trial channel answers 409). Used by ``Experiment.view``::
+
+    viewer = Viewer(paths, sockets)
+    viewer.start()
+    ...
+    viewer.stop()
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import tornado.httpserver
+
+from expmgr.layout import ExperimentPaths
+from expmgr.manager.rest import make_app
+from expmgr.manager.store import ExperimentStore
+
+
+class Viewer:
+    """A REST server over a read-only store, on its own event-loop thread."""
+
+    def __init__(self, paths: ExperimentPaths, sockets: list[socket.socket], exp_id: str) -> None:
+        self.paths = paths
+        self.port = sockets[0].getsockname()[1]
+        self._sockets = sockets
+        self._exp_id = exp_id
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name=f"view-{self._exp_id}", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            loop.close()
+            self._started.set()
+
+    async def _main(self) -> None:
+        store = ExperimentStore.open(self.paths.database, readonly=True)
+        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None))
+        server.add_sockets(self._sockets)
+        self._stopped = asyncio.Event()
+        self._started.set()
+        try:
+            await self._stopped.wait()
+        finally:
+            server.stop()
+            await server.close_all_connections()
+            store.close()
+
+    def stop(self) -> None:
+        """Stop serving and close the store; idempotent."""
+        loop, stopped = self._loop, self._stopped
+        if loop is not None and stopped is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopped.set)
+            except RuntimeError:
+                pass  # the loop closed in between
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
