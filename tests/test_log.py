@@ -13,6 +13,7 @@ import pty
 import re
 import subprocess
 import sys
+import signal
 import textwrap
 import threading
 from datetime import datetime
@@ -599,3 +600,51 @@ def test_a_failing_expctl_command_prints_its_error_and_configures_no_logging(tmp
     assert result.stderr.startswith("expctl create: ") and "missing.yml" in result.stderr
     assert not any(LOG_LINE.match(line) for line in result.stderr.splitlines())
     assert not home.exists() and not list(tmp_path.rglob("*.log"))
+
+
+def test_expctl_resume_and_view_print_nni_info_plainly_and_resume_appends_to_experiment_log(tmp_path: Path):
+    project = tmp_path / "project"
+    project.mkdir()
+    write_script(project, "trial.py", QUICK_TRIAL)
+    (project / "config.yml").write_text(textwrap.dedent("""\
+        searchSpace: {x: {_type: choice, _value: [1, 2]}}
+        trialCommand: python3 trial.py
+        trialConcurrency: 1
+        maxTrialNumber: 2
+        debug: true
+        tuner: {name: GridSearch}
+        """))
+    env = child_env(EXPMGR_HOME=str(tmp_path / "home"))
+
+    def expctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=120)
+    created = expctl("create", "--config", "config.yml", "--port", "0", "--foreground")
+    assert created.returncode == 0, created.stderr
+    exp_id = created.stdout.split("experiment ")[-1].split()[0]
+    experiment_log = tmp_path / "home" / exp_id / "logs" / "experiment.log"
+    lines_before = len(experiment_log.read_text().splitlines())
+
+    resumed = expctl("resume", exp_id, "--port", "0", "--foreground")
+    assert resumed.returncode == 0, resumed.stderr
+    printed = [line for line in resumed.stdout.splitlines() if not line.startswith(("experiment ", "best trial "))]
+    records = log_lines("\n".join(printed))
+    assert ANSI not in resumed.stdout
+    assert records and all(r["level"] != "DEBUG" and r["logger"].startswith("nni.") for r in records)
+    assert any(r["logger"] == f"nni.{exp_id}" and f"experiment {exp_id} started" in r["message"] for r in records)
+    appended = log_lines("\n".join(experiment_log.read_text().splitlines()[lines_before:]))
+    assert any(r["message"] == f"experiment {exp_id} is DONE" for r in appended)
+
+    viewer = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "view", exp_id, "--port", "0"], cwd=project,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = viewer.stdout.readline()
+        viewer.send_signal(signal.SIGINT)
+        rest, errors = viewer.communicate(timeout=30)
+    finally:
+        if viewer.poll() is None:
+            viewer.kill()
+            viewer.communicate()
+    viewed = log_lines(first + rest)
+    assert [r["message"].split(":")[0] for r in viewed] == [f"viewing experiment {exp_id} (read-only)"]
+    assert viewed[0]["logger"] == f"nni.{exp_id}" and ANSI not in first + rest and errors == ""
