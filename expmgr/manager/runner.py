@@ -128,7 +128,7 @@ class TrialRunner:
         self._no_more_trials = False
         self._next_sequence_id = store.next_sequence_id()
         self._submitted = self._next_sequence_id
-        self._start = time.time()
+        self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
         self._run_id: int | None = None
 
     # -- the loop -----------------------------------------------------------
