@@ -63,10 +63,6 @@ class TrainingService(abc.ABC):
         """Send ``signum`` to the trial's whole process group; False if it is not running."""
 
     @abc.abstractmethod
-    def running(self) -> list[str]:
-        """Ids of the trials whose processes are alive."""
-
-    @abc.abstractmethod
     async def stop(self, grace_period: float) -> None:
         """SIGTERM every running trial, SIGKILL what is left after ``grace_period``
         seconds, and wait until all have exited (their exits are reported)."""

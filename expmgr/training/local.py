@@ -164,9 +164,6 @@ class LocalTrainingService(TrainingService):
         process = self._processes.get(trial_id)
         return process is not None and _kill_group(process.pid, signum)
 
-    def running(self) -> list[str]:
-        return list(self._processes)
-
     async def stop(self, grace_period: float) -> None:
         for trial_id in list(self._processes):
             self.signal(trial_id, signals.SIGTERM)

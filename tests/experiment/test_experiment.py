@@ -134,6 +134,10 @@ def test_run_blocks_until_done_and_returns_true(tmp_path: Path, code_dir: Path):
     assert experiment.get_status() == ExperimentState.DONE.value
     assert [t.status for t in experiment.list_trial_jobs()] == [TrialState.SUCCEEDED.value] * 5
     assert len(experiment.export_data()) == 5
+    assert experiment.get_job_statistics() == [{"trialJobStatus": "SUCCEEDED", "trialJobNumber": 5}]
+    profile = experiment.get_experiment_profile()
+    assert (profile["id"], profile["status"], profile["nextSequenceId"]) == (experiment.id, "DONE", 5)
+    assert profile["params"]["maxTrialNumber"] == 5 and profile["endTime"] >= profile["startTime"]
     assert (experiment.paths.root / "config.yml").is_file()
 
 
