@@ -7,6 +7,8 @@
     expctl experiment list [--all]
     expctl trial ls [ID]
     expctl stop [ID | --all] [--cancel]
+    expctl log experiment|dispatcher [ID] [-f] [--tail N]
+    expctl log stdout|stderr|trial [ID] TRIAL [-f] [--tail N]
 
 IDs may be abbreviated to a unique prefix, and left out where one experiment runs.
 Experiments are looked up in ``$EXPMGR_HOME`` (default ``~/expmgr-experiments``).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from expmgr.cli import control, launch, listing
+from expmgr.cli import control, launch, listing, logs
 from expmgr.cli.common import EXIT_BAD_INPUT, CliError
 
 
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_parsers(commands)
     control.add_parser(commands)
     listing.add_parsers(commands)
+    logs.add_parser(commands)
     return parser
 
 

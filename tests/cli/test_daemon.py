@@ -145,3 +145,29 @@ def test_a_daemon_killed_outright_is_listed_as_gone(project):
     assert [(row["id"], row["status"]) for row in listed] == [(exp_id, "GONE")]
     result = expctl(home, cwd, "stop", exp_id)
     assert "is not running (GONE)" in result.stdout
+
+
+def test_log_prints_and_follows_a_trials_streams_and_the_experiment_log(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text(
+        "import sys, time\n"
+        "for i in range(6):\n"
+        "    print('line', i, flush=True)\n"
+        "    time.sleep(0.2)\n"
+        "print('to stderr', file=sys.stderr)\n")
+    (cwd / "config.yml").write_text(CONFIG.replace("maxTrialNumber: 4", "maxTrialNumber: 1")
+                                    .replace("trialConcurrency: 2", "trialConcurrency: 1"))
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    trial_id = wait_until(lambda: json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout or "[]"),
+                          what="the trial")[0]["trial"]
+    followed = expctl(home, cwd, "log", "stdout", exp_id, trial_id[:3], "-f")
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.splitlines() == [f"line {i}" for i in range(6)], "followed to the trial's end"
+    assert expctl(home, cwd, "log", "stdout", exp_id, trial_id, "--tail", "2").stdout == "line 4\nline 5\n"
+    assert expctl(home, cwd, "log", "stderr", exp_id, trial_id).stdout == "to stderr\n"
+    experiment_log = expctl(home, cwd, "log", "experiment", exp_id, "-f")
+    assert f"experiment {exp_id} is DONE" in experiment_log.stdout, "followed to the experiment's end"
+    unknown = expctl(home, cwd, "log", "trial", exp_id, "zzzzz")
+    assert unknown.returncode == 2 and "no trial 'zzzzz'" in unknown.stderr
+    usage = expctl(home, cwd, "log", "experiment", exp_id, "extra")
+    assert usage.returncode == 2 and "expected [ID]" in usage.stderr
