@@ -19,7 +19,8 @@ import urllib.request
 from pathlib import Path
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, find_experiment,
-                               is_running, port_number, registry)
+                               is_running, port_number)
+from expmgr.manager.registry import Registry
 
 _STARTUP_TIMEOUT = 60.0
 
@@ -134,12 +135,21 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     # The pipe closes when the daemon moved its output to its log, or when it died.
     early_output = daemon.stdout.read().decode(errors="replace")
     daemon.stdout.close()
-    if daemon.poll() is not None or not _wait_until_serving(exp_id, daemon):
+    experiments = Registry(home)  # the experiment's own home, which may not be $EXPMGR_HOME
+    if not _wait_until_serving(exp_id, daemon, experiments):
+        if daemon.poll() is None:  # alive but never serving: do not leave it behind
+            daemon.terminate()
+            try:
+                daemon.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
         code = daemon.wait()
         sys.stderr.write(early_output)
-        raise CliError(f"the experiment did not start (exit status {code})",
+        logs = home / exp_id / "logs"
+        raise CliError(f"the experiment did not start (exit status {code})"
+                       + (f"; its logs are in {logs}" if logs.is_dir() else ""),
                        EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED)
-    entry = registry().get(exp_id)
+    entry = experiments.get(exp_id)
     log_dir = home / exp_id / "logs"
     print(f"experiment {exp_id} {'created' if arguments[0] == 'create' else 'resumed'}: "
           f"http://127.0.0.1:{entry.port}")
@@ -161,11 +171,11 @@ def _check_port_free(port: int) -> None:
                        "choose another port") from None
 
 
-def _wait_until_serving(exp_id: str, daemon: subprocess.Popen) -> bool:
+def _wait_until_serving(exp_id: str, daemon: subprocess.Popen, experiments: Registry) -> bool:
     """Until the daemon's REST server answers; False if it died or never answered."""
     deadline = time.monotonic() + _STARTUP_TIMEOUT
     while time.monotonic() < deadline and daemon.poll() is None:
-        entry = registry().get(exp_id)
+        entry = experiments.get(exp_id)
         if entry is not None and entry.port:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{entry.port}/api/v1/nni/check-status",

@@ -171,3 +171,23 @@ def test_log_prints_and_follows_a_trials_streams_and_the_experiment_log(project)
     assert unknown.returncode == 2 and "no trial 'zzzzz'" in unknown.stderr
     usage = expctl(home, cwd, "log", "experiment", exp_id, "extra")
     assert usage.returncode == 2 and "expected [ID]" in usage.stderr
+
+
+def test_daemon_of_an_experiment_kept_outside_expmgr_home_is_found(project):
+    cwd, home = project
+    elsewhere = cwd / "elsewhere"
+    (cwd / "config.yml").write_text(CONFIG + f"experimentWorkingDirectory: {elsewhere}\n")
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: Registry(elsewhere).get(exp_id).status == ExperimentState.DONE, what="DONE")
+    assert not (home / "registry.sqlite").exists()
+
+
+def test_daemon_whose_experiment_fails_at_once_is_reported(project):
+    cwd, home = project
+    (cwd / "config.yml").write_text(CONFIG.replace("name: GridSearch", "name: Random\n  classArgs: {seed: -1}"))
+    result = expctl(home, cwd, "create", "--config", "config.yml", "--port", "0")
+    if result.returncode == 0:  # it answered REST before its tuner failed: the store says why
+        exp_id = created_id(result)
+        wait_until(lambda: entry(home, exp_id).status == ExperimentState.ERROR, what="ERROR")
+    else:
+        assert result.returncode == 1 and "did not start" in result.stderr and "logs are in" in result.stderr
