@@ -1,14 +1,20 @@
-"""``expctl experiment list`` and ``expctl trial ls``: tables of what the registry
-and an experiment's store hold (``--json`` for scripts)."""
+"""``expctl experiment list|show|status|export|delete`` and ``expctl trial ls``: what
+the registry and an experiment's store hold (tables, or ``--json`` for scripts)."""
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import shutil
+import sys
 import time
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, find_experiment, is_running, print_table, registry, shown_status
+from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, print_table, registry, shown_status
 from expmgr.layout import ExperimentPaths
+from expmgr.manager import views
+from expmgr.manager.registry import RegistryEntry
 from expmgr.manager.store import ExperimentStore
 
 
@@ -19,6 +25,21 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     listing.add_argument("--all", action="store_true", help="also the finished ones")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(handler=list_experiments)
+
+    for name, handler, text in (("show", show_experiment, "the experiment's profile and config (JSON)"),
+                                ("status", experiment_status, "the experiment's state")):
+        command = experiment_commands.add_parser(name, help=text)
+        command.add_argument("id", nargs="?", help="experiment id or a unique prefix")
+        command.set_defaults(handler=handler)
+    export = experiment_commands.add_parser("export", help="every trial's parameters and final result")
+    export.add_argument("id", nargs="?", help="experiment id or a unique prefix")
+    export.add_argument("--format", choices=("csv", "json"), default="json")
+    export.add_argument("--output", "-o", type=Path, help="write to this file instead of stdout")
+    export.set_defaults(handler=export_experiment)
+    delete = experiment_commands.add_parser("delete", help="delete a stopped experiment and its files")
+    delete.add_argument("id", help="experiment id or a unique prefix")
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    delete.set_defaults(handler=delete_experiment)
 
     trial = commands.add_parser("trial", help="list an experiment's trials")
     trial_commands = trial.add_subparsers(dest="trial_command", required=True, metavar="COMMAND")
@@ -41,9 +62,78 @@ def list_experiments(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def list_trials(args: argparse.Namespace) -> int:
+def _open_store(entry: RegistryEntry) -> ExperimentStore:
+    return ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+
+
+def show_experiment(args: argparse.Namespace) -> int:
+    store = _open_store(find_experiment(args.id))
+    try:
+        print(json.dumps(views.experiment_view(store), indent=2))
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def experiment_status(args: argparse.Namespace) -> int:
     entry = find_experiment(args.id)
-    store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+    print(f"{entry.id} {shown_status(entry)}")
+    return EXIT_OK
+
+
+def export_experiment(args: argparse.Namespace) -> int:
+    """NNI's export: one record per trial with a final result (its value decoded)."""
+    store = _open_store(find_experiment(args.id))
+    try:
+        records = [{"trialJobId": view["trialJobId"], "parameter": view["parameter"],
+                    "value": json.loads(view["value"])} for view in views.export_data_view(store)]
+    finally:
+        store.close()
+    text = json.dumps(records, indent=2) + "\n" if args.format == "json" else _as_csv(records)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+    return EXIT_OK
+
+
+def _as_csv(records: list[dict]) -> str:
+    """One column per parameter and per result key (``default`` for a plain number)."""
+    parameter_keys = sorted({key for record in records for key in record["parameter"]})
+    value_keys = sorted({key for record in records
+                         for key in (record["value"] if isinstance(record["value"], dict) else {"default": 0})})
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["trialJobId", *parameter_keys, *value_keys])
+    for record in records:
+        value = record["value"] if isinstance(record["value"], dict) else {"default": record["value"]}
+        writer.writerow([record["trialJobId"], *(_cell(record["parameter"].get(k)) for k in parameter_keys),
+                         *(_cell(value.get(k)) for k in value_keys)])
+    return out.getvalue()
+
+
+def _cell(value: object) -> object:
+    return json.dumps(value) if isinstance(value, (dict, list)) else ("" if value is None else value)
+
+
+def delete_experiment(args: argparse.Namespace) -> int:
+    entry = find_experiment(args.id)
+    if is_running(entry):
+        raise CliError(f"experiment {entry.id} is running; stop it first (expctl stop {entry.id})")
+    if not args.yes:
+        if sys.stdin is None or not sys.stdin.isatty():
+            raise CliError("deleting needs --yes when there is no terminal to confirm on")
+        if input(f"delete experiment {entry.id} and {entry.dir}? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("kept")
+            return EXIT_OK
+    shutil.rmtree(entry.dir, ignore_errors=True)
+    registry().remove(entry.id)
+    print(f"deleted experiment {entry.id}")
+    return EXIT_OK
+
+
+def list_trials(args: argparse.Namespace) -> int:
+    store = _open_store(find_experiment(args.id))
     try:
         trials = store.trials()
         finals = store.final_metrics()

@@ -99,6 +99,13 @@ class Registry:
         finally:
             conn.close()
 
+    def remove(self, exp_id: str) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("DELETE FROM experiments WHERE id = ?", (exp_id,))
+        finally:
+            conn.close()
+
     def get(self, exp_id: str) -> RegistryEntry | None:
         return next((entry for entry in self.entries() if entry.id == exp_id), None)
 

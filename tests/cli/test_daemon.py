@@ -191,3 +191,41 @@ def test_daemon_whose_experiment_fails_at_once_is_reported(project):
         wait_until(lambda: entry(home, exp_id).status == ExperimentState.ERROR, what="ERROR")
     else:
         assert result.returncode == 1 and "did not start" in result.stderr and "logs are in" in result.stderr
+
+
+def test_experiment_show_status_export_and_delete(project):
+    cwd, home = project
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+    assert expctl(home, cwd, "experiment", "status", exp_id[:4]).stdout == f"{exp_id} DONE\n"
+    profile = json.loads(expctl(home, cwd, "experiment", "show", exp_id).stdout)
+    assert profile["id"] == exp_id and profile["params"]["maxTrialNumber"] == 4
+    exported = json.loads(expctl(home, cwd, "experiment", "export", exp_id, "--format", "json").stdout)
+    assert sorted((record["parameter"]["x"], record["value"]) for record in exported) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    result = expctl(home, cwd, "experiment", "export", exp_id, "--format", "csv", "--output", "out.csv")
+    assert result.returncode == 0
+    lines = (cwd / "out.csv").read_text().splitlines()
+    assert lines[0] == "trialJobId,x,default" and len(lines) == 5
+    refused = expctl(home, cwd, "experiment", "delete", exp_id)  # no terminal to confirm on
+    assert refused.returncode == 2 and "--yes" in refused.stderr and (home / exp_id).exists()
+    deleted = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
+    assert deleted.returncode == 0 and not (home / exp_id).exists()
+    assert expctl(home, cwd, "experiment", "list", "--all").stdout.strip() == "(none)"
+
+
+def test_sixteen_concurrent_creates_make_sixteen_experiments_and_an_intact_registry(project):
+    from concurrent.futures import ThreadPoolExecutor
+    cwd, home = project
+    (cwd / "config.yml").write_text(CONFIG.replace("maxTrialNumber: 4", "maxTrialNumber: 1")
+                                    .replace("trialConcurrency: 2", "trialConcurrency: 1"))
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"),
+                                range(16)))
+    assert [r.returncode for r in results] == [0] * 16, [r.stderr for r in results if r.returncode]
+    ids = {created_id(r) for r in results}
+    assert len(ids) == 16
+    wait_until(lambda: all(entry(home, exp_id).status == ExperimentState.DONE for exp_id in ids),
+               timeout=120, what="all sixteen DONE")
+    listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
+    assert sorted(row["id"] for row in listed) == sorted(ids)
+    assert {len(list((home / exp_id / "trials").iterdir())) for exp_id in ids} == {1}
