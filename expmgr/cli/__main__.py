@@ -6,6 +6,8 @@
     expctl view ID [--port 8080]
     expctl experiment list [--all]
     expctl trial ls [ID]
+    expctl update ID concurrency|trialnum|duration|searchspace VALUE_OR_FILE
+    expctl trial kill ID TRIAL
     expctl stop [ID | --all] [--cancel]
     expctl log experiment|dispatcher [ID] [-f] [--tail N]
     expctl log stdout|stderr|trial [ID] TRIAL [-f] [--tail N]
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from expmgr.cli import control, launch, listing, logs
+from expmgr.cli import control, launch, listing, logs, update
 from expmgr.cli.common import EXIT_BAD_INPUT, CliError
 
 
@@ -31,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     launch.add_parsers(commands)
     control.add_parser(commands)
-    listing.add_parsers(commands)
+    trial_commands = listing.add_parsers(commands)
+    update.add_parsers(commands, trial_commands)
     logs.add_parser(commands)
     return parser
 

@@ -18,7 +18,8 @@ from expmgr.manager.registry import RegistryEntry
 from expmgr.manager.store import ExperimentStore
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
+def add_parsers(commands: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """Add ``experiment`` and ``trial``; returns the ``trial`` subcommands for others to extend."""
     experiment = commands.add_parser("experiment", help="list experiments")
     experiment_commands = experiment.add_subparsers(dest="experiment_command", required=True, metavar="COMMAND")
     listing = experiment_commands.add_parser("list", help="the running experiments (--all: every one)")
@@ -48,6 +49,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     trial_ls.add_argument("--status", help="only trials in this state, e.g. SUCCEEDED")
     trial_ls.add_argument("--json", action="store_true", help="print JSON")
     trial_ls.set_defaults(handler=list_trials)
+    return trial_commands
 
 
 def _when(seconds: float | None) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from ._errors import Key, PathSegment, Problem, snake_to_camel
+from ._errors import PathSegment, Problem, snake_to_camel
 
 
 def norm(key: str) -> str:

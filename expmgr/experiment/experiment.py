@@ -31,7 +31,7 @@ from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_
 from expmgr.manager import views
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
-from expmgr.manager.runner import SubmissionRefused, TrialRunner
+from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
 from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError
 from expmgr.manager.viewer import Viewer
 from expmgr.states import ExperimentState
@@ -282,6 +282,36 @@ class Experiment:
         except (SubmissionRefused, RuntimeError) as refused:
             raise ExperimentError(f"cannot submit a trial: {refused}") from None
         return TrialHandle(trial_id, parameters, future)
+
+    # -- changes while it runs (NNI's names) -----------------------------------------
+
+    def update_trial_concurrency(self, value: int) -> None:
+        self._update("trialConcurrency", value)
+
+    def update_max_trial_number(self, value: int) -> None:
+        self._update("maxTrialNumber", value)
+
+    def update_max_experiment_duration(self, value: str | float) -> None:
+        """``value``: seconds, or a duration such as ``"2h"``."""
+        self._update("maxExperimentDuration", value)
+
+    def update_search_space(self, search_space: dict[str, Any]) -> None:
+        self._update("searchSpace", search_space)
+
+    def kill_trial_job(self, trial_id: str) -> None:
+        """Stop one running trial as USER_CANCELED."""
+        self._change(TrialRunner.kill_trial, trial_id)
+
+    def _update(self, field: str, value: Any) -> None:
+        self._change(TrialRunner.update_config, field, value)
+
+    def _change(self, method: Callable[..., None], *args: Any) -> None:
+        if self._manager is None:
+            raise ExperimentError(f"experiment {self.id} was not started")
+        try:
+            self._manager.call(method, *args)
+        except (UpdateRefused, RuntimeError) as refused:
+            raise ExperimentError(str(refused)) from None
 
     def _finish(self) -> None:
         """Once the experiment ended: close its log and leave the thread stacks (idempotent)."""

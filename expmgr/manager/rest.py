@@ -10,17 +10,19 @@ with their token in the ``X-Expmgr-Trial-Token`` header::
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import tornado.web
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import views
-from expmgr.manager.runner import MetricRejected, TrialRunner
+from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
 from expmgr.manager.store import ExperimentStore
 
 API = "/api/v1/nni"
+NOT_JSON = object()
+READ_ONLY = "this experiment is served read-only (view); it cannot be changed and takes no reports"
 
 
 class _Handler(tornado.web.RequestHandler):
@@ -37,15 +39,58 @@ class _Handler(tornado.web.RequestHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         self.send_json({"error": self._reason}, status_code)
 
+    def apply_change(self, change: Callable[[TrialRunner], None]) -> None:
+        """Make a change through the runner and answer {} or the refusal."""
+        if self.runner is None:
+            self.send_json({"error": READ_ONLY}, 409)
+            return
+        try:
+            change(self.runner)
+        except UpdateRefused as refused:
+            self.send_json({"error": str(refused)}, refused.status)
+            return
+        self.send_json({})
+
+    def json_body(self) -> Any:
+        """The request's JSON body, or NOT_JSON after answering 400."""
+        try:
+            return json.loads(self.request.body)
+        except ValueError as error:
+            self.send_json({"error": f"body: not JSON ({error})"}, 400)
+            return NOT_JSON
+
 
 class CheckStatusHandler(_Handler):
     def get(self) -> None:
         self.send_json(views.check_status_view(self.store))
 
 
+# NNI's update types (PUT experiment?update_type=...) and the config field each changes.
+UPDATE_TYPES = {"TRIAL_CONCURRENCY": "trialConcurrency", "MAX_TRIAL_NUM": "maxTrialNumber",
+                "MAX_EXEC_DURATION": "maxExperimentDuration", "SEARCH_SPACE": "searchSpace"}
+
+
 class ExperimentHandler(_Handler):
     def get(self) -> None:
         self.send_json(views.experiment_view(self.store))
+
+    def put(self) -> None:
+        """NNI's update: the body is the profile (or its ``params``) holding the new value."""
+        update_type = self.get_query_argument("update_type", "")
+        field = UPDATE_TYPES.get(update_type)
+        if field is None:
+            self.send_json({"error": f"update_type: expected one of {', '.join(UPDATE_TYPES)}, "
+                                     f"got {update_type!r}"}, 400)
+            return
+        body = self.json_body()
+        if body is NOT_JSON:
+            return
+        params = body.get("params", body) if isinstance(body, dict) else None
+        if not isinstance(params, dict) or field not in params:
+            self.send_json({"error": f"body: expected a JSON object with params.{field}"}, 400)
+            return
+        self.apply_change(lambda runner: runner.update_config(field, params[field]))
+
 
 
 class TrialJobsHandler(_Handler):
@@ -58,6 +103,10 @@ class TrialJobsHandler(_Handler):
             self.send_json({"error": f"no trial {trial_id!r}"}, 404)
             return
         self.send_json(views.trial_job_view(trial, self.paths, self.store.final_metrics().get(trial_id)))
+
+    def delete(self, trial_id: str) -> None:
+        """NNI's cancel: stop this trial as USER_CANCELED."""
+        self.apply_change(lambda runner: runner.kill_trial(trial_id))
 
 
 class MetricDataHandler(_Handler):
@@ -83,12 +132,10 @@ class TrialMetricsHandler(_Handler):
 
     def post(self, trial_id: str) -> None:
         if self.runner is None:
-            self.send_json({"error": "this experiment is served read-only (view); it takes no reports"}, 409)
+            self.send_json({"error": READ_ONLY}, 409)
             return
-        try:
-            report = json.loads(self.request.body)
-        except ValueError as error:
-            self.send_json({"error": f"body: not JSON ({error})"}, 400)
+        report = self.json_body()
+        if report is NOT_JSON:
             return
         try:
             self.runner.receive_metric(trial_id, self.request.headers.get(trial_api.TOKEN_HEADER), report)

@@ -44,7 +44,21 @@ class SubmissionRefused(Exception):
 
 _REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
                                  TrialState.PREEMPTED})
-"""Trials a resume runs again: those the previous run did not let finish."""
+"""Trials a resume runs again: those the previous run did not let finish (not those the
+user killed one by one)."""
+
+
+UPDATABLE_FIELDS = {"trialConcurrency": "trial_concurrency", "maxTrialNumber": "max_trial_number",
+                    "maxExperimentDuration": "max_experiment_duration", "searchSpace": "search_space"}
+"""Config fields that may change while the experiment runs (camelCase -> attribute)."""
+
+
+class UpdateRefused(Exception):
+    """A change to a running experiment that cannot be made; ``status`` is the HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _StrategyFailed(Exception):
@@ -171,10 +185,11 @@ class TrialRunner:
         now = time.time()
         finals = self.store.final_metrics()
         open_attempts = {a.trial_id: a.attempt for a in self.store.attempts() if a.end_time is None}
+        killed = self.store.killed_trials()
         history = []
         for record in self.store.trials():
             self._tokens[record.trial_id] = secrets.token_hex(16)
-            if record.status in _REQUEUED_ON_RESUME:
+            if record.status in _REQUEUED_ON_RESUME and record.trial_id not in killed:
                 attempt = open_attempts.get(record.trial_id)
                 if attempt is not None:  # its manager died under it
                     self._ingest_metrics_file(_LiveTrial(record, attempt, "", None, last_activity=now))
@@ -279,6 +294,53 @@ class TrialRunner:
             "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
         self.store.add_trial(record)
         return record
+
+    # -- changes while running (expctl update, trial kill) ---------------------------
+
+    def update_config(self, field: str, value: Any) -> None:
+        """Change ``field`` (camelCase, one of UPDATABLE_FIELDS) to ``value``, validated as
+        in a config file; the loop acts on it at once. Raises UpdateRefused."""
+        from expmgr.config import ConfigError, ExperimentConfig
+        if field not in UPDATABLE_FIELDS:
+            raise UpdateRefused(400, f"{field}: cannot be changed while running; "
+                                     f"one of {', '.join(UPDATABLE_FIELDS)} can")
+        self._refuse_unless_running()
+        candidate = ExperimentConfig.from_dict(self.config.to_dict())
+        setattr(candidate, UPDATABLE_FIELDS[field], value)
+        if field == "searchSpace":
+            candidate.search_space_file = None  # the new space replaces the file's
+        try:
+            checked = candidate.canonical(with_strategy=self.config.tuner is None)
+        except ConfigError as error:
+            raise UpdateRefused(400, str(error)) from None
+        new_value = getattr(checked, UPDATABLE_FIELDS[field])
+        setattr(self.config, UPDATABLE_FIELDS[field], new_value)
+        if field == "searchSpace":
+            self.config.search_space_file = None
+            if self.dispatcher is not None and self.config.tuner is not None:
+                self.dispatcher.notify("update_search_space", search_space=new_value)
+        self.store.set_config(self.config.to_dict())
+        self.logger.info("%s changed to %s", field, json.dumps(new_value))
+        if self.state == ExperimentState.NO_MORE_TRIAL and self._tuner_may_submit():
+            self._set_state(ExperimentState.RUNNING)
+        self._wake.set()
+
+    def kill_trial(self, trial_id: str) -> None:
+        """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""
+        self._refuse_unless_running()
+        live = self._live.get(trial_id)
+        if live is None:
+            known = self.store.trial(trial_id)
+            raise UpdateRefused(404 if known is None else 409,
+                                f"no trial {trial_id!r}" if known is None
+                                else f"trial {trial_id} is not running ({known.status.value})")
+        self.logger.info("trial %s is killed on request", trial_id)
+        self.store.record_kill(trial_id)
+        self._stop_trial(live, TrialState.USER_CANCELED)
+
+    def _refuse_unless_running(self) -> None:
+        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
+            raise UpdateRefused(409, f"experiment {self.exp_id} is {self.state.value}; it cannot be changed")
 
     # -- trials submitted by a strategy (NAS-style code in the experiment process) --
 

@@ -187,6 +187,20 @@ class ExperimentStore:
 
     # -- writing (the trial runner alone) ---------------------------------
 
+    def set_config(self, config: dict[str, Any]) -> None:
+        """The accepted config after a change made while the experiment runs."""
+        with _transaction(self._conn):
+            self._conn.execute("UPDATE experiment SET config_json = ?", (json.dumps(config),))
+            self._event(None, "config_update", {})
+
+    def record_kill(self, trial_id: str) -> None:
+        """The user killed this trial (``expctl trial kill``): a resume does not rerun it."""
+        with _transaction(self._conn):
+            self._event(trial_id, "trial_killed", {})
+
+    def killed_trials(self) -> set[str]:
+        return {row[0] for row in self._conn.execute("SELECT trial_id FROM events WHERE kind = 'trial_killed'")}
+
     def reopen(self) -> None:
         """A resume: the experiment is running again, with no end and no error."""
         with _transaction(self._conn):

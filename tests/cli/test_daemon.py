@@ -229,3 +229,35 @@ def test_sixteen_concurrent_creates_make_sixteen_experiments_and_an_intact_regis
     listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
     assert sorted(row["id"] for row in listed) == sorted(ids)
     assert {len(list((home / exp_id / "trials").iterdir())) for exp_id in ids} == {1}
+
+
+def test_update_and_trial_kill_change_a_running_daemon(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    (cwd / "config.yml").write_text(CONFIG.replace("trialConcurrency: 2", "trialConcurrency: 1"))
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+
+    def statuses() -> list[str]:
+        return [row["status"] for row in json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout)]
+    wait_until(lambda: statuses().count("RUNNING") == 1, what="one running trial")
+    updated = expctl(home, cwd, "update", exp_id, "concurrency", "2")
+    assert updated.returncode == 0, updated.stderr
+    wait_until(lambda: statuses().count("RUNNING") == 2, what="two running trials")
+    bad = expctl(home, cwd, "update", exp_id, "concurrency", "-3")
+    assert bad.returncode == 2 and "trialConcurrency: expected a positive integer, got -3" in bad.stderr
+    (cwd / "space.json").write_text('{"x": {"_type": "uniform", "_value": [2, 1]}}')
+    bad_space = expctl(home, cwd, "update", exp_id, "searchspace", "space.json")
+    assert bad_space.returncode == 2 and "space.json" in bad_space.stderr and "low < high" in bad_space.stderr
+    (cwd / "space.json").write_text('{"x": {"_type": "choice", "_value": [7, 8]}}')
+    assert expctl(home, cwd, "update", exp_id, "searchspace", "space.json").returncode == 0
+    assert json.loads(expctl(home, cwd, "experiment", "show", exp_id).stdout)["params"]["searchSpace"] == {
+        "x": {"_type": "choice", "_value": [7, 8]}}
+    trial = json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout)[0]["trial"]
+    killed = expctl(home, cwd, "trial", "kill", exp_id, trial)
+    assert killed.returncode == 0, killed.stderr
+    wait_until(lambda: statuses()[0] == "USER_CANCELED", what="the killed trial to end")
+    again = expctl(home, cwd, "trial", "kill", exp_id, trial)
+    assert again.returncode == 2 and "is not running (USER_CANCELED)" in again.stderr
+    assert expctl(home, cwd, "stop", exp_id).returncode == 0
+    finished = expctl(home, cwd, "update", exp_id, "trialnum", "9")
+    assert finished.returncode == 2 and "is not running (STOPPED)" in finished.stderr

@@ -499,3 +499,35 @@ def test_experiment_that_ends_leaves_its_thread_and_closes_its_log_once_waited_f
     assert experiment.wait(timeout=60)
     assert expmgr.current_experiment() is None, "...it still leaves the thread that started it"
     assert log_files_open() == []
+
+
+def test_running_experiment_takes_updates_and_refuses_bad_ones(tmp_path: Path, code_dir: Path):
+    from expmgr.experiment import ExperimentError
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(_config(tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": [1, 2, 3, 4]}},
+                                    max_trial_number=4, trial_concurrency=1, trial_grace_period=1))
+    experiment.start(port=0)
+
+    def running() -> list:
+        return [t for t in experiment.list_trial_jobs() if t.status == "RUNNING"]
+    wait_until(lambda: len(running()) == 1, what="one running trial")
+    experiment.update_trial_concurrency(3)
+    wait_until(lambda: len(running()) == 3, what="three running trials after the update")
+    experiment.update_max_trial_number(3)
+    experiment.update_max_experiment_duration("1h")
+    profile = experiment.get_experiment_profile()["params"]
+    assert (profile["trialConcurrency"], profile["maxTrialNumber"], profile["maxExperimentDuration"]) == (3, 3, 3600)
+    with pytest.raises(ExperimentError, match="trialConcurrency: expected a positive integer, got 0"):
+        experiment.update_trial_concurrency(0)
+    with pytest.raises(ExperimentError, match="maxExperimentDuration"):
+        experiment.update_max_experiment_duration("soon")
+    victim = running()[0].trialJobId
+    experiment.kill_trial_job(victim)
+    wait_until(lambda: {t.trialJobId: t.status for t in experiment.list_trial_jobs()}[victim] == "USER_CANCELED",
+               what="the killed trial to end")
+    with pytest.raises(ExperimentError, match="not running"):
+        experiment.kill_trial_job(victim)
+    assert len(experiment.list_trial_jobs()) == 3, "maxTrialNumber 3: no fourth trial"
+    experiment.stop()
+    with pytest.raises(ExperimentError):
+        experiment.update_trial_concurrency(2)

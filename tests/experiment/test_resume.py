@@ -163,3 +163,20 @@ def test_view_serves_a_finished_experiment_read_only(tmp_path: Path, code_dir: P
     view.stop()
     after = sqlite3.connect(finished.paths.database).execute("SELECT COUNT(*) FROM events").fetchone()[0]
     assert after == before, "viewing writes nothing"
+
+
+def test_resume_does_not_rerun_a_trial_the_user_killed(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", SLOW_TRIAL.replace("time.sleep(0.4)", "time.sleep(3 if x < 2 else 0.1)"))
+    first = Experiment(grid_config(tmp_path, code_dir, max_trial_number=4))
+    first.start(port=0)
+    wait_until(lambda: sum(t.status == "RUNNING" for t in first.list_trial_jobs()) == 2, what="two running")
+    victim, survivor = sorted(first.list_trial_jobs(), key=lambda t: t.parameters["x"])
+    first.kill_trial_job(victim.trialJobId)
+    wait_until(lambda: {t.trialJobId: t.status for t in first.list_trial_jobs()}[victim.trialJobId]
+               == "USER_CANCELED", what="the kill")
+    first.stop()
+    resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
+    statuses = {t.trialJobId: (t.status, t.attempts) for t in resumed.list_trial_jobs()}
+    assert statuses[victim.trialJobId] == ("USER_CANCELED", 1), "killed on purpose: not run again"
+    assert statuses[survivor.trialJobId] == ("SUCCEEDED", 2), "stopped with the experiment: run again"
+    assert len(statuses) == 4

@@ -1,0 +1,73 @@
+"""``expctl update`` and ``expctl trial kill``: change a running experiment through its
+REST API (NNI's ``PUT experiment?update_type=...`` and ``DELETE trial-jobs/<id>``)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, rest_call, shown_status
+
+# expctl's word -> (NNI's update type, config field)
+_UPDATES = {"concurrency": ("TRIAL_CONCURRENCY", "trialConcurrency"),
+            "trialnum": ("MAX_TRIAL_NUM", "maxTrialNumber"),
+            "duration": ("MAX_EXEC_DURATION", "maxExperimentDuration"),
+            "searchspace": ("SEARCH_SPACE", "searchSpace")}
+
+
+def add_parsers(commands: argparse._SubParsersAction, trial_commands: argparse._SubParsersAction) -> None:
+    update = commands.add_parser("update", help="change a running experiment")
+    update.add_argument("id", help="experiment id or a unique prefix")
+    update.add_argument("what", choices=list(_UPDATES))
+    update.add_argument("value", help="the new value: a number, a duration such as 2h, or a search-space file")
+    update.set_defaults(handler=update_experiment)
+    kill = trial_commands.add_parser("kill", help="stop one running trial (USER_CANCELED)")
+    kill.add_argument("id", help="experiment id or a unique prefix")
+    kill.add_argument("trial", help="the trial's id")
+    kill.set_defaults(handler=kill_trial)
+
+
+def _running(id_or_prefix: str):  # noqa: ANN202
+    entry = find_experiment(id_or_prefix, running=True)
+    if not is_running(entry):
+        raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); it cannot be changed")
+    return entry
+
+
+def update_experiment(args: argparse.Namespace) -> int:
+    entry = _running(args.id)
+    update_type, field = _UPDATES[args.what]
+    value = _parse_value(args.what, args.value)
+    rest_call(entry, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}})
+    print(f"experiment {entry.id}: {field} is now {args.value}")
+    return EXIT_OK
+
+
+def _parse_value(what: str, text: str) -> object:
+    if what in ("concurrency", "trialnum"):
+        try:
+            return int(text)
+        except ValueError:
+            raise CliError(f"{what}: expected a whole number, got {text!r}") from None
+    if what == "duration":
+        try:
+            return float(text)
+        except ValueError:
+            return text  # "2h": the manager checks it as a config duration
+    from expmgr.config import ConfigError, validate_search_space
+    from expmgr.config._loader import read_search_space_file
+    path = Path(text)
+    if not path.is_file():
+        raise CliError(f"searchspace: no such file {text!r}")
+    space, _ = read_search_space_file(path.absolute())
+    try:
+        validate_search_space(space, "searchSpace")
+    except ConfigError as error:
+        raise CliError(f"{text}: {error}") from None
+    return space
+
+
+def kill_trial(args: argparse.Namespace) -> int:
+    entry = _running(args.id)
+    rest_call(entry, "DELETE", f"trial-jobs/{args.trial}")
+    print(f"trial {args.trial} of experiment {entry.id} is being stopped")
+    return EXIT_OK
