@@ -9,6 +9,9 @@
     expctl update ID concurrency|trialnum|duration|searchspace VALUE_OR_FILE
     expctl trial kill ID TRIAL
     expctl stop [ID | --all] [--cancel]
+    expctl top [ID]
+    expctl webui url [ID]
+    expctl experiment show|status|export|import|delete ...
     expctl log experiment|dispatcher [ID] [-f] [--tail N]
     expctl log stdout|stderr|trial [ID] TRIAL [-f] [--tail N]
 
@@ -24,7 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from expmgr.cli import control, launch, listing, logs, update
+from expmgr.cli import control, launch, listing, logs, top, update
 from expmgr.cli.common import EXIT_BAD_INPUT, CliError
 
 
@@ -33,9 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     launch.add_parsers(commands)
     control.add_parser(commands)
-    trial_commands = listing.add_parsers(commands)
-    update.add_parsers(commands, trial_commands)
+    experiment_commands, trial_commands = listing.add_parsers(commands)
+    update.add_parsers(commands, experiment_commands, trial_commands)
     logs.add_parser(commands)
+    top.add_parser(commands)
     return parser
 
 

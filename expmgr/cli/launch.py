@@ -28,6 +28,7 @@ _STARTUP_TIMEOUT = 60.0
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     create = commands.add_parser("create", help="create and run an experiment from a config file")
     create.add_argument("--config", "-c", type=Path, required=True, help="the experiment's YAML config")
+    create.add_argument("--debug", action="store_true", help="log at DEBUG level (the config's debug: true)")
     create.add_argument("--experiment-id", help=argparse.SUPPRESS)  # the daemon is told its id
     create.set_defaults(handler=create_experiment)
     resume = commands.add_parser("resume", help="continue a stopped, failed or crashed experiment")
@@ -50,14 +51,16 @@ def create_experiment(args: argparse.Namespace) -> int:
     from expmgr.experiment import Experiment
     from expmgr.experiment.experiment import new_experiment_id
     config = ExperimentConfig.load(args.config)  # ConfigError: bad input, nothing started
+    if args.debug:
+        config.debug = True
     if args.foreground:
         experiment = Experiment(config, id=args.experiment_id)
         return _run_here(args, lambda: experiment.run(port=args.port, on_started=_daemon_hook(args, experiment)),
                          experiment)
     exp_id = new_experiment_id()
     home = Path(config.canonical().experiment_working_directory)
-    return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id],
-                         exp_id, home)
+    return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id,
+                                *(["--debug"] if args.debug else [])], exp_id, home)
 
 
 def resume_experiment(args: argparse.Namespace) -> int:

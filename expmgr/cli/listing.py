@@ -18,9 +18,10 @@ from expmgr.manager.registry import RegistryEntry
 from expmgr.manager.store import ExperimentStore
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """Add ``experiment`` and ``trial``; returns the ``trial`` subcommands for others to extend."""
-    experiment = commands.add_parser("experiment", help="list experiments")
+def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
+    """Add ``experiment``, ``trial`` and ``webui``; returns the ``experiment`` and ``trial``
+    subcommands for other modules to extend."""
+    experiment = commands.add_parser("experiment", help="list, show, export, import or delete experiments")
     experiment_commands = experiment.add_subparsers(dest="experiment_command", required=True, metavar="COMMAND")
     listing = experiment_commands.add_parser("list", help="the running experiments (--all: every one)")
     listing.add_argument("--all", action="store_true", help="also the finished ones")
@@ -37,19 +38,24 @@ def add_parsers(commands: argparse._SubParsersAction) -> argparse._SubParsersAct
     export.add_argument("--format", choices=("csv", "json"), default="json")
     export.add_argument("--output", "-o", type=Path, help="write to this file instead of stdout")
     export.set_defaults(handler=export_experiment)
+    webui = commands.add_parser("webui", help="the web address of a running experiment")
+    webui_commands = webui.add_subparsers(dest="webui_command", required=True, metavar="COMMAND")
+    url = webui_commands.add_parser("url", help="print the experiment's address")
+    url.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
+    url.set_defaults(handler=webui_url)
     delete = experiment_commands.add_parser("delete", help="delete a stopped experiment and its files")
     delete.add_argument("id", help="experiment id or a unique prefix")
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     delete.set_defaults(handler=delete_experiment)
 
-    trial = commands.add_parser("trial", help="list an experiment's trials")
+    trial = commands.add_parser("trial", help="list an experiment's trials, or kill one")
     trial_commands = trial.add_subparsers(dest="trial_command", required=True, metavar="COMMAND")
     trial_ls = trial_commands.add_parser("ls", help="an experiment's trials")
     trial_ls.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
     trial_ls.add_argument("--status", help="only trials in this state, e.g. SUCCEEDED")
     trial_ls.add_argument("--json", action="store_true", help="print JSON")
     trial_ls.set_defaults(handler=list_trials)
-    return trial_commands
+    return experiment_commands, trial_commands
 
 
 def _when(seconds: float | None) -> str:
@@ -116,6 +122,15 @@ def _as_csv(records: list[dict]) -> str:
 
 def _cell(value: object) -> object:
     return json.dumps(value) if isinstance(value, (dict, list)) else ("" if value is None else value)
+
+
+def webui_url(args: argparse.Namespace) -> int:
+    entry = find_experiment(args.id, running=True)
+    if not is_running(entry):
+        raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); "
+                       f"expctl view {entry.id} serves it read-only")
+    print(f"http://127.0.0.1:{entry.port}")
+    return EXIT_OK
 
 
 def delete_experiment(args: argparse.Namespace) -> int:

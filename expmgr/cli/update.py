@@ -3,6 +3,7 @@ REST API (NNI's ``PUT experiment?update_type=...`` and ``DELETE trial-jobs/<id>`
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, rest_call, shown_status
@@ -14,12 +15,17 @@ _UPDATES = {"concurrency": ("TRIAL_CONCURRENCY", "trialConcurrency"),
             "searchspace": ("SEARCH_SPACE", "searchSpace")}
 
 
-def add_parsers(commands: argparse._SubParsersAction, trial_commands: argparse._SubParsersAction) -> None:
+def add_parsers(commands: argparse._SubParsersAction, experiment_commands: argparse._SubParsersAction,
+                trial_commands: argparse._SubParsersAction) -> None:
     update = commands.add_parser("update", help="change a running experiment")
     update.add_argument("id", help="experiment id or a unique prefix")
     update.add_argument("what", choices=list(_UPDATES))
     update.add_argument("value", help="the new value: a number, a duration such as 2h, or a search-space file")
     update.set_defaults(handler=update_experiment)
+    importing = experiment_commands.add_parser("import", help="give a running experiment's tuner earlier results")
+    importing.add_argument("id", help="experiment id or a unique prefix")
+    importing.add_argument("file", type=Path, help='a JSON list of {"parameter": {...}, "value": ...}')
+    importing.set_defaults(handler=import_results)
     kill = trial_commands.add_parser("kill", help="stop one running trial (USER_CANCELED)")
     kill.add_argument("id", help="experiment id or a unique prefix")
     kill.add_argument("trial", help="the trial's id")
@@ -64,6 +70,22 @@ def _parse_value(what: str, text: str) -> object:
     except ConfigError as error:
         raise CliError(f"{text}: {error}") from None
     return space
+
+
+def import_results(args: argparse.Namespace) -> int:
+    entry = _running(args.id)
+    try:
+        records = json.loads(args.file.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CliError(f"{args.file}: {error.strerror}") from None
+    except ValueError as error:
+        raise CliError(f"{args.file}: not JSON ({error})") from None
+    try:
+        rest_call(entry, "POST", "experiment/import-data", records)
+    except CliError as error:
+        raise CliError(f"{args.file}: {error}", error.status) from None
+    print(f"experiment {entry.id}: {len(records)} results imported")
+    return EXIT_OK
 
 
 def kill_trial(args: argparse.Namespace) -> int:

@@ -60,6 +60,15 @@ class _Handler(tornado.web.RequestHandler):
             return NOT_JSON
 
 
+class ImportDataHandler(_Handler):
+    """NNI's ``POST experiment/import-data``: earlier results for the tuner."""
+
+    def post(self) -> None:
+        records = self.json_body()
+        if records is not NOT_JSON:
+            self.apply_change(lambda runner: runner.import_data(records))
+
+
 class CheckStatusHandler(_Handler):
     def get(self) -> None:
         self.send_json(views.check_status_view(self.store))
@@ -150,6 +159,7 @@ def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
         (f"{API}/experiment", ExperimentHandler),
+        (f"{API}/experiment/import-data", ImportDataHandler),
         (f"{API}/trial-jobs", TrialJobsHandler),
         (f"{API}/trial-jobs/([^/]+)", TrialJobsHandler),
         (f"{API}/metric-data", MetricDataHandler),

@@ -325,6 +325,26 @@ class TrialRunner:
             self._set_state(ExperimentState.RUNNING)
         self._wake.set()
 
+    def import_data(self, records: Any) -> int:
+        """Give the tuner earlier results (NNI's import: ``[{"parameter": {...}, "value": v}]``);
+        returns how many. Raises UpdateRefused naming the first bad record."""
+        self._refuse_unless_running()
+        if self.dispatcher is None or self.config.tuner is None:
+            raise UpdateRefused(409, f"experiment {self.exp_id} has no tuner to import results into")
+        if not isinstance(records, list):
+            raise UpdateRefused(400, f"body: expected a list of records, got {type(records).__name__}")
+        for index, record in enumerate(records):
+            if not isinstance(record, dict) or not isinstance(record.get("parameter"), dict):
+                raise UpdateRefused(400, f"[{index}].parameter: expected a dict of parameters")
+            try:
+                check_metric_value(record.get("value"), f"[{index}].value")
+            except MetricRejected as error:
+                raise UpdateRefused(400, str(error)) from None
+        self.store.record_import(records)
+        self.dispatcher.notify("import_data", data=records)
+        self.logger.info("%d results imported into the tuner", len(records))
+        return len(records)
+
     def kill_trial(self, trial_id: str) -> None:
         """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""
         self._refuse_unless_running()

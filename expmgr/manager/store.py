@@ -193,6 +193,11 @@ class ExperimentStore:
             self._conn.execute("UPDATE experiment SET config_json = ?", (json.dumps(config),))
             self._event(None, "config_update", {})
 
+    def record_import(self, records: list[dict[str, Any]]) -> None:
+        """Results imported into the tuner (``expctl experiment import``), kept as an event."""
+        with _transaction(self._conn):
+            self._event(None, "import_data", {"records": records})
+
     def record_kill(self, trial_id: str) -> None:
         """The user killed this trial (``expctl trial kill``): a resume does not rerun it."""
         with _transaction(self._conn):

@@ -261,3 +261,26 @@ def test_update_and_trial_kill_change_a_running_daemon(project):
     assert expctl(home, cwd, "stop", exp_id).returncode == 0
     finished = expctl(home, cwd, "update", exp_id, "trialnum", "9")
     assert finished.returncode == 2 and "is not running (STOPPED)" in finished.stderr
+
+
+def test_top_webui_url_import_and_debug_on_a_running_daemon(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--debug"))
+    wait_until(lambda: "RUNNING" in expctl(home, cwd, "trial", "ls", exp_id).stdout, what="a running trial")
+    port = entry(home, exp_id).port
+    assert expctl(home, cwd, "webui", "url").stdout == f"http://127.0.0.1:{port}\n"
+    view = wait_until(lambda: (out := expctl(home, cwd, "top", "--once").stdout).count(" attempt 1 ") == 2 and out,
+                      what="two running trials in top")
+    assert view.startswith(f"{exp_id}  ") and "trials 2/4: running 2" in view
+    assert json.loads(expctl(home, cwd, "experiment", "show", exp_id).stdout)["params"]["logLevel"] == "debug"
+    (cwd / "results.json").write_text(json.dumps([{"parameter": {"x": 3}, "value": 0.5}]))
+    imported = expctl(home, cwd, "experiment", "import", exp_id, "results.json")
+    assert imported.returncode == 0 and "1 results imported" in imported.stdout
+    (cwd / "bad.json").write_text(json.dumps([{"parameter": {"x": 3}, "value": "high"}]))
+    bad = expctl(home, cwd, "experiment", "import", exp_id, "bad.json")
+    assert bad.returncode == 2 and "bad.json" in bad.stderr and "[0].value" in bad.stderr
+    assert expctl(home, cwd, "stop", exp_id, "--cancel").returncode == 0
+    assert expctl(home, cwd, "top", "--once").stdout == "no experiment is running\n"
+    gone = expctl(home, cwd, "webui", "url", exp_id)
+    assert gone.returncode == 2 and f"expctl view {exp_id}" in gone.stderr

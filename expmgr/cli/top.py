@@ -1,0 +1,77 @@
+"""``expctl top``: a live view of the running experiments and their trials, redrawn
+every ``--interval`` seconds until Ctrl+C (``--once`` prints it once)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, registry
+from expmgr.layout import ExperimentPaths
+from expmgr.manager.registry import RegistryEntry
+from expmgr.manager.store import ExperimentStore, StoreError
+from expmgr.states import TrialState
+
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    top = commands.add_parser("top", help="a live view of running experiments and their trials")
+    top.add_argument("id", nargs="?", help="only this experiment (id or unique prefix)")
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between redraws (default 2)")
+    top.add_argument("--once", action="store_true", help="print the view once and exit")
+    top.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        raise CliError(f"--interval: expected a positive number of seconds, got {args.interval}")
+    try:
+        while True:
+            entries = [find_experiment(args.id)] if args.id else [e for e in registry().entries() if is_running(e)]
+            view = render(entries)
+            if args.once:
+                sys.stdout.write(view)
+                return EXIT_OK
+            sys.stdout.write(_CLEAR + time.strftime("expctl top   %H:%M:%S   (Ctrl+C to quit)\n\n") + view)
+            sys.stdout.flush()
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def render(entries: list[RegistryEntry]) -> str:
+    if not entries:
+        return "no experiment is running\n"
+    return "\n".join(_render_one(entry) for entry in entries)
+
+
+def _render_one(entry: RegistryEntry) -> str:
+    try:
+        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+    except StoreError as error:
+        return f"{entry.id}: {error}\n"
+    try:
+        profile, trials, finals = store.profile(), store.trials(), store.final_metrics()
+    finally:
+        store.close()
+    counts = {state: sum(trial.status == state for trial in trials) for state in TrialState}
+    maximize = (profile.config.get("tuner") or {}).get("classArgs", {}).get("optimize_mode") != "minimize"
+    scores = [(_score(final.value), trial_id) for trial_id, final in finals.items()]
+    best = (max if maximize else min)(scores, default=None)
+    limit = profile.config.get("maxTrialNumber")
+    lines = [f"{entry.id}  {entry.name or ''}  {profile.status.value}  http://127.0.0.1:{entry.port}",
+             f"  trials {len(trials)}{f'/{limit}' if limit else ''}: "
+             + ", ".join(f"{state.value.lower()} {count}" for state, count in counts.items() if count)
+             + (f"   best {best[0]:g} ({best[1]})" if best else "")]
+    now = time.time()
+    for trial in trials:
+        if trial.status == TrialState.RUNNING:
+            lines.append(f"  {trial.trial_id}  running {now - (trial.start_time or now):6.1f}s  "
+                         f"attempt {trial.attempts}  {trial.parameters}")
+    return "\n".join(lines) + "\n"
+
+
+def _score(value: object) -> float:
+    return float(value["default"] if isinstance(value, dict) else value)
