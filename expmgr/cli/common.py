@@ -68,22 +68,11 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False) -> Regis
 
 def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -> Any:
     """Call a running experiment's REST API; CliError with its message when it refuses."""
-    import urllib.error
-    import urllib.request
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{entry.port}/api/v1/nni/{route}", data=data,
-                                     method=method, headers={"Content-Type": "application/json"})
+    from expmgr.experiment.remote import RestRefused, rest_call as call
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        try:
-            message = json.loads(error.read())["error"]
-        except (ValueError, KeyError, TypeError):
-            message = f"HTTP {error.code}"
-        raise CliError(message, EXIT_BAD_INPUT if error.code in (400, 404, 409) else EXIT_FAILED) from None
-    except OSError as error:
-        raise CliError(f"experiment {entry.id} does not answer on port {entry.port}: {error}", EXIT_FAILED) from None
+        return call(entry.port, method, route, body)
+    except RestRefused as refused:
+        raise CliError(str(refused), EXIT_BAD_INPUT if refused.status in (400, 404, 409) else EXIT_FAILED) from None
 
 
 def print_table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:

@@ -87,6 +87,8 @@ class Experiment:
         self._manager: Manager | None = None
         self._log_attachment = None
         self._viewer: Viewer | None = None
+        self._connected: tuple[Registry, RegistryEntry] | None = None
+        """The registry and entry of an experiment running elsewhere (see ``connect``)."""
         self._resume_from: Path | None = None
         """The folder of the stopped experiment this one continues (see ``resume``)."""
         self._started_on: int | None = None
@@ -169,6 +171,26 @@ class Experiment:
         return experiment
 
     @classmethod
+    def connect(cls, port: int, *, home: Path | None = None) -> "Experiment":
+        """The experiment running (in another process) on ``port``: its query methods read
+        its store, ``update_*`` and ``kill_trial_job`` go through its REST API, ``stop()``
+        stops it as ``expctl stop`` does, ``wait()`` waits for its end.
+
+        Raises ExperimentError when no running experiment of the registry uses that port.
+        """
+        registry = Registry(home or default_home())
+        entry = next((e for e in registry.entries() if e.port == port and not e.status.is_finished()
+                      and experiment_process_alive(e)), None)
+        if entry is None:
+            raise ExperimentError(f"no running experiment on port {port} in {registry.path}")
+        _, config = _stored_experiment(entry.id, home)
+        experiment = cls(config, id=entry.id)
+        experiment.paths = ExperimentPaths(Path(entry.dir))
+        experiment.port = port
+        experiment._connected = (registry, entry)
+        return experiment
+
+    @classmethod
     def view(cls, exp_id: str, port: int = 8080, *, non_blocking: bool = False,
              home: Path | None = None) -> "Experiment":
         """Serve a stored experiment read-only: NNI's REST routes, no tuner, no trials
@@ -237,6 +259,8 @@ class Experiment:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the experiment ends; False if ``timeout`` seconds passed first."""
+        if self._connected is not None:
+            return self._wait_for_remote_end(timeout)
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
         if not self._manager.wait(timeout):
@@ -248,6 +272,12 @@ class Experiment:
         """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period."""
         if self._viewer is not None:
             self._viewer.stop()
+            return
+        if self._connected is not None:
+            registry, entry = self._connected
+            if not registry.get(entry.id).status.is_finished() and experiment_process_alive(entry):
+                os.kill(entry.pid, signal.SIGTERM)  # its process stops it as Ctrl+C would
+            self._wait_for_remote_end(None)
             return
         if self._manager is None:
             return
@@ -306,12 +336,39 @@ class Experiment:
         self._change(TrialRunner.update_config, field, value)
 
     def _change(self, method: Callable[..., None], *args: Any) -> None:
+        if self._connected is not None:
+            self._change_remotely(method, *args)
+            return
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
         try:
             self._manager.call(method, *args)
         except (UpdateRefused, RuntimeError) as refused:
             raise ExperimentError(str(refused)) from None
+
+    def _change_remotely(self, method: Callable[..., None], *args: Any) -> None:
+        from expmgr.experiment.remote import RestRefused, rest_call
+        from expmgr.manager.rest import UPDATE_TYPES
+        try:
+            if method is TrialRunner.kill_trial:
+                rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}")
+            else:
+                field, value = args
+                update_type = next(kind for kind, name in UPDATE_TYPES.items() if name == field)
+                rest_call(self.port, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}})
+        except RestRefused as refused:
+            raise ExperimentError(str(refused)) from None
+
+    def _wait_for_remote_end(self, timeout: float | None) -> bool:
+        registry, entry = self._connected
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            current = registry.get(entry.id)
+            if current is None or current.status.is_finished() or not experiment_process_alive(current):
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
 
     def _finish(self) -> None:
         """Once the experiment ended: close its log and leave the thread stacks (idempotent)."""

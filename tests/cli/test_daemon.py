@@ -284,3 +284,26 @@ def test_top_webui_url_import_and_debug_on_a_running_daemon(project):
     assert expctl(home, cwd, "top", "--once").stdout == "no experiment is running\n"
     gone = expctl(home, cwd, "webui", "url", exp_id)
     assert gone.returncode == 2 and f"expctl view {exp_id}" in gone.stderr
+
+
+def test_experiment_connect_queries_changes_and_stops_a_daemon(project):
+    from expmgr import Experiment
+    from expmgr.experiment import ExperimentError
+    cwd, home = project
+    (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    (cwd / "config.yml").write_text(CONFIG.replace("trialConcurrency: 2", "trialConcurrency: 1"))
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    with pytest.raises(ExperimentError, match="no running experiment on port 1 "):
+        Experiment.connect(1, home=home)
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.RUNNING, what="RUNNING")
+    experiment = Experiment.connect(entry(home, exp_id).port, home=home)
+    assert experiment.id == exp_id and experiment.get_status() == "RUNNING"
+    experiment.update_trial_concurrency(2)
+    wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 2, what="two running")
+    with pytest.raises(ExperimentError, match="trialConcurrency: expected a positive integer"):
+        experiment.update_trial_concurrency(0)
+    victim = experiment.list_trial_jobs()[0].trialJobId
+    experiment.kill_trial_job(victim)
+    wait_until(lambda: experiment.list_trial_jobs()[0].status == "USER_CANCELED", what="the kill")
+    experiment.stop()
+    assert experiment.get_status() == "STOPPED" and experiment.wait(timeout=0)
