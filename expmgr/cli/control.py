@@ -12,7 +12,7 @@ import signal
 import time
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, registry, shown_status
+from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, port_number, registry, shown_status
 from expmgr.manager.registry import RegistryEntry
 from expmgr.states import ExperimentState
 
@@ -23,6 +23,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     stop = commands.add_parser("stop", help="stop running experiments")
     stop.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
     stop.add_argument("--all", action="store_true", help="stop every running experiment")
+    stop.add_argument("--port", type=port_number, help="stop the running experiment on this port")
     stop.add_argument("--cancel", action="store_true", help="kill the trials at once instead of gracefully")
     stop.add_argument("--timeout", type=float, default=None,
                       help="seconds to wait for the end (default: the grace period plus 30)")
@@ -30,9 +31,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.all and args.id:
-        raise CliError("give an experiment id or --all, not both")
-    if args.all:
+    if sum(bool(choice) for choice in (args.id, args.all, args.port is not None)) > 1:
+        raise CliError("give one of an experiment id, --all or --port")
+    if args.port is not None:
+        targets = [entry for entry in registry().entries() if entry.port == args.port and is_running(entry)]
+        if not targets:
+            raise CliError(f"--port {args.port}: no running experiment uses this port")
+    elif args.all:
         targets = [entry for entry in registry().entries() if is_running(entry)]
         if not targets:
             print("no experiment is running")

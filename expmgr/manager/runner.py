@@ -93,6 +93,22 @@ class _LiveTrial:
     unless it is retried (so the tuner hears of each trial once)."""
 
 
+class _BestResult:
+    """The best final result seen (by its ``default`` number) and its trial."""
+
+    def __init__(self, minimize: bool) -> None:
+        self._sign = -1 if minimize else 1
+        self._best: tuple[float, str] | None = None
+
+    def offer(self, trial_id: str, value: Any) -> None:
+        number = value["default"] if isinstance(value, dict) else value
+        if self._best is None or self._sign * number > self._sign * self._best[0]:
+            self._best = (number, trial_id)
+
+    def describe(self) -> str:
+        return "" if self._best is None else f", best {self._best[0]:g} (trial {self._best[1]})"
+
+
 def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
     if algorithm is None:
         return None
@@ -137,6 +153,9 @@ class TrialRunner:
         self._resumed = resumed
         self._strategy_error: str | None = None
         self._tokens: dict[str, str] = {}
+        self._ended: dict[TrialState, int] = {}
+        self._progress = _BestResult(minimize=((config.tuner.class_args or {}).get("optimize_mode") == "minimize"
+                                               if config.tuner is not None else False))
         self._wake = asyncio.Event()
         self._stop_requested = False
         self._no_more_trials = False
@@ -570,6 +589,10 @@ class TrialRunner:
 
     def _trial_ended(self, record: TrialRecord, status: TrialState, final_value: Any, has_final: bool) -> None:
         """Tell whoever asked for the trial (the tuner or the strategy) how it ended, once."""
+        self._ended[status] = self._ended.get(status, 0) + 1
+        if has_final:
+            self._progress.offer(record.trial_id, final_value)
+        self._log_progress()
         if record.trial_id in self._outcomes:
             self._settle_outcome(record.trial_id, status, final_value if has_final else None)
             return
@@ -580,6 +603,15 @@ class TrialRunner:
                                    parameters=record.parameters, value=final_value)
         self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
                                success=status == TrialState.SUCCEEDED)
+
+    def _log_progress(self) -> None:
+        """One line a trial: how many ended how, how many run, and the best result so far."""
+        done = sum(self._ended.values())
+        limit = self.config.max_trial_number
+        counts = ", ".join(f"{count} {state.value.lower()}" for state, count in sorted(
+            self._ended.items(), key=lambda item: -item[1]))
+        self.logger.info("progress: %d%s trials ended (%s), %d running%s", done, f"/{limit}" if limit else "",
+                         counts, len(self._live), self._progress.describe())
 
     def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
         self.logger.warning("trial %s was lost: %s", trial_id, reason)

@@ -132,6 +132,8 @@ def test_create_foreground_runs_the_experiment_to_the_end(project: Path):
     result = expctl("create", "--config", "config.yml", "--port", "0", "--foreground", home=home, cwd=project)
     assert result.returncode == 0, result.stderr
     assert "DONE" in result.stdout and "best trial" in result.stdout
+    assert "progress: 1/2 trials ended (1 succeeded), 0 running, best 1 (trial " in result.stdout
+    assert "progress: 2/2 trials ended (2 succeeded), 0 running, best 1 (trial " in result.stdout
     experiments = [p for p in home.iterdir() if p.is_dir()]
     assert len(experiments) == 1
     assert (experiments[0] / "db" / "experiment.sqlite").is_file()

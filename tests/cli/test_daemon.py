@@ -307,3 +307,19 @@ def test_experiment_connect_queries_changes_and_stops_a_daemon(project):
     wait_until(lambda: experiment.list_trial_jobs()[0].status == "USER_CANCELED", what="the kill")
     experiment.stop()
     assert experiment.get_status() == "STOPPED" and experiment.wait(timeout=0)
+
+
+def test_stop_by_port_and_stop_all(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
+    first, second = (created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+                     for _ in range(2))
+    assert expctl(home, cwd, "stop", "--port", "1").returncode == 2
+    by_port = expctl(home, cwd, "stop", "--port", str(entry(home, first).port))
+    assert by_port.returncode == 0 and f"experiment {first} STOPPED" in by_port.stdout
+    assert entry(home, second).status != ExperimentState.STOPPED
+    everything = expctl(home, cwd, "stop", "--all")
+    assert everything.returncode == 0 and f"experiment {second} STOPPED" in everything.stdout
+    assert expctl(home, cwd, "stop", "--all").stdout == "no experiment is running\n"
+    both = expctl(home, cwd, "stop", first, "--all")
+    assert both.returncode == 2 and "one of" in both.stderr
