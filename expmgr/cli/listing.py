@@ -53,6 +53,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     trial_ls = trial_commands.add_parser("ls", help="an experiment's trials")
     trial_ls.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
     trial_ls.add_argument("--status", help="only trials in this state, e.g. SUCCEEDED")
+    trial_ls.add_argument("--sort", metavar="METRIC", help="best first by this key of the final result "
+                                                          "(default: the plain number), per optimize_mode")
+    trial_ls.add_argument("--head", type=int, metavar="N", help="only the first N trials")
     trial_ls.add_argument("--json", action="store_true", help="print JSON")
     trial_ls.set_defaults(handler=list_trials)
     return experiment_commands, trial_commands
@@ -150,17 +153,23 @@ def delete_experiment(args: argparse.Namespace) -> int:
 
 
 def list_trials(args: argparse.Namespace) -> int:
+    if args.head is not None and args.head < 0:
+        raise CliError(f"--head: expected a number of trials >= 0, got {args.head}")
     store = _open_store(find_experiment(args.id))
     try:
         trials = store.trials()
         finals = store.final_metrics()
+        minimize = (store.profile().config.get("tuner") or {}).get("classArgs", {}).get("optimize_mode") == "minimize"
     finally:
         store.close()
-    wanted = args.status.upper() if args.status else None
+    if args.status:
+        trials = [trial for trial in trials if trial.status.value == args.status.upper()]
+    if args.sort:
+        trials = _sorted_by_result(trials, finals, args.sort, minimize)
+    if args.head is not None:
+        trials = trials[:args.head]
     rows = []
     for trial in trials:
-        if wanted and trial.status.value != wanted:
-            continue
         final = finals.get(trial.trial_id)
         duration = (trial.end_time or time.time()) - trial.start_time if trial.start_time else None
         rows.append({"trial": trial.trial_id, "seq": trial.sequence_id, "status": trial.status.value,
@@ -169,3 +178,21 @@ def list_trials(args: argparse.Namespace) -> int:
                      "parameters": json.dumps(trial.parameters)})
     print_table(rows, ["trial", "seq", "status", "attempts", "seconds", "final", "parameters"], args.json)
     return EXIT_OK
+
+
+def _sorted_by_result(trials: list, finals: dict, metric: str, minimize: bool) -> list:
+    """Best first by the final result's ``metric`` (``default`` is the plain number);
+    trials without that number come last."""
+    def number(trial) -> float | None:  # noqa: ANN001
+        final = finals.get(trial.trial_id)
+        if final is None:
+            return None
+        value = final.value if isinstance(final.value, dict) else {"default": final.value}
+        found = value.get(metric)
+        return found if isinstance(found, (int, float)) and not isinstance(found, bool) else None
+    scored = [(number(trial), trial) for trial in trials]
+    if all(score is None for score, _ in scored) and scored:
+        raise CliError(f"--sort: no trial has a final result with a number under {metric!r}")
+    with_score = sorted((item for item in scored if item[0] is not None), key=lambda item: item[0],
+                        reverse=not minimize)
+    return [trial for _, trial in with_score] + [trial for score, trial in scored if score is None]

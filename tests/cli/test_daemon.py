@@ -70,6 +70,10 @@ def test_daemon_returns_at_once_runs_to_the_end_alone_and_is_listed(project):
     trials = json.loads(expctl(home, cwd, "trial", "ls", exp_id[:3], "--json").stdout)
     assert sorted((row["status"], json.loads(row["final"])) for row in trials) == [
         ("SUCCEEDED", 1), ("SUCCEEDED", 2), ("SUCCEEDED", 3), ("SUCCEEDED", 4)]
+    best = json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--sort", "default", "--head", "2", "--json").stdout)
+    assert [json.loads(row["final"]) for row in best] == [4, 3], "best first, maximizing by default"
+    no_metric = expctl(home, cwd, "trial", "ls", exp_id, "--sort", "loss")
+    assert no_metric.returncode == 2 and "'loss'" in no_metric.stderr
     log_dir = home / exp_id / "logs"
     assert "is DONE" in (log_dir / "experiment.log").read_text()
     assert "experiment " + exp_id + " DONE" in (log_dir / "daemon.log").read_text()
@@ -150,9 +154,11 @@ def test_a_daemon_killed_outright_is_listed_as_gone(project):
 def test_log_prints_and_follows_a_trials_streams_and_the_experiment_log(project):
     cwd, home = project
     (cwd / "trial.py").write_text(
-        "import sys, time\n"
+        "import logging, sys, time\n"
+        "import expmgr\n"
         "for i in range(6):\n"
         "    print('line', i, flush=True)\n"
+        "    logging.getLogger('nni.model').info('record %d', i)\n"
         "    time.sleep(0.2)\n"
         "print('to stderr', file=sys.stderr)\n")
     (cwd / "config.yml").write_text(CONFIG.replace("maxTrialNumber: 4", "maxTrialNumber: 1")
@@ -165,6 +171,8 @@ def test_log_prints_and_follows_a_trials_streams_and_the_experiment_log(project)
     assert followed.stdout.splitlines() == [f"line {i}" for i in range(6)], "followed to the trial's end"
     assert expctl(home, cwd, "log", "stdout", exp_id, trial_id, "--tail", "2").stdout == "line 4\nline 5\n"
     assert expctl(home, cwd, "log", "stderr", exp_id, trial_id).stdout == "to stderr\n"
+    trial_log = expctl(home, cwd, "log", "trial", exp_id, trial_id, "-f").stdout
+    assert [line.split(") ", 1)[1] for line in trial_log.splitlines()] == [f"record {i}" for i in range(6)]
     experiment_log = expctl(home, cwd, "log", "experiment", exp_id, "-f")
     assert f"experiment {exp_id} is DONE" in experiment_log.stdout, "followed to the experiment's end"
     unknown = expctl(home, cwd, "log", "trial", exp_id, "zzzzz")
