@@ -17,10 +17,14 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, find_experiment,
                                is_running, port_number)
 from expmgr.manager.registry import Registry
+
+if TYPE_CHECKING:
+    from expmgr.experiment import Experiment
 
 _STARTUP_TIMEOUT = 60.0
 
@@ -54,9 +58,11 @@ def create_experiment(args: argparse.Namespace) -> int:
     if args.debug:
         config.debug = True
     if args.foreground:
-        experiment = Experiment(config, id=args.experiment_id)
-        return _run_here(args, lambda: experiment.run(port=args.port, on_started=_daemon_hook(args, experiment)),
-                         experiment)
+        def start() -> Experiment:
+            experiment = Experiment(config, id=args.experiment_id)
+            experiment.start(port=args.port)
+            return experiment
+        return _run_here(args, start)
     exp_id = new_experiment_id()
     home = Path(config.canonical().experiment_working_directory)
     return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id,
@@ -69,16 +75,8 @@ def resume_experiment(args: argparse.Namespace) -> int:
     if is_running(entry):
         raise CliError(f"experiment {entry.id} is running (pid {entry.pid}); stop it first")
     if args.foreground:
-        experiment = None
-
-        def resume() -> bool:
-            nonlocal experiment
-            experiment = Experiment.resume(entry.id, port=args.port, wait_completion=False)
-            hook = _daemon_hook(args, experiment)
-            if hook is not None:
-                hook()
-            return experiment.wait_completion()
-        return _run_here(args, resume, lambda: experiment)
+        return _run_here(args, lambda: Experiment.resume(entry.id, port=args.port, wait_completion=False,
+                                                         home=Path(entry.dir).parent))
     return _start_daemon(args, ["resume", entry.id], entry.id, Path(entry.dir).parent)
 
 
@@ -92,21 +90,18 @@ def view_experiment(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _daemon_hook(args: argparse.Namespace, experiment: object):  # noqa: ANN202
-    return _move_output_to_log(experiment) if args.daemon else None
-
-
-def _run_here(args: argparse.Namespace, run_experiment, experiment) -> int:  # noqa: ANN001
-    """Run in this process; ``experiment`` is the Experiment (or a callable giving it)."""
+def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experiment]) -> int:
+    """Start the experiment in this process, wait for its end, print how it ended."""
     from expmgr.experiment import ExperimentError, PortInUseError
     try:
-        succeeded = run_experiment()
+        experiment = start_experiment()
     except PortInUseError as error:
         raise CliError(f"--port {args.port}: {error}") from None
     except ExperimentError as error:
         raise CliError(str(error), EXIT_FAILED) from None
-    if callable(experiment):
-        experiment = experiment()
+    if args.daemon:
+        _move_output_to_log(experiment)
+    succeeded = experiment.wait_completion()
     status = experiment.get_status()
     print(f"experiment {experiment.id} {status}")
     best = experiment.best_trial()
@@ -119,15 +114,15 @@ def _run_here(args: argparse.Namespace, run_experiment, experiment) -> int:  # n
     return EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
 
 
-def _move_output_to_log(experiment: object):  # noqa: ANN202
-    def move() -> None:
-        log = os.open(experiment.paths.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
-    return move
+def _move_output_to_log(experiment: Experiment) -> None:
+    """The daemon's stdout and stderr from now on go to logs/daemon.log; this closes the
+    pipe that ``_start_daemon`` reads its start-up output from."""
+    log = os.open(experiment.paths.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
 
 
 def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, home: Path) -> int:

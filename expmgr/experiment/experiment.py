@@ -219,12 +219,10 @@ class Experiment:
                 experiment.stop()
         return experiment
 
-    def run(self, port: int = 8080, *, on_started: Callable[[], None] | None = None) -> bool:
+    def run(self, port: int = 8080) -> bool:
         """Start, then block until the experiment ends (``wait_completion``); True if it
-        ended DONE. ``on_started`` is called once the experiment runs."""
+        ended DONE."""
         self.start(port)
-        if on_started is not None:
-            on_started()
         return self.wait_completion()
 
     def wait_completion(self) -> bool:
