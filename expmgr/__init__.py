@@ -6,10 +6,14 @@ The trial API is imported at once and costs next to nothing; everything else
 from __future__ import annotations
 
 from expmgr.trial import (
+    get_attempt,
+    get_checkpoint_dir,
     get_experiment_id,
     get_next_parameter,
     get_sequence_id,
     get_trial_id,
+    install_preemption_handler,
+    mark_preempting,
     report_final_result,
     report_intermediate_result,
 )
@@ -33,7 +37,8 @@ _LAZY = {
 
 __all__ = [
     "get_next_parameter", "report_intermediate_result", "report_final_result",
-    "get_experiment_id", "get_trial_id", "get_sequence_id", *_LAZY,
+    "get_experiment_id", "get_trial_id", "get_sequence_id", "get_attempt", "get_checkpoint_dir",
+    "mark_preempting", "install_preemption_handler", *_LAZY,
 ]
 
 

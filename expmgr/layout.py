@@ -85,3 +85,8 @@ class TrialFiles:
     @property
     def checkpoint_dir(self) -> Path:
         return self.root / "checkpoint"
+
+    @property
+    def preempting_marker(self) -> Path:
+        """Written by ``mark_preempting()`` with the attempt number."""
+        return self.root / "preempting"

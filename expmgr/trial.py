@@ -141,6 +141,50 @@ def get_sequence_id() -> int:
     return _ctx().sequence_id
 
 
+def get_attempt() -> int:
+    """This run's attempt number: 1, then 2, ... when the trial is retried or requeued."""
+    return _ctx().attempt
+
+
+PREEMPTING_FILE = "preempting"
+CHECKPOINT_DIR = "checkpoint"
+
+
+def get_checkpoint_dir() -> str:
+    """A folder kept across this trial's attempts (retries, preemption, resume): save
+    checkpoints here and look for them when starting. Created if missing."""
+    ctx = _ctx()
+    path = os.path.join(ctx.trial_dir if not ctx.standalone else os.getcwd(), CHECKPOINT_DIR)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def mark_preempting() -> None:
+    """Declare that this attempt ends because it was preempted: if it then exits non-zero
+    (by convention 128+signum), the trial is PREEMPTED and run again with the same
+    parameters and checkpoint folder, not counted as a failure."""
+    ctx = _ctx()
+    if ctx.standalone:
+        return
+    with open(os.path.join(ctx.trial_dir or ".", PREEMPTING_FILE), "w", encoding="utf-8") as file:
+        file.write(str(ctx.attempt))
+
+
+def install_preemption_handler(save_checkpoint: object = None) -> None:
+    """On SIGTERM or SIGUSR1 (a stop, or a cluster's preemption notice): call
+    ``save_checkpoint()`` if given, ``mark_preempting()``, and exit with 128+signum."""
+    import signal
+
+    def handle(signum: int, frame: object) -> None:
+        if callable(save_checkpoint):
+            save_checkpoint()
+        mark_preempting()
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, handle)
+
+
 def report_intermediate_result(metric: object) -> None:
     """Report a metric during training (a number, or a dict with a ``default`` number)."""
     _report("PERIODICAL", metric)

@@ -233,15 +233,19 @@ class Experiment:
         """
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
-        previous_handler = None
+        previous_handlers = {}
         if threading.current_thread() is threading.main_thread():
-            previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
+            previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_stop_signal),
+                                 signal.SIGUSR1: signal.signal(signal.SIGUSR1, _raise_preempt_signal)}
         try:
             stops = 0
             while True:
                 try:
                     self.wait()
                     break
+                except _PreemptSignal:
+                    self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
+                    self._manager.request_preemption()
                 except (KeyboardInterrupt, _StopSignal):
                     stops += 1
                     if stops == 1:
@@ -250,8 +254,8 @@ class Experiment:
                         self.logger.info("killing the trials of experiment %s", self.id)
                     self._manager.request_stop()
         finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGTERM, previous_handler)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
         self._finish()
         return self._manager.final_state == ExperimentState.DONE
 
@@ -491,6 +495,14 @@ def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, E
         return entry, ExperimentConfig.from_dict(store.profile().config)
     finally:
         store.close()
+
+
+class _PreemptSignal(BaseException):
+    """Raised in the main thread by SIGUSR1 (a preemption notice) while the experiment runs."""
+
+
+def _raise_preempt_signal(signum: int, frame: Any) -> None:
+    raise _PreemptSignal()
 
 
 def _raise_stop_signal(signum: int, frame: Any) -> None:

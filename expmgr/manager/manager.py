@@ -106,6 +106,16 @@ class Manager:
         except RuntimeError:
             pass  # the loop closed in between: the experiment has ended
 
+    def request_preemption(self) -> None:
+        """Stop as preempted (SIGUSR1 to trials); returns at once."""
+        loop, runner = self._loop, self._runner
+        if loop is None or runner is None or self._finished.is_set():
+            return
+        try:
+            loop.call_soon_threadsafe(runner.request_preemption)
+        except RuntimeError:
+            pass  # the loop closed in between: the experiment has ended
+
     def call(self, function: Callable[..., T], *args: Any, timeout: float = 30) -> T:
         """Run ``function(runner, *args)`` on the event loop and return its result
         (or raise its exception); raises RuntimeError once the experiment ended."""

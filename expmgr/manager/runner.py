@@ -158,6 +158,7 @@ class TrialRunner:
                                                if config.tuner is not None else False))
         self._wake = asyncio.Event()
         self._stop_requested = False
+        self._preempted = False
         self._no_more_trials = False
         self._next_sequence_id = store.next_sequence_id()
         self._submitted = self._next_sequence_id
@@ -216,7 +217,8 @@ class TrialRunner:
                                            trial_status=TrialState.WAITING)
                 else:
                     self.store.set_trial_status(record.trial_id, TrialState.WAITING)
-                self._retries.append((record, record.attempts + 1))
+                requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
+                requeue((record, record.attempts + 1))
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
             final = finals.get(record.trial_id)
             history.append({"parameter": record.parameters, "value": final.value if final else None})
@@ -512,9 +514,20 @@ class TrialRunner:
     async def _stop_trials(self, reason: TrialState) -> None:
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
-        await self.training.stop(self.config.trial_grace_period)
+        # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
+        await self.training.stop(self.config.trial_grace_period,
+                                 signal.SIGUSR1 if self._preempted else signal.SIGTERM)
 
     # -- stopping -------------------------------------------------------------
+
+    def request_preemption(self) -> None:
+        """The machine is being taken away (SIGUSR1): trials get SIGUSR1 to checkpoint and
+        ``mark_preempting()``; the experiment stops, resumable, preempted trials first."""
+        if not self._stop_requested:
+            self._preempted = True
+            self.store.record_preemption()
+            self.logger.warning("experiment %s is preempted; its trials are told with SIGUSR1", self.exp_id)
+        self.request_stop()
 
     def request_stop(self, *, kill_now: bool = False) -> None:
         """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL after
@@ -566,6 +579,9 @@ class TrialRunner:
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None) -> None:
         live = self._live.pop(trial_id)
         self._ingest_metrics_file(live)
+        if exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED and self._marked_preempting(live):
+            self._trial_preempted(live, exit_code, signum)
+            return
         if live.stop_reason is not None:
             status = live.stop_reason
         elif exit_code == 0:
@@ -574,8 +590,9 @@ class TrialRunner:
             status = TrialState.CRASHED
         else:
             status = TrialState.FAILED
+        # Only failures count against maxTrialRetries (preemptions and stops do not).
         retry = (status in (TrialState.FAILED, TrialState.CRASHED) and not self._stop_requested
-                 and attempt <= self.config.max_trial_retries)
+                 and self.store.failed_attempts(trial_id) < self.config.max_trial_retries)
         self.store.end_attempt(trial_id, attempt, status, time.time(), exit_code, signum,
                                trial_status=TrialState.WAITING if retry else status)
         how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
@@ -585,6 +602,27 @@ class TrialRunner:
         else:
             self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
             self._trial_ended(live.record, status, live.final_value, live.has_final)
+        self._wake.set()
+
+    def _marked_preempting(self, live: _LiveTrial) -> bool:
+        marker = TrialFiles(self.paths.trial_dir(live.record.trial_id)).preempting_marker
+        try:
+            return marker.read_text(encoding="utf-8").strip() == str(live.attempt)
+        except (FileNotFoundError, UnicodeDecodeError):
+            return False
+
+    def _trial_preempted(self, live: _LiveTrial, exit_code: int | None, signum: int | None) -> None:
+        """PREEMPTED: run again first, same parameters and checkpoint folder, next attempt,
+        counted neither as a failure nor as a new trial; after a stop, on resume."""
+        trial_id, requeue = live.record.trial_id, not self._stop_requested
+        self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, time.time(), exit_code, signum,
+                               trial_status=TrialState.WAITING if requeue else TrialState.PREEMPTED)
+        self.logger.info("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
+                         "it runs again first" if requeue else "a resume runs it again first")
+        if requeue:
+            self._retries.appendleft((live.record, live.attempt + 1))
+        elif trial_id in self._outcomes:
+            self._settle_outcome(trial_id, TrialState.PREEMPTED, None)
         self._wake.set()
 
     def _trial_ended(self, record: TrialRecord, status: TrialState, final_value: Any, has_final: bool) -> None:

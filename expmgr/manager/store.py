@@ -198,6 +198,11 @@ class ExperimentStore:
         with _transaction(self._conn):
             self._event(None, "import_data", {"records": records})
 
+    def record_preemption(self) -> None:
+        """The experiment process was told it is preempted (SIGUSR1) and stops resumable."""
+        with _transaction(self._conn):
+            self._event(None, "experiment_preempted", {})
+
     def record_kill(self, trial_id: str) -> None:
         """The user killed this trial (``expctl trial kill``): a resume does not rerun it."""
         with _transaction(self._conn):
@@ -330,6 +335,12 @@ class ExperimentStore:
         return [AttemptRecord(trial_id=r["trial_id"], attempt=r["attempt"], status=TrialState(r["status"]),
                               start_time=r["start_time"], end_time=r["end_time"],
                               exit_code=r["exit_code"], signal=r["signal"]) for r in rows]
+
+    def failed_attempts(self, trial_id: str) -> int:
+        """How many of the trial's ended attempts FAILED or CRASHED."""
+        return self._conn.execute(
+            "SELECT COUNT(*) FROM attempts WHERE trial_id = ? AND status IN ('FAILED', 'CRASHED')",
+            (trial_id,)).fetchone()[0]
 
     def metrics(self, trial_id: str | None = None) -> list[MetricRecord]:
         query = "SELECT * FROM metrics"

@@ -63,6 +63,7 @@ class TrainingService(abc.ABC):
         """Send ``signum`` to the trial's whole process group; False if it is not running."""
 
     @abc.abstractmethod
-    async def stop(self, grace_period: float) -> None:
-        """SIGTERM every running trial, SIGKILL what is left after ``grace_period``
-        seconds, and wait until all have exited (their exits are reported)."""
+    async def stop(self, grace_period: float, signum: int = 15) -> None:
+        """Send ``signum`` (SIGTERM; SIGUSR1 for a preemption) to every running trial,
+        SIGKILL what is left after ``grace_period`` seconds, and wait until all have
+        exited (their exits are reported)."""

@@ -164,9 +164,9 @@ class LocalTrainingService(TrainingService):
         process = self._processes.get(trial_id)
         return process is not None and _kill_group(process.pid, signum)
 
-    async def stop(self, grace_period: float) -> None:
+    async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
         for trial_id in list(self._processes):
-            self.signal(trial_id, signals.SIGTERM)
+            self.signal(trial_id, signum)
         waiters = set(self._waiters)
         if waiters:
             _, still_running = await asyncio.wait(waiters, timeout=grace_period)
