@@ -38,10 +38,34 @@ class TrialState(str, enum.Enum):
         return self in _FINISHED_TRIAL_STATES
 
 
+    def can_become(self, other: "TrialState") -> bool:
+        """Whether a trial in this state may move to ``other`` (see TRIAL_TRANSITIONS)."""
+        return other in TRIAL_TRANSITIONS[self]
+
+
 _FINISHED_TRIAL_STATES = frozenset({
     TrialState.SUCCEEDED, TrialState.FAILED, TrialState.EARLY_STOPPED,
     TrialState.USER_CANCELED, TrialState.SYS_CANCELED, TrialState.CRASHED,
 })
+
+
+_S = TrialState
+TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
+    # created, or waiting for a retry or a resume: it starts, or never runs
+    _S.WAITING: frozenset({_S.RUNNING, _S.USER_CANCELED, _S.SYS_CANCELED}),
+    # an attempt ends: finished, or WAITING for its next attempt (retry, preemption)
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CRASHED, _S.EARLY_STOPPED, _S.USER_CANCELED,
+                           _S.SYS_CANCELED, _S.PREEMPTED, _S.PAUSED, _S.WAITING}),
+    # preempted while the experiment stopped, or paused by a scheduler: run again later
+    _S.PREEMPTED: frozenset({_S.WAITING}),
+    _S.PAUSED: frozenset({_S.WAITING, _S.USER_CANCELED, _S.SYS_CANCELED}),
+    # stopped with its experiment: a resume runs it again
+    _S.USER_CANCELED: frozenset({_S.WAITING}),
+    _S.SUCCEEDED: frozenset(), _S.FAILED: frozenset(), _S.CRASHED: frozenset(),
+    _S.EARLY_STOPPED: frozenset(), _S.SYS_CANCELED: frozenset(),
+}
+"""Every move a trial's state may make; the store refuses any other."""
+del _S
 
 
 class ExperimentState(str, enum.Enum):

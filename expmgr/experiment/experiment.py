@@ -204,12 +204,15 @@ class Experiment:
         experiment._viewer.start()
         experiment.port = experiment._viewer.port
         ensure_stdout_logging()
-        experiment.logger.info("viewing experiment %s (read-only): http://127.0.0.1:%d", exp_id, experiment.port)
-        if not non_blocking:
+        announce = "viewing experiment %s (read-only): http://127.0.0.1:%d"
+        if non_blocking:
+            experiment.logger.info(announce, exp_id, experiment.port)
+        else:
             previous_handler = None
             if threading.current_thread() is threading.main_thread():
                 previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
             try:
+                experiment.logger.info(announce, exp_id, experiment.port)  # a Ctrl+C may follow at once
                 threading.Event().wait()  # until Ctrl+C or SIGTERM
             except (KeyboardInterrupt, _StopSignal):
                 pass

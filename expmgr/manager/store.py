@@ -255,8 +255,17 @@ class ExperimentStore:
             )
             self._event(trial.trial_id, "trial_status", {"status": trial.status.value})
 
+    def _check_transition(self, trial_id: str, new: TrialState) -> None:
+        row = self._conn.execute("SELECT status FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no trial {trial_id!r}")
+        old = TrialState(row[0])
+        if old != new and not old.can_become(new):
+            raise StoreError(f"trial {trial_id} cannot go from {old.value} to {new.value}")
+
     def start_attempt(self, trial_id: str, attempt: int, start_time: float) -> None:
         with _transaction(self._conn):
+            self._check_transition(trial_id, TrialState.RUNNING)
             self._conn.execute(
                 "INSERT INTO attempts (trial_id, attempt, status, start_time) VALUES (?,?,?,?)",
                 (trial_id, attempt, TrialState.RUNNING.value, start_time),
@@ -274,6 +283,7 @@ class ExperimentStore:
         e.g. WAITING when the attempt failed and the trial will be retried."""
         trial_status = trial_status or status
         with _transaction(self._conn):
+            self._check_transition(trial_id, trial_status)
             self._conn.execute(
                 "UPDATE attempts SET status = ?, end_time = ?, exit_code = ?, signal = ? "
                 "WHERE trial_id = ? AND attempt = ?",
@@ -289,6 +299,7 @@ class ExperimentStore:
 
     def set_trial_status(self, trial_id: str, status: TrialState, end_time: float | None = None) -> None:
         with _transaction(self._conn):
+            self._check_transition(trial_id, status)
             self._conn.execute("UPDATE trials SET status = ?, end_time = ? WHERE trial_id = ?",
                                (status.value, end_time, trial_id))
             self._event(trial_id, "trial_status", {"status": status.value})

@@ -531,3 +531,18 @@ def test_running_experiment_takes_updates_and_refuses_bad_ones(tmp_path: Path, c
     experiment.stop()
     with pytest.raises(ExperimentError):
         experiment.update_trial_concurrency(2)
+
+
+def test_dispatcher_killed_mid_experiment_ends_it_in_error_and_leaves_no_trial(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(_config(tmp_path, code_dir, trial_grace_period=1))
+    experiment.start(port=0)
+    wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 2, what="two running")
+    [dispatcher] = [p for p in psutil.Process().children(recursive=True)
+                    if "expmgr.dispatcher" in " ".join(p.cmdline())]
+    dispatcher.kill()
+    assert experiment.wait(timeout=60)
+    assert experiment.get_status() == "ERROR"
+    assert "the dispatcher was killed by signal 9" in experiment.get_error()
+    assert [t.status for t in experiment.list_trial_jobs()] == ["SYS_CANCELED", "SYS_CANCELED"]
+    # the autouse fixture checks that no trial process is left

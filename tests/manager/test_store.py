@@ -87,3 +87,17 @@ def test_registry_survives_experiments_registering_at_the_same_moment(tmp_path: 
             thread.join()
         assert errors == []
         assert sorted(e.id for e in Registry(home).entries()) == [f"exp{n:05d}" for n in range(8)]
+
+
+def test_store_refuses_a_trial_state_change_the_transition_table_does_not_allow(tmp_path: Path):
+    from expmgr.states import TRIAL_TRANSITIONS
+    store = new_store(tmp_path / "experiment.sqlite")
+    store.add_trial(TrialRecord("t1", 0, {"x": 1}, TrialState.WAITING, time.time()))
+    store.start_attempt("t1", 1, time.time())
+    store.end_attempt("t1", 1, TrialState.SUCCEEDED, time.time(), 0, None)
+    with pytest.raises(StoreError, match="cannot go from SUCCEEDED to RUNNING"):
+        store.start_attempt("t1", 2, time.time())
+    final = {TrialState.SUCCEEDED, TrialState.FAILED, TrialState.CRASHED, TrialState.EARLY_STOPPED,
+             TrialState.SYS_CANCELED}
+    assert {state for state in TrialState if not TRIAL_TRANSITIONS[state]} == final
+    assert TrialState.PREEMPTED.can_become(TrialState.WAITING) and not TrialState.FAILED.can_become(TrialState.WAITING)
