@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import os
 import secrets
 import signal
 import string
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.manager.dispatcher_client import DispatcherClient, DispatcherError
-from expmgr.manager.store import ExperimentStore, MetricRecord, TrialRecord
+from expmgr.manager.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingServiceError, TrialLaunch
 from expmgr.training.local import LocalTrainingService
@@ -117,6 +118,17 @@ def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | Non
             "classArgs": algorithm.class_args or {}}
 
 
+def _process_start_time(pid: int | None) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None if it is gone."""
+    if pid is None:
+        return None
+    import psutil
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
 def check_metric_value(value: Any, field: str = "value") -> None:
     """A metric is a number, or a dict with a number under ``default`` (NNI's rule)."""
     number = value.get("default") if isinstance(value, dict) else value
@@ -204,14 +216,16 @@ class TrialRunner:
         replay every stored result to the fresh tuner."""
         now = time.time()
         finals = self.store.final_metrics()
-        open_attempts = {a.trial_id: a.attempt for a in self.store.attempts() if a.end_time is None}
+        open_attempts = {a.trial_id: a for a in self.store.attempts() if a.end_time is None}
         killed = self.store.killed_trials()
         history = []
         for record in self.store.trials():
             self._tokens[record.trial_id] = secrets.token_hex(16)
             if record.status in _REQUEUED_ON_RESUME and record.trial_id not in killed:
-                attempt = open_attempts.get(record.trial_id)
-                if attempt is not None:  # its manager died under it
+                open_attempt = open_attempts.get(record.trial_id)
+                if open_attempt is not None:  # its manager died under it
+                    self._end_leftover_process(record.trial_id, open_attempt)
+                    attempt = open_attempt.attempt
                     self._ingest_metrics_file(_LiveTrial(record, attempt, "", None, last_activity=now))
                     self.store.end_attempt(record.trial_id, attempt, TrialState.CRASHED, now, None, None,
                                            trial_status=TrialState.WAITING)
@@ -224,6 +238,25 @@ class TrialRunner:
             history.append({"parameter": record.parameters, "value": final.value if final else None})
         if history and self.dispatcher is not None:
             self.dispatcher.notify("import_data", data=history)
+
+    def _end_leftover_process(self, trial_id: str, attempt: AttemptRecord) -> None:
+        """A trial process that outlived its manager (the watchdog normally prevents it)
+        is found by pid and start time, never by name, and its group is killed."""
+        if attempt.pid is None or attempt.pid_started is None:
+            return
+        started = _process_start_time(attempt.pid)
+        if started is None or abs(started - attempt.pid_started) > 0.01:
+            return  # gone, or the pid now belongs to another process
+        self.logger.warning("trial %s: its process %d outlived the last run; killing its group", trial_id, attempt.pid)
+        try:
+            os.killpg(attempt.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        import psutil
+        try:
+            psutil.Process(attempt.pid).wait(timeout=10)
+        except (psutil.Error, ChildProcessError):
+            pass
 
     async def _wake_when_dispatcher_exits(self, dispatcher: DispatcherClient) -> None:
         await dispatcher.exited.wait()
@@ -573,7 +606,7 @@ class TrialRunner:
     # -- events from the training service (TrialEvents) ------------------------
 
     def trial_started(self, trial_id: str, attempt: int, pid: int | None) -> None:
-        self.store.start_attempt(trial_id, attempt, time.time())
+        self.store.start_attempt(trial_id, attempt, time.time(), pid, _process_start_time(pid))
         self.logger.debug("trial %s attempt %d started (pid %s)", trial_id, attempt, pid)
 
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None) -> None:

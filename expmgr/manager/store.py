@@ -52,6 +52,8 @@ CREATE TABLE attempts (
     end_time REAL,
     exit_code INTEGER,
     signal INTEGER,
+    pid INTEGER,
+    pid_started REAL,
     PRIMARY KEY (trial_id, attempt)
 );
 CREATE TABLE events (
@@ -105,6 +107,8 @@ class AttemptRecord:
     end_time: float | None
     exit_code: int | None
     signal: int | None
+    pid: int | None = None
+    pid_started: float | None = None
 
 
 @dataclass
@@ -263,12 +267,15 @@ class ExperimentStore:
         if old != new and not old.can_become(new):
             raise StoreError(f"trial {trial_id} cannot go from {old.value} to {new.value}")
 
-    def start_attempt(self, trial_id: str, attempt: int, start_time: float) -> None:
+    def start_attempt(self, trial_id: str, attempt: int, start_time: float, pid: int | None = None,
+                      pid_started: float | None = None) -> None:
+        """``pid`` and its process's start time let a resume find the process if it outlived
+        its manager (a pid alone could be another process's by then)."""
         with _transaction(self._conn):
             self._check_transition(trial_id, TrialState.RUNNING)
             self._conn.execute(
-                "INSERT INTO attempts (trial_id, attempt, status, start_time) VALUES (?,?,?,?)",
-                (trial_id, attempt, TrialState.RUNNING.value, start_time),
+                "INSERT INTO attempts (trial_id, attempt, status, start_time, pid, pid_started) VALUES (?,?,?,?,?,?)",
+                (trial_id, attempt, TrialState.RUNNING.value, start_time, pid, pid_started),
             )
             self._conn.execute(
                 "UPDATE trials SET status = ?, attempts = ?, start_time = COALESCE(start_time, ?) "
@@ -345,7 +352,8 @@ class ExperimentStore:
         rows = self._conn.execute(query + " ORDER BY start_time", args)
         return [AttemptRecord(trial_id=r["trial_id"], attempt=r["attempt"], status=TrialState(r["status"]),
                               start_time=r["start_time"], end_time=r["end_time"],
-                              exit_code=r["exit_code"], signal=r["signal"]) for r in rows]
+                              exit_code=r["exit_code"], signal=r["signal"], pid=r["pid"],
+                              pid_started=r["pid_started"]) for r in rows]
 
     def failed_attempts(self, trial_id: str) -> int:
         """How many of the trial's ended attempts FAILED or CRASHED."""

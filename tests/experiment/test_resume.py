@@ -180,3 +180,32 @@ def test_resume_does_not_rerun_a_trial_the_user_killed(tmp_path: Path, code_dir:
     assert statuses[victim.trialJobId] == ("USER_CANCELED", 1), "killed on purpose: not run again"
     assert statuses[survivor.trialJobId] == ("SUCCEEDED", 2), "stopped with the experiment: run again"
     assert len(statuses) == 4
+
+
+def test_resume_ends_a_trial_process_that_outlived_its_manager(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", "import expmgr\nexpmgr.report_final_result(expmgr.get_next_parameter()['x'])\n")
+    first = Experiment(grid_config(tmp_path, code_dir, max_trial_number=2))
+    assert first.run(port=0)
+    # Fault injection: make the first trial look as if its manager died while it ran, with
+    # a real process still alive in its own session (as if the watchdog had failed).
+    survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        trial_id = first.list_trial_jobs()[0].trialJobId
+        database = sqlite3.connect(first.paths.database)
+        database.execute("UPDATE trials SET status = 'RUNNING', end_time = NULL WHERE trial_id = ?", (trial_id,))
+        database.execute("UPDATE attempts SET status = 'RUNNING', end_time = NULL, pid = ?, pid_started = ? "
+                         "WHERE trial_id = ?", (survivor.pid, psutil.Process(survivor.pid).create_time(), trial_id))
+        database.execute("DELETE FROM metrics WHERE trial_id = ?", (trial_id,))
+        database.commit()
+        database.close()
+        assert survivor.poll() is None
+        resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
+        # Killed and reaped by the resume (here it is also this test's child, hence no status).
+        assert not psutil.pid_exists(survivor.pid) or psutil.Process(survivor.pid).status() == "zombie"
+        trial = next(t for t in resumed.list_trial_jobs() if t.trialJobId == trial_id)
+        assert (trial.status, trial.attempts) == ("SUCCEEDED", 2)
+        assert len(resumed.list_trial_jobs()) == 2
+    finally:
+        if survivor.poll() is None:
+            survivor.kill()
+            survivor.wait()
