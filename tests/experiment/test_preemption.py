@@ -115,3 +115,54 @@ def test_sigusr1_preempts_every_trial_and_resume_continues_them_from_their_check
         "WHERE m.type = 'FINAL'").fetchall()
     assert sorted((json.loads(p)["x"], attempts, json.loads(v)["saved"]) for p, attempts, v in finals) == [
         (1, 2, "x=1"), (2, 2, "x=2")], "same parameters, next attempt, from their own checkpoint"
+
+
+def test_manager_sigkilled_with_four_trials_and_their_children_then_resumed(tmp_path: Path, code_dir: Path):
+    import psutil
+    write_script(code_dir, "trial.py", """
+        import os, subprocess, time
+        import expmgr
+        x = expmgr.get_next_parameter()["x"]
+        expmgr.report_intermediate_result(x)
+        if expmgr.get_attempt() == 1 and x < 4:
+            child = subprocess.Popen(["sleep", "120"])
+            with open(os.path.join(os.environ["PIDS_DIR"], expmgr.get_trial_id()), "w") as f:
+                f.write(f"{os.getpid()} {child.pid}")
+            time.sleep(120)
+        expmgr.report_final_result(x)
+    """)
+    (tmp_path / "config.yml").write_text(
+        "searchSpace: {x: {_type: choice, _value: [0, 1, 2, 3, 4, 5]}}\ntrialCommand: python3 trial.py\n"
+        f"trialCodeDirectory: {code_dir}\ntrialConcurrency: 4\nmaxTrialNumber: 6\n"
+        "trialGracePeriod: 2s\ntuner: {name: GridSearch}\n")
+    home, pids_dir = tmp_path / "home", tmp_path / "pids"
+    pids_dir.mkdir()
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), "PIDS_DIR": str(pids_dir)}
+    command = [sys.executable, "-m", "expmgr.cli"]
+    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: len([p for p in pids_dir.iterdir() if p.read_text()]) == 4, what="four trials and children")
+        pids = [int(pid) for path in pids_dir.iterdir() for pid in path.read_text().split()]
+        database = next(home.glob("*/db/experiment.sqlite"))
+        acknowledged = set(sqlite3.connect(database).execute("SELECT trial_id, attempt, sequence FROM metrics"))
+        manager.kill()
+        manager.wait(timeout=30)
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+            manager.wait()
+
+    def alive() -> list[int]:
+        return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    wait_until(lambda: not alive(), timeout=5, what="no trial process or child to survive (5 s)")
+    exp_id = database.parent.parent.name
+    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = sqlite3.connect(database).execute("SELECT trial_id, status, parameters_json FROM trials").fetchall()
+    assert len(rows) == 6 and len({trial_id for trial_id, _, _ in rows}) == 6
+    assert sorted(json.loads(parameters)["x"] for _, _, parameters in rows) == [0, 1, 2, 3, 4, 5]
+    assert {status for _, status, _ in rows} == {"SUCCEEDED"}
+    kept = set(sqlite3.connect(database).execute("SELECT trial_id, attempt, sequence FROM metrics"))
+    assert acknowledged <= kept, "every metric stored before the kill is still there"
