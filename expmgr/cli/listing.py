@@ -88,7 +88,12 @@ def show_experiment(args: argparse.Namespace) -> int:
 
 def experiment_status(args: argparse.Namespace) -> int:
     entry = find_experiment(args.id)
-    print(f"{entry.id} {shown_status(entry)}")
+    store = _open_store(entry)
+    try:
+        preempted = store.was_preempted()
+    finally:
+        store.close()
+    print(f"{entry.id} {shown_status(entry)}{' (preempted)' if preempted else ''}")
     return EXIT_OK
 
 

@@ -207,6 +207,13 @@ class ExperimentStore:
         with _transaction(self._conn):
             self._event(None, "experiment_preempted", {})
 
+    def was_preempted(self) -> bool:
+        """Whether the last run ended on a preemption notice (a resume starts a new run)."""
+        row = self._conn.execute(
+            "SELECT MAX(time) FROM events WHERE kind = 'experiment_preempted'").fetchone()
+        last_run = self._conn.execute("SELECT MAX(started) FROM runs").fetchone()
+        return row[0] is not None and (last_run[0] is None or row[0] >= last_run[0])
+
     def record_kill(self, trial_id: str) -> None:
         """The user killed this trial (``expctl trial kill``): a resume does not rerun it."""
         with _transaction(self._conn):

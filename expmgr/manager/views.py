@@ -87,6 +87,7 @@ def experiment_view(store: ExperimentStore) -> dict[str, Any]:
         "params": profile.config,
         "startTime": _ms(profile.start_time),
         "status": profile.status.value,
+        "preempted": store.was_preempted(),
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)
