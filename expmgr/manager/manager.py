@@ -98,21 +98,19 @@ class Manager:
 
     def request_stop(self) -> None:
         """Ask for a graceful stop; returns at once (``wait()`` for the end)."""
-        loop, runner = self._loop, self._runner
-        if loop is None or runner is None or self._finished.is_set():
-            return
-        try:
-            loop.call_soon_threadsafe(runner.request_stop)
-        except RuntimeError:
-            pass  # the loop closed in between: the experiment has ended
+        self._tell_runner(TrialRunner.request_stop)
 
     def request_preemption(self) -> None:
         """Stop as preempted (SIGUSR1 to trials); returns at once."""
+        self._tell_runner(TrialRunner.request_preemption)
+
+    def _tell_runner(self, method: Callable[[TrialRunner], None]) -> None:
+        """Run ``method(runner)`` on the loop without waiting; nothing once it ended."""
         loop, runner = self._loop, self._runner
         if loop is None or runner is None or self._finished.is_set():
             return
         try:
-            loop.call_soon_threadsafe(runner.request_preemption)
+            loop.call_soon_threadsafe(method, runner)
         except RuntimeError:
             pass  # the loop closed in between: the experiment has ended
 
