@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, print_table, registry, shown_status
+from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import views
 from expmgr.manager.registry import RegistryEntry
@@ -164,7 +165,7 @@ def list_trials(args: argparse.Namespace) -> int:
     try:
         trials = store.trials()
         finals = store.final_metrics()
-        minimize = (store.profile().config.get("tuner") or {}).get("classArgs", {}).get("optimize_mode") == "minimize"
+        minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
     finally:
         store.close()
     if args.status:

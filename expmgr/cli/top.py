@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, registry
+from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.registry import RegistryEntry
 from expmgr.manager.store import ExperimentStore, StoreError
@@ -57,7 +58,7 @@ def _render_one(entry: RegistryEntry) -> str:
     finally:
         store.close()
     counts = {state: sum(trial.status == state for trial in trials) for state in TrialState}
-    maximize = (profile.config.get("tuner") or {}).get("classArgs", {}).get("optimize_mode") != "minimize"
+    maximize = not ExperimentConfig.from_dict(profile.config).minimizes
     scores = [(_score(final.value), trial_id) for trial_id, final in finals.items()]
     best = (max if maximize else min)(scores, default=None)
     limit = profile.config.get("maxTrialNumber")

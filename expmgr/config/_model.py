@@ -96,6 +96,15 @@ class ExperimentConfig:
         from ._validate import config_from_dict
         return config_from_dict(data)
 
+    @property
+    def minimizes(self) -> bool:
+        """Whether results are better when lower: the tuner's ``optimize_mode`` is
+        ``minimize`` (maximize otherwise, and without a tuner)."""
+        tuner = self.tuner
+        class_args = (tuner.get("classArgs") or tuner.get("class_args") if isinstance(tuner, dict)
+                      else getattr(tuner, "class_args", None)) or {}
+        return class_args.get("optimize_mode") == "minimize"
+
     def canonical(self, *, with_strategy: bool = False) -> ExperimentConfig:
         """A new, validated copy: durations in seconds, absolute paths, defaults filled.
 

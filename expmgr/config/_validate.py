@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from expmgr.layout import default_home
+
 from ._durations import parse_duration
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, spell, unknown_message
@@ -19,7 +21,6 @@ from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig, public_field
 from ._search_space import check_search_space
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
-DEFAULT_HOME = "~/expmgr-experiments"
 DEFAULT_TRIAL_GRACE_PERIOD = 30.0
 SUPPORTED_PLATFORMS = ("local",)
 NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "hybrid")
@@ -288,7 +289,7 @@ class _Canonicalizer:
 
     def _experiment_working_directory(self, value: Any, path: tuple[PathSegment, ...]) -> Path:
         if value is None:
-            return _absolute(os.environ.get("EXPMGR_HOME") or DEFAULT_HOME, Path.cwd())
+            return default_home()
         return self._path(value, path)
 
     def _path(self, value: Any, path: tuple[PathSegment, ...]) -> Path:

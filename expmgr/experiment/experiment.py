@@ -463,8 +463,7 @@ class Experiment:
         results = self.export_data()
         if not results:
             return None
-        tuner = self._canonical.tuner if self._canonical is not None else None
-        minimize = tuner is not None and (tuner.class_args or {}).get("optimize_mode") == "minimize"
+        minimize = (self._canonical or self.config).minimizes
         sign = -1 if minimize else 1
 
         def score(result: TrialResult) -> float:

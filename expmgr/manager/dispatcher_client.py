@@ -59,38 +59,32 @@ class DispatcherClient:
             )
         self._reader_task = asyncio.get_running_loop().create_task(self._read_replies())
 
-    def send(self, cmd: str, **fields: Any) -> asyncio.Future:
-        """Write one command now and return the future of its reply.
-
-        Frames go out in the order of calls, and the dispatcher answers them in
-        that order, so a result sent before a trial's end is seen before it.
-        """
-        future = asyncio.get_running_loop().create_future()
-        if self._failure is not None or self._stopping or self.exited.is_set():
-            future.set_exception(self._failure or DispatcherError("the dispatcher is not running"))
-            return future
-        assert self._process is not None and self._process.stdin is not None, "start() first"
+    async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        """Send one command and wait for its reply; raises DispatcherError if it failed."""
+        if not self._running():
+            raise self._failure or DispatcherError("the dispatcher is not running")
         request_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        try:
-            self._process.stdin.write(encode_frame({"id": request_id, "cmd": cmd, **fields}))
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the reader sees the end of the channel and fails the future
-        return future
+        self._write({"id": request_id, "cmd": cmd, **fields})
+        return await future
 
     def notify(self, cmd: str, **fields: Any) -> None:
         """Send a command that gets no reply unless it fails; a failure shows in ``failure``."""
-        if self._failure is not None or self._stopping or self.exited.is_set():
-            return
+        if self._running():
+            self._write({"id": next(self._ids), "cmd": cmd, "reply": False, **fields})
+
+    def _running(self) -> bool:
+        return self._failure is None and not self._stopping and not self.exited.is_set()
+
+    def _write(self, message: dict[str, Any]) -> None:
+        """Write a frame now: frames go out in the order of calls and the dispatcher
+        answers in that order, so a result sent before a trial's end is seen before it."""
         assert self._process is not None and self._process.stdin is not None, "start() first"
         try:
-            self._process.stdin.write(encode_frame({"id": next(self._ids), "cmd": cmd, "reply": False, **fields}))
+            self._process.stdin.write(encode_frame(message))
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the reader sees the end of the channel
-
-    async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
-        """Send one command and wait for its reply; raises DispatcherError if it failed."""
-        return await self.send(cmd, **fields)
+            pass  # the reader sees the end of the channel and fails what is pending
 
     async def _read_replies(self) -> None:
         assert self._process is not None and self._process.stdout is not None

@@ -166,8 +166,7 @@ class TrialRunner:
         self._strategy_error: str | None = None
         self._tokens: dict[str, str] = {}
         self._ended: dict[TrialState, int] = {}
-        self._progress = _BestResult(minimize=((config.tuner.class_args or {}).get("optimize_mode") == "minimize"
-                                               if config.tuner is not None else False))
+        self._progress = _BestResult(minimize=config.minimizes)
         self._wake = asyncio.Event()
         self._stop_requested = False
         self._preempted = False
