@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from expmgr.algorithms.assessor import AssessResult, Assessor
-from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError, Tuner
 
 # name -> "module:ClassName"; the modules are imported only when used, so the
 # config can check names without importing any algorithm.
@@ -22,8 +22,21 @@ BUILTIN_TUNERS: dict[str, str] = {
     "Random": "expmgr.algorithms.random_tuner:RandomTuner",
     "GridSearch": "expmgr.algorithms.gridsearch_tuner:GridSearchTuner",
     "TPE": "expmgr.algorithms.tpe_tuner:TpeTuner",
+    "Anneal": "expmgr.algorithms.anneal_tuner:AnnealTuner",
+    "Evolution": "expmgr.algorithms.evolution_tuner:EvolutionTuner",
+    "Hyperband": "expmgr.algorithms.hyperband_tuner:HyperbandTuner",
+    "BOHB": "expmgr.algorithms.bohb_tuner:BohbTuner",
+    "PBT": "expmgr.algorithms.pbt_tuner:PbtTuner",
+    "Batch": "expmgr.algorithms.batch_tuner:BatchTuner",
+    "Optuna": "expmgr.algorithms.optuna_tuner:OptunaTuner",
 }
-BUILTIN_ASSESSORS: dict[str, str] = {}
+# ASHA decides continue / stop from intermediate results, as assessors do, so it is
+# configured in the assessor section (NNI keeps all early stopping there).
+BUILTIN_ASSESSORS: dict[str, str] = {
+    "Medianstop": "expmgr.algorithms.medianstop_assessor:MedianstopAssessor",
+    "Curvefitting": "expmgr.algorithms.curvefitting_assessor:CurvefittingAssessor",
+    "ASHA": "expmgr.algorithms.asha_scheduler:AshaScheduler",
+}
 
 __all__ = [
     "AlgorithmError",
@@ -33,6 +46,7 @@ __all__ = [
     "BUILTIN_ASSESSORS",
     "BUILTIN_TUNERS",
     "NoMoreTrialError",
+    "NoTrialYetError",
     "Tuner",
     "create_assessor",
     "create_tuner",

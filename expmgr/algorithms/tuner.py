@@ -17,6 +17,15 @@ class NoMoreTrialError(Exception):
     """Raised by ``generate_parameters`` when the search space is exhausted (NNI's name)."""
 
 
+class NoTrialYetError(Exception):
+    """Raised by ``generate_parameters`` when the tuner has nothing to propose until a
+    running trial reports or ends (Hyperband waiting for a rung, PBT for a generation).
+
+    The manager asks again after the next final result or trial end; if no trial is
+    running then, the tuner can never go on and the experiment ends its search.
+    """
+
+
 class OptimizeMode(str, enum.Enum):
     """Whether a tuner looks for the largest or the smallest final metric."""
 
@@ -90,6 +99,12 @@ class Tuner:
 
     def trial_end(self, parameter_id: int, success: bool, **kwargs: Any) -> None:
         """The trial that ran ``parameter_id`` has ended (reported or not)."""
+
+    def checkpoint_source(self, parameter_id: int) -> int | None:
+        """The parameter id of the earlier trial whose checkpoint folder the new trial
+        ``parameter_id`` starts from (a copy, seen through ``expmgr.get_checkpoint_dir()``),
+        or None for an empty folder. Asked right after ``generate_parameters``; PBT uses it."""
+        return None
 
     def import_data(self, data: list[dict]) -> None:
         """Learn from earlier results: ``[{"parameter": {...}, "value": ...}, ...]``."""
