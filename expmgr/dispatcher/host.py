@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Callable
 
 from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class
 from expmgr.algorithms.assessor import AssessResult
-from expmgr.algorithms.tuner import NoMoreTrialError
+from expmgr.algorithms.tuner import NoMoreTrialError, NoTrialYetError
 from expmgr.dispatcher.protocol import read_frame, write_frame
 
 _logger = logging.getLogger("nni.dispatcher")
@@ -53,13 +53,23 @@ class DispatcherHost:
         self.tuner.update_search_space(message["search_space"])
 
     def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Parameters for each id; stops early with ``no_more`` (never any more) or
+        ``waiting`` (none until a running trial reports or ends)."""
         generated = []
         for parameter_id in message["parameter_ids"]:
             try:
                 parameters = self.tuner.generate_parameters(parameter_id)
             except NoMoreTrialError:
                 return {"parameters": generated, "no_more": True}
-            generated.append({"parameter_id": parameter_id, "parameters": parameters})
+            except NoTrialYetError:
+                return {"parameters": generated, "no_more": False, "waiting": True}
+            entry = {"parameter_id": parameter_id, "parameters": parameters}
+            # Custom tuners written for NNI have no checkpoint_source.
+            checkpoint_source = getattr(self.tuner, "checkpoint_source", None)
+            source = checkpoint_source(parameter_id) if checkpoint_source is not None else None
+            if source is not None:
+                entry["checkpoint_from"] = source
+            generated.append(entry)
         return {"parameters": generated, "no_more": False}
 
     def _cmd_report(self, message: dict[str, Any]) -> None:

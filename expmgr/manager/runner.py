@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import string
 import time
@@ -171,6 +172,8 @@ class TrialRunner:
         self._stop_requested = False
         self._preempted = False
         self._no_more_trials = False
+        self._tuner_waiting = False
+        """The tuner has nothing until a running trial reports or ends (NoTrialYetError)."""
         self._next_sequence_id = store.next_sequence_id()
         self._submitted = self._next_sequence_id
         self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
@@ -277,7 +280,10 @@ class TrialRunner:
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
-            no_more_trials = not self._tuner_may_submit() and not self._strategy_running
+            if self._tuner_waiting and not (self._live or self._retries):
+                self.logger.warning("the tuner waits for results but no trial is running; it has no more trials")
+                self._no_more_trials = True
+            no_more_trials = not self._tuner_has_more() and not self._strategy_running
             if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
@@ -291,8 +297,12 @@ class TrialRunner:
         limit = self.config.max_trial_number
         return limit is None or self._submitted < limit
 
-    def _tuner_may_submit(self) -> bool:
+    def _tuner_has_more(self) -> bool:
+        """Whether the tuner may still propose trials, now or once running ones report."""
         return self.config.tuner is not None and not self._no_more_trials and self._budget_left()
+
+    def _tuner_may_submit(self) -> bool:
+        return self._tuner_has_more() and not self._tuner_waiting
 
     def _has_free_slot(self) -> bool:
         return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
@@ -312,11 +322,20 @@ class TrialRunner:
             reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
             if self._stop_requested or not reply["parameters"]:
                 self._release_trial(sequence_id)
-                if not self._stop_requested:
+                if self._stop_requested:
+                    return
+                if reply.get("waiting"):
+                    self.logger.debug("the tuner waits for running trials to report")
+                    self._tuner_waiting = True
+                else:
                     self.logger.info("the tuner has no more trials")
                     self._no_more_trials = True
                 return
-            record = self._create_trial(sequence_id, reply["parameters"][0]["parameters"], source="algorithm")
+            generated = reply["parameters"][0]
+            checkpoint_source = self._checkpoint_source(generated.get("checkpoint_from"))
+            record = self._create_trial(sequence_id, generated["parameters"], source="algorithm")
+            if checkpoint_source is not None:
+                await self._copy_checkpoint(checkpoint_source, record)
             await self._launch_attempt(record, attempt=1)
 
     def _reserve_trial(self) -> int:
@@ -347,6 +366,27 @@ class TrialRunner:
             "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
         self.store.add_trial(record)
         return record
+
+    def _checkpoint_source(self, parameter_id: Any) -> TrialRecord | None:
+        """The trial whose checkpoint the tuner wants a new trial to start from (by its
+        parameter id), None for none; a DispatcherError if no trial has that id."""
+        if parameter_id is None:
+            return None
+        source = self.store.trial_by_sequence(parameter_id) if isinstance(parameter_id, int) else None
+        if source is None:
+            raise DispatcherError(f"the tuner named parameter id {parameter_id!r} as a checkpoint source, "
+                                  "but no trial has it")
+        return source
+
+    async def _copy_checkpoint(self, source: TrialRecord, record: TrialRecord) -> None:
+        """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner
+        asked (PBT's exploit); the source folder is left as it is."""
+        source_dir = TrialFiles(self.paths.trial_dir(source.trial_id)).checkpoint_dir
+        target_dir = TrialFiles(self.paths.trial_dir(record.trial_id)).checkpoint_dir
+        if source_dir.is_dir():
+            await asyncio.to_thread(shutil.copytree, source_dir, target_dir)
+        self.store.record_checkpoint_source(record.trial_id, source.trial_id)
+        self.logger.info("trial %s starts from the checkpoint of trial %s", record.trial_id, source.trial_id)
 
     # -- changes while running (expctl update, trial kill) ---------------------------
 
@@ -668,6 +708,7 @@ class TrialRunner:
             return
         if self.dispatcher is None:
             return
+        self._tuner_waiting = False  # what it waited for may have come
         if has_final:
             self.dispatcher.notify("report", parameter_id=record.sequence_id,
                                    parameters=record.parameters, value=final_value)

@@ -219,6 +219,16 @@ class ExperimentStore:
         with _transaction(self._conn):
             self._event(trial_id, "trial_killed", {})
 
+    def record_checkpoint_source(self, trial_id: str, source_trial_id: str) -> None:
+        """The trial started from a copy of ``source_trial_id``'s checkpoint folder (PBT)."""
+        with _transaction(self._conn):
+            self._event(trial_id, "checkpoint_copied", {"from": source_trial_id})
+
+    def checkpoint_sources(self) -> dict[str, str]:
+        """trial id -> the trial whose checkpoint folder it started from."""
+        rows = self._conn.execute("SELECT trial_id, detail_json FROM events WHERE kind = 'checkpoint_copied'")
+        return {trial_id: json.loads(detail)["from"] for trial_id, detail in rows}
+
     def killed_trials(self) -> set[str]:
         return {row[0] for row in self._conn.execute("SELECT trial_id FROM events WHERE kind = 'trial_killed'")}
 
@@ -348,6 +358,10 @@ class ExperimentStore:
 
     def trial(self, trial_id: str) -> TrialRecord | None:
         row = self._conn.execute("SELECT * FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        return _trial(row) if row else None
+
+    def trial_by_sequence(self, sequence_id: int) -> TrialRecord | None:
+        row = self._conn.execute("SELECT * FROM trials WHERE sequence_id = ?", (sequence_id,)).fetchone()
         return _trial(row) if row else None
 
     def attempts(self, trial_id: str | None = None) -> list[AttemptRecord]:
