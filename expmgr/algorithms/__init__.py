@@ -40,6 +40,8 @@ BUILTIN_ASSESSORS: dict[str, str] = {
 
 __all__ = [
     "AlgorithmError",
+    "accepted_arguments",
+    "builtin_class",
     "instantiate",
     "AssessResult",
     "Assessor",
@@ -56,12 +58,12 @@ __all__ = [
 
 def create_tuner(name: str, class_args: dict[str, Any] | None = None) -> Tuner:
     """A built-in tuner by config name (case-insensitive), built with ``class_args``."""
-    return _create("tuner", BUILTIN_TUNERS, name, class_args)
+    return _create("tuner", name, class_args)
 
 
 def create_assessor(name: str, class_args: dict[str, Any] | None = None) -> Any:
     """A built-in assessor by config name (case-insensitive), built with ``class_args``."""
-    return _create("assessor", BUILTIN_ASSESSORS, name, class_args)
+    return _create("assessor", name, class_args)
 
 
 def load_custom_class(class_name: str, code_directory: Path | None) -> type:
@@ -103,7 +105,10 @@ def load_custom_class(class_name: str, code_directory: Path | None) -> type:
     return cls
 
 
-def _create(kind: str, builtins: dict[str, str], name: str, class_args: dict[str, Any] | None) -> Any:
+def builtin_class(kind: str, name: str) -> tuple[str, type]:
+    """The canonical name and the class of the built-in ``kind`` ("tuner" or "assessor")
+    called ``name`` (any case); AlgorithmError when there is none."""
+    builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
     by_lower = {builtin.lower(): builtin for builtin in builtins}
     canonical = by_lower.get(str(name).lower())
     if canonical is None:
@@ -113,7 +118,19 @@ def _create(kind: str, builtins: dict[str, str], name: str, class_args: dict[str
             f" (for your own {kind}, give className and codeDirectory instead of name)"
         )
     module_name, _, class_name = builtins[canonical].partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
+    return canonical, getattr(importlib.import_module(module_name), class_name)
+
+
+def accepted_arguments(cls: type) -> list[str] | None:
+    """The classArgs ``cls`` accepts, in order; None when it takes any (``**kwargs``)."""
+    parameters = list(inspect.signature(cls).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _create(kind: str, name: str, class_args: dict[str, Any] | None) -> Any:
+    canonical, cls = builtin_class(kind, name)
     return instantiate(cls, class_args, f"{kind} {canonical!r}")
 
 
@@ -130,10 +147,10 @@ def instantiate(cls: type, class_args: dict[str, Any] | None, label: str) -> Any
 
 def _check_arguments(cls: type, class_args: dict[str, Any], label: str) -> None:
     """Raise AlgorithmError naming the argument when ``class_args`` does not fit ``cls``."""
-    parameters = list(inspect.signature(cls).parameters.values())
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+    accepted = accepted_arguments(cls)
+    if accepted is None:
         return
-    accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    parameters = inspect.signature(cls).parameters.values()
     for key in class_args:
         if key not in accepted:
             raise AlgorithmError(

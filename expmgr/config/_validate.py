@@ -170,6 +170,7 @@ class _Canonicalizer:
             out["log_level"] = "debug"
         elif out["log_level"] is None:
             out["log_level"] = "info"
+        self._check_builtin_algorithms(out)
         result = ExperimentConfig(**out)
         result._origin = config._origin
         result._source = config._source
@@ -178,6 +179,37 @@ class _Canonicalizer:
 
     def _name(self, name: str) -> str:
         return spell(name, self.style)
+
+    def _check_builtin_algorithms(self, out: dict[str, Any]) -> None:
+        """Build each built-in tuner and assessor once, so that bad classArgs, or a search
+        space the tuner cannot take, are reported here with their place in the config
+        rather than by the dispatcher once the experiment runs."""
+        from expmgr.algorithms import AlgorithmError, create_assessor, create_tuner
+
+        for kind, create in (("tuner", create_tuner), ("assessor", create_assessor)):
+            spec = out.get(kind)
+            if spec is None or spec.name is None:
+                continue
+            apath = (Key(kind), Key("class_args"))
+            self._check_argument_names(kind, spec, apath)
+            try:
+                algorithm = create(spec.name, spec.class_args)
+            except AlgorithmError as error:
+                raise Problem(apath, str(error)) from None
+            if kind == "tuner" and out.get("search_space") is not None:
+                try:
+                    algorithm.update_search_space(copy.deepcopy(out["search_space"]))
+                except (AlgorithmError, ValueError) as error:
+                    raise Problem((Key("search_space"),), f"{kind} {spec.name}: {error}") from None
+
+    def _check_argument_names(self, kind: str, spec: AlgorithmConfig, apath: tuple[PathSegment, ...]) -> None:
+        from expmgr.algorithms import accepted_arguments, builtin_class
+
+        accepted = accepted_arguments(builtin_class(kind, spec.name)[1])
+        for key in spec.class_args or {}:
+            if accepted is not None and key not in accepted:
+                raise Problem(apath + (key,), unknown_message(f"{kind} {spec.name} argument", key, accepted,
+                                                               "arguments"), at_key=True)
 
     # search space --------------------------------------------------------------------------
     def _search_space_pair(self) -> dict[str, Any]:
@@ -325,9 +357,6 @@ class _Canonicalizer:
             builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
             by_lower = {n.lower(): n for n in builtins}
             if not isinstance(value.name, str) or value.name.lower() not in by_lower:
-                if not builtins:
-                    raise Problem(path + (Key("name"),), f"unknown {kind} {value.name!r}: there are no "
-                                  f"built-in {kind}s yet; use {class_key}: module.ClassName")
                 raise Problem(path + (Key("name"),),
                               unknown_message(kind, str(value.name), list(builtins), f"{kind}s"))
             result.name = by_lower[value.name.lower()]

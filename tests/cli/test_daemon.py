@@ -192,7 +192,8 @@ def test_daemon_of_an_experiment_kept_outside_expmgr_home_is_found(project):
 
 def test_daemon_whose_experiment_fails_at_once_is_reported(project):
     cwd, home = project
-    (cwd / "config.yml").write_text(CONFIG.replace("name: GridSearch", "name: Random\n  classArgs: {seed: -1}"))
+    # A custom tuner is only imported by the dispatcher, so this fails after the start.
+    (cwd / "config.yml").write_text(CONFIG.replace("name: GridSearch", "className: no_such_module.Tuner"))
     result = expctl(home, cwd, "create", "--config", "config.yml", "--port", "0")
     if result.returncode == 0:  # it answered REST before its tuner failed: the store says why
         exp_id = created_id(result)

@@ -170,9 +170,10 @@ def test_tuner_given_as_a_string_is_rejected(config_path: Path) -> None:
     assert_error(err, config_path, 7, "tuner", "expected a mapping", column=8)
 
 
-def test_no_builtin_assessors_yet_says_use_class_name(config_path: Path) -> None:
-    err = load_error(config_path, GOOD + "assessor:\n  name: Medianstop\n")
-    assert_error(err, config_path, 14, "assessor.name", "use className")
+def test_unknown_assessor_name_guesses_and_lists_the_builtin_ones(config_path: Path) -> None:
+    err = load_error(config_path, GOOD + "assessor:\n  name: MedianStopper\n")
+    assert_error(err, config_path, 14, "assessor.name", "did you mean 'Medianstop'?")
+    assert "ASHA" in err.message and "Curvefitting" in err.message
 
 
 # -- training service ------------------------------------------------------------------------
@@ -261,3 +262,22 @@ def test_config_error_survives_pickling(config_path: Path) -> None:
     copy = pickle.loads(pickle.dumps(err))
     assert (copy.file, copy.line, copy.column, copy.field, str(copy)) == (
         err.file, err.line, err.column, err.field, str(err))
+
+
+def test_bad_class_arg_value_of_a_builtin_tuner_is_reported_at_class_args(tmp_path: Path):
+    config_path = tmp_path / "config.yml"
+    err = load_error(config_path, good_with("    optimize_mode: maximize", "    optimize_mode: maximize\n    seed: -1"))
+    assert_error(err, config_path, 9, "tuner.classArgs", "seed must be a non-negative integer or null, got -1")
+
+
+def test_unknown_class_arg_of_a_builtin_tuner_is_reported_at_its_key_with_a_guess(tmp_path: Path):
+    config_path = tmp_path / "config.yml"
+    err = load_error(config_path, good_with("    optimize_mode: maximize", "    optimize_mode: maximize\n    sed: 1"))
+    assert_error(err, config_path, 11, "tuner.classArgs.sed", "unknown tuner TPE argument 'sed'; did you mean 'seed'?",
+                 column=5)
+
+
+def test_unknown_class_arg_of_a_builtin_assessor_is_reported_at_its_key(tmp_path: Path):
+    config_path = tmp_path / "config.yml"
+    err = load_error(config_path, GOOD + "assessor:\n  name: Medianstop\n  classArgs: {start_stpe: 3}\n")
+    assert_error(err, config_path, 15, "assessor.classArgs.start_stpe", "did you mean 'start_step'?")
