@@ -84,12 +84,17 @@ class Tuner:
         raise NotImplementedError(f"{type(self).__name__} must implement generate_parameters")
 
     def generate_multiple_parameters(self, parameter_id_list: list[int], **kwargs: Any) -> list[dict]:
-        """Parameters for several trials at once; shorter than asked when the space runs out."""
+        """Parameters for several trials at once; shorter than asked when the space runs
+        out, or when the tuner must wait (NoTrialYetError only if it has none at all)."""
         result = []
         for parameter_id in parameter_id_list:
             try:
                 result.append(self.generate_parameters(parameter_id, **kwargs))
             except NoMoreTrialError:
+                break
+            except NoTrialYetError:
+                if not result:
+                    raise
                 break
         return result
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from expmgr.algorithms import (
+    BUILTIN_ASSESSORS,
     BUILTIN_TUNERS,
+    Assessor,
     AlgorithmError,
     create_assessor,
     create_tuner,
@@ -33,6 +35,11 @@ def test_every_builtin_tuner_can_be_created_without_arguments():
         assert isinstance(create_tuner(name, None), Tuner)
 
 
+def test_every_builtin_assessor_can_be_created_without_arguments():
+    for name in BUILTIN_ASSESSORS:
+        assert isinstance(create_assessor(name.upper(), None), Assessor)
+
+
 def test_class_args_are_passed_to_the_tuner():
     tuner = create_tuner("TPE", {"optimize_mode": "maximize", "seed": 1, "tpe_args": {"gamma": 0.5}})
     assert tuner.optimize_mode is OptimizeMode.Maximize
@@ -40,13 +47,14 @@ def test_class_args_are_passed_to_the_tuner():
 
 
 def test_unknown_tuner_name_lists_the_builtin_ones():
-    with pytest.raises(AlgorithmError, match="unknown tuner 'Anneal'.*GridSearch, Random, TPE"):
-        create_tuner("Anneal", {})
+    with pytest.raises(AlgorithmError, match="unknown tuner 'SMAC'.*Anneal, BOHB, Batch, Evolution, "
+                                             "GridSearch, Hyperband, Optuna, PBT, Random, TPE"):
+        create_tuner("SMAC", {})
 
 
 def test_unknown_assessor_name_is_an_algorithm_error():
-    with pytest.raises(AlgorithmError, match="unknown assessor 'Medianstop'"):
-        create_assessor("Medianstop", {})
+    with pytest.raises(AlgorithmError, match="unknown assessor 'NoSuchAssessor'.*ASHA, Curvefitting, Medianstop"):
+        create_assessor("NoSuchAssessor", {})
 
 
 def test_bad_class_arg_value_names_the_tuner_and_the_argument():

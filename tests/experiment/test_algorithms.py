@@ -10,21 +10,32 @@ from expmgr import Experiment, ExperimentConfig
 from expmgr.states import TrialState
 from tests.conftest import write_script
 
-# Trials whose parameter ``hold`` is true stay open after their last report until they
-# are stopped (60 s at most), so an assessor's verdict, not a race with the trial's
-# end, decides whether they end EARLY_STOPPED.
+# A learning curve x * step for STEPS steps. Trials whose x is in HOLD stay open after
+# their last report until they are stopped (60 s at most), so the assessor's verdict,
+# not a race with the trial's own end, decides whether they end EARLY_STOPPED.
 CURVE_TRIAL = """
-    import time
+    import json, os, time
     import expmgr
-    p = expmgr.get_next_parameter()
-    for step in range(1, p["steps"] + 1):
-        expmgr.report_intermediate_result(p["x"] * step)
-    if p["hold"]:
+    x = expmgr.get_next_parameter()["x"]
+    steps = int(os.environ["STEPS"])
+    for step in range(1, steps + 1):
+        expmgr.report_intermediate_result(x * step)
+    if x in json.loads(os.environ["HOLD"]):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             time.sleep(0.05)
-    expmgr.report_final_result(p["x"] * p["steps"])
+    expmgr.report_final_result(x * steps)
 """
+
+
+def _curve_experiment(tmp_path: Path, code_dir: Path, monkeypatch, xs: list[int], hold: list[int], steps: int,
+                      assessor: dict) -> Experiment:
+    """Trials with x taken in the order of ``xs``, one at a time, under ``assessor``."""
+    write_script(code_dir, "trial.py", CURVE_TRIAL)
+    monkeypatch.setenv("STEPS", str(steps))
+    monkeypatch.setenv("HOLD", json.dumps(hold))
+    return Experiment(_config(tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": xs}},
+                              max_trial_number=len(xs), tuner={"name": "GridSearch"}, assessor=assessor))
 
 
 def _config(tmp_path: Path, code_dir: Path, **fields) -> ExperimentConfig:
@@ -98,3 +109,28 @@ def test_tuner_that_waits_with_no_trial_running_ends_the_search(tmp_path: Path, 
     assert [status for _, status, _ in _trials(experiment)] == ["SUCCEEDED"] * 2
     log = experiment.paths.experiment_log.read_text()
     assert "the tuner waits for results but no trial is running" in log
+
+
+# -- assessors and schedulers ------------------------------------------------------------
+
+def test_medianstop_stops_the_trial_below_the_median_and_ends_its_process(tmp_path, code_dir, monkeypatch):
+    # At step 3 the third trial's best (3) is below the median of the others' running
+    # averages (12 and 10); the second (15 against 12) goes on.
+    experiment = _curve_experiment(tmp_path, code_dir, monkeypatch, xs=[6, 5, 1], hold=[1], steps=6,
+                                   assessor={"name": "Medianstop", "class_args": {"start_step": 3}})
+    assert experiment.run(port=0)
+    statuses = {params["x"]: status for params, status, _ in _trials(experiment)}
+    assert statuses == {6: "SUCCEEDED", 5: "SUCCEEDED", 1: "EARLY_STOPPED"}
+    assert "the assessor stops trial" in experiment.paths.experiment_log.read_text()
+
+
+def test_asha_stops_a_trial_outside_the_top_of_its_rung_at_once(tmp_path, code_dir, monkeypatch):
+    # Rungs at steps 1, 2 and 4 (grace 1, factor 2, max_t 8): the first trial is alone in
+    # each rung, the second beats it; the third is below both at step 1 and stops there,
+    # without waiting for any rung to fill.
+    experiment = _curve_experiment(tmp_path, code_dir, monkeypatch, xs=[5, 6, 1], hold=[1], steps=8,
+                                   assessor={"name": "ASHA", "class_args": {
+                                       "grace_period": 1, "reduction_factor": 2, "max_t": 8}})
+    assert experiment.run(port=0)
+    statuses = {params["x"]: status for params, status, _ in _trials(experiment)}
+    assert statuses == {5: "SUCCEEDED", 6: "SUCCEEDED", 1: "EARLY_STOPPED"}
