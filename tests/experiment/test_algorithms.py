@@ -7,7 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.states import TrialState
+from expmgr.layout import TrialFiles
+from expmgr.manager.store import ExperimentStore
 from tests.conftest import write_script
 
 # A learning curve x * step for STEPS steps. Trials whose x is in HOLD stay open after
@@ -75,6 +76,55 @@ def test_tpe_experiment_is_repeatable_under_a_seed_and_stays_in_the_space(tmp_pa
     assert [status for _, status, _ in runs[0]] == ["SUCCEEDED"] * 8
     for params, _, _ in runs[0]:
         assert -10 <= params["x"] <= 10 and params["kind"] in ("a", "b", "c") and params["n"] in (0, 1, 2)
+
+
+PBT_TRIAL = """
+    import json, os
+    import expmgr
+    lr = expmgr.get_next_parameter()["lr"]
+    checkpoint = os.path.join(expmgr.get_checkpoint_dir(), "state.json")
+    state = {"score": 0.0, "writer": None}
+    if os.path.exists(checkpoint):
+        with open(checkpoint) as file:
+            state = json.load(file)
+    print("resumed from", state["writer"], "at", state["score"])
+    state = {"score": state["score"] + lr, "writer": expmgr.get_trial_id()}
+    with open(checkpoint, "w") as file:
+        json.dump(state, file)
+    expmgr.report_final_result(state["score"])
+"""
+
+
+def test_pbt_trials_resume_from_the_checkpoint_of_the_member_they_exploit(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", PBT_TRIAL)
+    config = _config(tmp_path, code_dir, search_space={"lr": {"_type": "uniform", "_value": [0, 1]}},
+                     trial_concurrency=2, max_trial_number=12,
+                     tuner={"name": "PBT", "class_args": {"population_size": 4, "fraction": 0.25, "seed": 3}})
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    store = ExperimentStore.open(experiment.paths.database, readonly=True)
+    try:
+        trials = store.trials()
+        finals = {trial_id: metric.value for trial_id, metric in store.final_metrics().items()}
+        sources = store.checkpoint_sources()
+    finally:
+        store.close()
+    assert [t.status.value for t in trials] == ["SUCCEEDED"] * 12
+    generations = [trials[0:4], trials[4:8], trials[8:12]]
+    assert not any(t.trial_id in sources for t in generations[0])
+    for previous, current in zip(generations, generations[1:]):
+        # A generation starts only when the one before has ended: every source is in it.
+        assert {sources[t.trial_id] for t in current} <= {t.trial_id for t in previous}
+        assert min(t.submit_time for t in current) >= max(t.end_time for t in previous)
+        ranked = sorted(previous, key=lambda t: finals[t.trial_id])
+        worst, best = ranked[0].trial_id, ranked[-1].trial_id
+        used = [sources[t.trial_id] for t in current]
+        assert worst not in used and used.count(best) == 2, "the worst member exploits the best one"
+    for trial in trials[4:]:
+        source = sources[trial.trial_id]
+        stdout = TrialFiles(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
+        assert f"resumed from {source} at {finals[source]}" in stdout
+        assert abs(finals[trial.trial_id] - (finals[source] + trial.parameters["lr"])) < 1e-9
 
 
 WAITING_FOREVER_TUNER = """
