@@ -174,6 +174,8 @@ class TrialRunner:
         self._no_more_trials = False
         self._tuner_waiting = False
         """The tuner has nothing until a running trial reports or ends (NoTrialYetError)."""
+        self._ends_told = 0
+        """Trial ends told to the tuner; a wait it asked for while one came does not count."""
         self._next_sequence_id = store.next_sequence_id()
         self._submitted = self._next_sequence_id
         self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
@@ -318,6 +320,7 @@ class TrialRunner:
         while self._tuner_may_submit() and self._has_free_slot():
             assert self.dispatcher is not None
             sequence_id = self._reserve_trial()
+            ends_told = self._ends_told
             # Asked only now, not ahead: the tuner has seen every result that came in.
             reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
             if self._stop_requested or not reply["parameters"]:
@@ -325,6 +328,8 @@ class TrialRunner:
                 if self._stop_requested:
                     return
                 if reply.get("waiting"):
+                    if self._ends_told != ends_told:
+                        continue  # a trial ended meanwhile: what the tuner waited for may have come
                     self.logger.debug("the tuner waits for running trials to report")
                     self._tuner_waiting = True
                 else:
@@ -709,6 +714,7 @@ class TrialRunner:
         if self.dispatcher is None:
             return
         self._tuner_waiting = False  # what it waited for may have come
+        self._ends_told += 1
         if has_final:
             self.dispatcher.notify("report", parameter_id=record.sequence_id,
                                    parameters=record.parameters, value=final_value)
