@@ -195,6 +195,10 @@ def report_final_result(metric: object) -> None:
     _report("FINAL", metric)
 
 
+def _is_scalar_number(value: object) -> bool:
+    return not isinstance(value, (bool, str, bytes)) and value is not None and hasattr(value, "__float__")
+
+
 def _plain_number(value: object, what: str) -> int | float:
     """A number as a plain int or float (numpy and torch scalars included)."""
     if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
@@ -206,7 +210,10 @@ def _plain_metric(metric: object) -> object:
     if isinstance(metric, dict):
         if "default" not in metric:
             raise ValueError(f"a metric dict needs a number under 'default', got {metric!r}")
-        plain = {str(key): value for key, value in metric.items()}
+        # Every number becomes a plain one (other metrics of a multi-objective result too),
+        # so numpy and torch scalars reach the store and the tuner as JSON numbers.
+        plain = {str(key): _plain_number(value, f"its {key!r}") if _is_scalar_number(value) else value
+                 for key, value in metric.items()}
         plain["default"] = _plain_number(metric["default"], "its 'default'")
         return plain
     return _plain_number(metric, "it")

@@ -80,6 +80,9 @@ def test_report_encoding_matches_json_for_the_values_a_metric_holds():
     assert _plain_metric(numpy.float32(0.25)) == 0.25 and type(_plain_metric(numpy.float32(0.25))) is float
     assert type(_plain_metric(numpy.int64(3))) is int
     assert _plain_metric({"default": numpy.float64(0.5), "loss": 1}) == {"default": 0.5, "loss": 1}
+    multi = _plain_metric({"default": 0.5, "latency": numpy.float32(12.5), "count": numpy.int64(3), "tag": "a"})
+    assert multi == {"default": 0.5, "latency": 12.5, "count": 3, "tag": "a"}
+    assert (type(multi["latency"]), type(multi["count"])) == (float, int)
     with pytest.raises(ValueError, match="extra data"):
         _json_loads('{"a": 1} x')
 

@@ -42,6 +42,7 @@ __all__ = [
     "AlgorithmError",
     "accepted_arguments",
     "builtin_class",
+    "default_argument",
     "instantiate",
     "AssessResult",
     "Assessor",
@@ -127,6 +128,19 @@ def accepted_arguments(cls: type) -> list[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None
     return [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def default_argument(kind: str, name: str, argument: str) -> Any:
+    """The default of ``argument`` in the built-in ``kind`` called ``name``; None when
+    there is no such algorithm, argument or default."""
+    try:
+        _, cls = builtin_class(kind, name)
+    except AlgorithmError:
+        return None
+    parameter = inspect.signature(cls).parameters.get(argument)
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        return None
+    return parameter.default
 
 
 def _create(kind: str, name: str, class_args: dict[str, Any] | None) -> Any:

@@ -99,11 +99,18 @@ class ExperimentConfig:
     @property
     def minimizes(self) -> bool:
         """Whether results are better when lower: the tuner's ``optimize_mode`` is
-        ``minimize`` (maximize otherwise, and without a tuner)."""
+        ``minimize``, given or by the built-in tuner's default (maximize otherwise, and
+        without a tuner)."""
         tuner = self.tuner
-        class_args = (tuner.get("classArgs") or tuner.get("class_args") if isinstance(tuner, dict)
-                      else getattr(tuner, "class_args", None)) or {}
-        return class_args.get("optimize_mode") == "minimize"
+        if isinstance(tuner, dict):
+            class_args, name = tuner.get("classArgs") or tuner.get("class_args"), tuner.get("name")
+        else:
+            class_args, name = getattr(tuner, "class_args", None), getattr(tuner, "name", None)
+        mode = (class_args or {}).get("optimize_mode")
+        if mode is None and isinstance(name, str):
+            from expmgr.algorithms import default_argument
+            mode = default_argument("tuner", name, "optimize_mode")
+        return isinstance(mode, str) and mode.lower() == "minimize"
 
     def canonical(self, *, with_strategy: bool = False) -> ExperimentConfig:
         """A new, validated copy: durations in seconds, absolute paths, defaults filled.

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Callable
 
 from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class
 from expmgr.algorithms.assessor import AssessResult
-from expmgr.algorithms.tuner import NoMoreTrialError, NoTrialYetError
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 from expmgr.dispatcher.protocol import read_frame, write_frame
 
 _logger = logging.getLogger("nni.dispatcher")
@@ -73,7 +73,12 @@ class DispatcherHost:
         return {"parameters": generated, "no_more": False}
 
     def _cmd_report(self, message: dict[str, Any]) -> None:
-        self.tuner.receive_trial_result(message["parameter_id"], message["parameters"], message["value"])
+        try:
+            self.tuner.receive_trial_result(message["parameter_id"], message["parameters"], message["value"])
+        except AlgorithmError as error:
+            # One trial's unusable result (say a metric the tuner optimizes is missing) is
+            # that trial's fault; the tuner goes on as if it had reported nothing.
+            _logger.warning("the tuner cannot use the result of parameter id %s: %s", message["parameter_id"], error)
 
     def _cmd_trial_end(self, message: dict[str, Any]) -> None:
         self.tuner.trial_end(message["parameter_id"], message["success"])

@@ -145,3 +145,13 @@ def test_python_config_round_trips_through_dict(tmp_path: Path, monkeypatch: pyt
     again = ExperimentConfig.from_dict(json.loads(json.dumps(canonical.to_dict())))
     assert again == canonical
     assert again.canonical() == canonical
+
+
+def test_minimizes_follows_optimize_mode_or_the_builtin_tuners_default() -> None:
+    def minimizes(tuner) -> bool:
+        return ExperimentConfig(tuner=tuner).minimizes
+    assert minimizes({"name": "TPE", "classArgs": {"optimize_mode": "Minimize"}})
+    assert not minimizes({"name": "TPE", "class_args": {"optimize_mode": "maximize"}})
+    assert minimizes({"name": "tpe"}), "NNI's TPE minimizes unless told otherwise"
+    assert not minimizes({"name": "Evolution"}), "NNI's Evolution maximizes unless told otherwise"
+    assert not minimizes({"class_name": "mine.Tuner"}) and not minimizes(None)

@@ -84,3 +84,33 @@ def test_what_a_tuner_prints_goes_to_the_log_not_into_the_channel(dispatcher, tm
     process.stdin.close()
     assert process.wait(timeout=30) == 0
     assert "hello from the tuner" in log.read_text() and "generating 7" in log.read_text()
+
+
+def test_a_result_the_tuner_cannot_use_is_logged_and_the_dispatcher_goes_on(dispatcher):
+    process, log = dispatcher
+    space = {"x": {"_type": "uniform", "_value": [0, 1]}}
+    assert ask(process, {"id": 1, "cmd": "initialize", "search_space": space,
+                         "tuner": {"name": "TPE", "classArgs": {"seed": 1}}, "assessor": None}) == {"id": 1}
+    generated = ask(process, {"id": 2, "cmd": "generate", "parameter_ids": [0]})["parameters"][0]
+    write_frame(process.stdin, {"id": 3, "cmd": "report", "reply": False, "parameter_id": 0,
+                                "parameters": generated["parameters"], "value": {"loss": 0.5}})
+    reply = ask(process, {"id": 4, "cmd": "generate", "parameter_ids": [1]})
+    assert reply["id"] == 4 and len(reply["parameters"]) == 1 and process.poll() is None
+    assert "cannot use the result of parameter id 0" in log.read_text()
+
+
+def test_generate_says_when_the_tuner_waits_and_where_a_checkpoint_comes_from(dispatcher):
+    process, _ = dispatcher
+    space = {"lr": {"_type": "uniform", "_value": [0, 1]}}
+    ask(process, {"id": 1, "cmd": "initialize", "search_space": space, "assessor": None,
+                  "tuner": {"name": "PBT", "classArgs": {"population_size": 2, "seed": 0}}})
+    first = ask(process, {"id": 2, "cmd": "generate", "parameter_ids": [0, 1, 2]})
+    assert len(first["parameters"]) == 2 and first["waiting"] is True and first["no_more"] is False
+    assert all("checkpoint_from" not in entry for entry in first["parameters"])
+    for parameter_id, value in ((0, 0.9), (1, 0.1)):
+        write_frame(process.stdin, {"id": 10 + parameter_id, "cmd": "report", "reply": False,
+                                    "parameter_id": parameter_id, "parameters": {}, "value": value})
+        write_frame(process.stdin, {"id": 20 + parameter_id, "cmd": "trial_end", "reply": False,
+                                    "parameter_id": parameter_id, "trial_id": f"t{parameter_id}", "success": True})
+    second = ask(process, {"id": 3, "cmd": "generate", "parameter_ids": [2, 3]})
+    assert sorted(entry["checkpoint_from"] for entry in second["parameters"]) == [0, 0]
