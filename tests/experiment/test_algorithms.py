@@ -6,6 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFiles
 from expmgr.manager.store import ExperimentStore
@@ -125,6 +127,30 @@ def test_pbt_trials_resume_from_the_checkpoint_of_the_member_they_exploit(tmp_pa
         stdout = TrialFiles(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
         assert f"resumed from {source} at {finals[source]}" in stdout
         assert abs(finals[trial.trial_id] - (finals[source] + trial.parameters["lr"])) < 1e-9
+
+
+def test_optuna_nsga2_optimizes_two_metrics_of_a_real_experiment(tmp_path: Path, code_dir: Path):
+    pytest.importorskip("optuna")
+    write_script(code_dir, "trial.py", """
+        import expmgr
+        import numpy
+        x = expmgr.get_next_parameter()["x"]
+        # Accuracy grows with x, latency too: no x is best at both.
+        expmgr.report_final_result({"default": x, "latency": numpy.float32(1 + 10 * x * x)})
+    """)
+    config = _config(tmp_path, code_dir, search_space={"x": {"_type": "uniform", "_value": [0, 1]}},
+                     trial_concurrency=2, max_trial_number=8,
+                     tuner={"name": "Optuna", "class_args": {
+                         "sampler": "NSGAII", "sampler_args": {"population_size": 4}, "seed": 2,
+                         "objectives": {"default": "maximize", "latency": "minimize"}}})
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    trials = _trials(experiment)
+    assert [status for _, status, _ in trials] == ["SUCCEEDED"] * 8
+    for params, _, value in trials:
+        assert value == {"default": params["x"], "latency": pytest.approx(1 + 10 * params["x"] ** 2)}
+        assert type(value["latency"]) is float
+    assert "cannot use the result" not in experiment.paths.dispatcher_log.read_text()
 
 
 WAITING_FOREVER_TUNER = """
