@@ -7,7 +7,7 @@ import pytest
 
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.tpe_tuner import TpeTuner
-from expmgr.algorithms.tuner import AlgorithmError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
 
 from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
 
@@ -34,6 +34,22 @@ def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: i
         tuner.trial_end(parameter_id, success=True)
         history.append((params, value))
     return history
+
+
+def run_continued(tuner: Tuner, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
+    """Like ``run`` for a tuner that already has its search space (and maybe imported data)."""
+    history = []
+    for parameter_id in range(1000, 1000 + trials):
+        params = tuner.generate_parameters(parameter_id)
+        value = objective(params)
+        tuner.receive_trial_result(parameter_id, params, value)
+        tuner.trial_end(parameter_id, success=True)
+        history.append((params, value))
+    return history
+
+
+def run_more(tuner: Tuner, trials: int, objective: Callable[[dict], float]) -> list[dict]:
+    return [params for params, _ in run_continued(tuner, objective, trials)]
 
 
 def metrics(history: list[tuple[dict, float]]) -> list[float]:
@@ -100,16 +116,24 @@ def test_same_seed_gives_the_same_sequence_and_different_seeds_differ():
     assert sequence(5) != sequence(6)
 
 
-def test_every_type_stays_in_bounds_and_on_its_grid_after_startup():
+@pytest.mark.parametrize("multivariate", [True, False])
+def test_every_type_stays_in_bounds_and_on_its_grid_after_startup(multivariate):
     def loss(p: dict) -> float:
         return (abs(p["dropout"]) + p["width"] + p["lr"] + p["batch"] / 10 + abs(p["shift"])
                 + abs(p["offset"]) + p["scale"] + p["steps"] + p["layers"] + (p["optimizer"] != 2))
 
-    history = run(TpeTuner(seed=0, tpe_args={"n_startup_jobs": 5}), EVERY_TYPE, loss, 40)
-    for params, _ in history:
+    tuner = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 5, "multivariate": multivariate})
+    for params, _ in run(tuner, EVERY_TYPE, loss, 40):
         assert_fits_every_type(params)
-    later = [params for params, _ in history[20:]]
-    assert statistics.mean(p["layers"] for p in later) < 3  # randint [2, 5) leans to its best value
+
+
+def test_randint_leans_to_its_best_value():
+    space = {"layers": {"_type": "randint", "_value": [2, 5]}, "x": {"_type": "uniform", "_value": [0, 1]}}
+    means = []
+    for seed in range(3):
+        history = run(TpeTuner(seed=seed), space, lambda p: p["layers"] + p["x"], 40)
+        means.append(statistics.mean(params["layers"] for params, _ in history[20:]))
+    assert statistics.mean(means) < 2.6  # random search gives 3
 
 
 def test_nested_parameters_learn_only_from_trials_of_their_branch():
@@ -135,15 +159,16 @@ def test_nested_parameters_learn_only_from_trials_of_their_branch():
 
 
 def test_constant_liar_spreads_concurrent_suggestions():
-    space = {"c": {"_type": "choice", "_value": list(range(8))}}
+    # x keeps points from repeating, so the tuner never runs out of untried ones
+    space = {"c": {"_type": "choice", "_value": list(range(8))}, "x": {"_type": "uniform", "_value": [0, 1]}}
 
-    def concurrent_suggestions(liar: str | None) -> list[int]:
-        tuner = TpeTuner(seed=0, tpe_args={"constant_liar_type": liar, "n_startup_jobs": 10})
+    def distinct_concurrent_choices(liar: str | None, seed: int) -> int:
+        tuner = TpeTuner(seed=seed, tpe_args={"constant_liar_type": liar, "n_startup_jobs": 10})
         run(tuner, space, lambda p: 0.0 if p["c"] == 0 else 1.0 + p["c"] / 10, 40)
-        return [params["c"] for params in tuner.generate_multiple_parameters(list(range(100, 106)))]
+        return len({params["c"] for params in tuner.generate_multiple_parameters(list(range(100, 108)))})
 
-    assert len(set(concurrent_suggestions(None))) <= 2
-    assert len(set(concurrent_suggestions("worst"))) >= 4
+    for seed in range(3):
+        assert distinct_concurrent_choices("worst", seed) > distinct_concurrent_choices(None, seed)
 
 
 def test_a_trial_that_ended_without_a_result_is_no_longer_pending():
@@ -153,9 +178,9 @@ def test_a_trial_that_ended_without_a_result_is_no_longer_pending():
         tuner.generate_parameters(100)
         return tuner
 
-    failed = after_warmup("worst")
+    failed = after_warmup("best")
     failed.trial_end(100, success=False)
-    still_running = after_warmup("worst")
+    still_running = after_warmup("best")
     no_liar = after_warmup(None)
     # with nothing pending, the liar makes no difference
     expected = no_liar.generate_parameters(101)
@@ -180,13 +205,87 @@ def test_results_for_unknown_parameter_ids_and_imported_data_are_learned():
 
 def test_imported_records_that_do_not_fit_the_space_are_skipped():
     tuner = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 1})
-    tuner.update_search_space({"c": {"_type": "choice", "_value": ["a", "b"]}})
+    tuner.update_search_space({"c": {"_type": "choice", "_value": ["a", "b", "c"]}})
     tuner.import_data([
         {"parameter": {"c": "z"}, "value": 1.0},
         {"parameter": {"c": "a"}},
         {"parameter": {"c": "b"}, "value": 0.0},
+        {"value": 0.0},
+        "not a record",
     ])
-    assert tuner.generate_parameters(0)["c"] in ("a", "b")
+    assert tuner.generate_parameters(0) == {"c": "c"}
+
+
+def test_imported_points_are_never_suggested_and_a_used_up_space_raises_no_more_trial():
+    space = {"a": {"_type": "choice", "_value": ["x", "y", "z", "w"]},
+             "b": {"_type": "randint", "_value": [0, 5]}}
+    every_point = [{"a": a, "b": b} for a in ("x", "y", "z", "w") for b in range(5)]
+    imported = every_point[:15]
+    tuner = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 3})
+    tuner.update_search_space(space)
+    # loss smallest at a = "x", b = 0: the model would like to repeat the imported best points
+    tuner.import_data([{"parameter": p, "value": None if i % 4 == 3 else ord(p["a"]) - ord("x") + p["b"]}
+                       for i, p in enumerate(imported)])
+    suggested = run_more(tuner, 5, lambda p: 0.0)
+    assert sorted(suggested, key=str) == sorted(every_point[15:], key=str)
+    with pytest.raises(NoMoreTrialError):
+        tuner.generate_parameters(99)
+
+
+def test_values_compare_by_number_so_an_imported_4_is_the_suggested_4_0():
+    space = {"w": {"_type": "quniform", "_value": [0, 8, 4]}}  # 0.0, 4.0 or 8.0
+    tuner = TpeTuner(seed=0)
+    tuner.update_search_space(space)
+    tuner.import_data([{"parameter": {"w": 4}, "value": 1.0}, {"parameter": {"w": 0}, "value": 2.0}])
+    assert tuner.generate_parameters(0) == {"w": 8.0}
+    with pytest.raises(NoMoreTrialError):
+        tuner.generate_parameters(1)
+
+
+def test_a_branch_whose_points_were_all_tried_is_not_suggested_again():
+    def loss(params: dict) -> float:
+        model = params["model"]
+        if model == "linear":
+            return 0.0  # the best, but imported: it must not come back
+        if model["_name"] == "mlp":
+            return 0.5
+        return 1.0 + model["lr"]
+
+    tuner = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 5})
+    tuner.update_search_space(NESTED)
+    tuner.import_data([{"parameter": {"model": "linear"}, "value": 0.0}])
+    models = [p["model"] for p in run_more(tuner, 30, loss)]
+    assert "linear" not in models
+    mlp = sorted(m["layers"] for m in models if isinstance(m, dict) and m["_name"] == "mlp")
+    assert mlp == [1, 2]  # the better branch's two points, each tried once
+    assert sum(isinstance(m, dict) and m["_name"] == "cnn" for m in models) == 28
+
+
+def test_imported_results_without_a_value_are_not_learned_from():
+    valued = [{"parameter": {"x": -10 + i, "y": -1.0}, "value": bowl({"x": -10 + i, "y": -1.0})} for i in range(21)]
+    unvalued = [{"parameter": {"x": 9.5 - i, "y": 9.0}, "value": None} for i in range(20)]
+    with_unvalued = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 5})
+    with_unvalued.update_search_space(PLANE)
+    with_unvalued.import_data(valued + unvalued)
+    valued_only = TpeTuner(seed=0, tpe_args={"n_startup_jobs": 5})
+    valued_only.update_search_space(PLANE)
+    valued_only.import_data(valued)
+    suggestions = with_unvalued.generate_multiple_parameters(list(range(10)))
+    assert suggestions == valued_only.generate_multiple_parameters(list(range(10)))
+    assert statistics.median(abs(p["x"] - 3) for p in suggestions) < 3.5  # learned from the 21 valued
+
+
+def test_import_data_and_the_sequence_after_it_are_deterministic_under_a_seed():
+    data = [{"parameter": {"x": -10 + i, "y": 2.0}, "value": bowl({"x": -10 + i, "y": 2.0})} for i in range(21)]
+
+    def sequence(seed: int) -> list[dict]:
+        tuner = TpeTuner(seed=seed)
+        tuner.update_search_space(PLANE)
+        tuner.import_data(data)
+        return [p for p, _ in run_continued(tuner, bowl, 15)]
+
+    assert sequence(3) == sequence(3)
+    assert sequence(3) != sequence(4)
 
 
 def test_unknown_tpe_args_key_is_an_algorithm_error():
