@@ -34,13 +34,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from expmgr.algorithms.random_tuner import TriedPoints, tried_in
+from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
 from expmgr.algorithms.search_space import (
     CHOICE,
     RANDINT,
     Key,
     ParameterSpec,
-    deformat_parameters,
     format_parameters,
     make_rng,
     parse_search_space,
@@ -58,7 +57,6 @@ AVG_BEST_IDX = 2.0
 """Mean rank (0 = the best) of the result a suggestion starts from (hyperopt's default)."""
 SHRINK_COEF = 0.1
 """After n results of a parameter its neighbourhood is ``1 / (1 + SHRINK_COEF * n)`` of its range."""
-_TINY = 1e-300
 
 
 @dataclass
@@ -71,20 +69,6 @@ class _Result:
     """Smaller is better, whatever the optimize mode."""
     order: int
     """Arrival number: larger is more recent."""
-
-
-def to_model(spec: ParameterSpec, value: float) -> float:
-    """A numeric value where the tuners move it: its log for log types, else itself."""
-    if spec.log:
-        return math.log(max(float(value), spec.q / 2 if spec.q else _TINY))
-    return float(value)
-
-
-def model_bounds(spec: ParameterSpec) -> tuple[float, float]:
-    """A bounded numeric parameter's range in model space (log space for log types)."""
-    if spec.log:
-        return math.log(spec.low), math.log(spec.high)
-    return spec.low, spec.high
 
 
 class AnnealTuner(Tuner):
@@ -126,15 +110,7 @@ class AnnealTuner(Tuner):
         self._require_specs()
         for parameters in tried_in(data):
             self._tried.add(parameters)
-        for number, record in enumerate(data):
-            try:
-                parameters = record["parameter"]
-                if record.get("value") is None:
-                    continue  # a trial that ended without a result
-                reward = extract_scalar_reward(record["value"])
-            except (AlgorithmError, KeyError, TypeError) as exc:
-                _logger.warning("Anneal: skipping imported record %d: %s", number, exc)
-                continue
+        for number, parameters, reward in imported_results(data, "Anneal"):
             self._record(parameters, reward, f"imported record {number}")
 
     # -- bookkeeping ----------------------------------------------------------
@@ -145,13 +121,7 @@ class AnnealTuner(Tuner):
         return self._specs
 
     def _deformat(self, parameters: Any, what: str) -> dict[Key, Any] | None:
-        try:
-            if not isinstance(parameters, dict):
-                raise ValueError(f"parameters should be a dict, got {parameters!r}")
-            return deformat_parameters(parameters, self._require_specs())
-        except ValueError as exc:
-            _logger.warning("Anneal: ignoring %s, it does not fit the search space: %s", what, exc)
-            return None
+        return fit_to_space(parameters, self._require_specs(), "Anneal", what)
 
     def _record(self, parameters: dict, reward: float, what: str) -> None:
         if math.isnan(reward):
@@ -192,11 +162,11 @@ class AnnealTuner(Tuner):
         """A draw of ``spec`` concentrated around ``value``; ``shrink`` in (0, 1] scales the neighbourhood."""
         if spec.type in (CHOICE, RANDINT):
             return value if self._rng.random() >= shrink else spec.sample(self._rng)
-        centre = to_model(spec, value)
+        centre = spec.to_model(value)
         if spec.normal:
             z = self._rng.normal(centre, spec.sigma * shrink)
         else:
-            lo, hi = model_bounds(spec)
+            lo, hi = spec.model_bounds()
             half = 0.5 * (hi - lo) * shrink
             centre = min(max(centre, lo + half), hi - half)
             z = self._rng.uniform(centre - half, centre + half)

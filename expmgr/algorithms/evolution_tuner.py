@@ -32,14 +32,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from expmgr.algorithms.anneal_tuner import model_bounds, to_model
-from expmgr.algorithms.random_tuner import TriedPoints, tried_in
+from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
 from expmgr.algorithms.search_space import (
     CHOICE,
     RANDINT,
     Key,
     ParameterSpec,
-    deformat_parameters,
     format_parameters,
     make_rng,
     parse_search_space,
@@ -121,15 +119,7 @@ class EvolutionTuner(Tuner):
         self._require_specs()
         for parameters in tried_in(data):
             self._tried.add(parameters)
-        for number, record in enumerate(data):
-            try:
-                parameters = record["parameter"]
-                if record.get("value") is None:
-                    continue  # a trial that ended without a result
-                reward = extract_scalar_reward(record["value"])
-            except (AlgorithmError, KeyError, TypeError) as exc:
-                _logger.warning("Evolution: skipping imported record %d: %s", number, exc)
-                continue
+        for number, parameters, reward in imported_results(data, "Evolution"):
             self._add(parameters, reward, f"imported record {number}")
 
     def _require_specs(self) -> list[ParameterSpec]:
@@ -138,13 +128,7 @@ class EvolutionTuner(Tuner):
         return self._specs
 
     def _deformat(self, parameters: Any, what: str) -> dict[Key, Any] | None:
-        try:
-            if not isinstance(parameters, dict):
-                raise ValueError(f"parameters should be a dict, got {parameters!r}")
-            return deformat_parameters(parameters, self._require_specs())
-        except ValueError as exc:
-            _logger.warning("Evolution: ignoring %s, it does not fit the search space: %s", what, exc)
-            return None
+        return fit_to_space(parameters, self._require_specs(), "Evolution", what)
 
     def _add(self, parameters: dict, reward: float, what: str) -> None:
         if math.isnan(reward):
@@ -194,11 +178,11 @@ class EvolutionTuner(Tuner):
             return lower + (value - lower + 1 + int(self._rng.integers(size - 1))) % size
         if self._rng.random() >= LOCAL_MOVE:
             return spec.sample(self._rng)
-        centre = to_model(spec, value)
+        centre = spec.to_model(value)
         if spec.normal:
             z = self._rng.normal(centre, LOCAL_STEP * 4 * spec.sigma)
         else:
-            lo, hi = model_bounds(spec)
+            lo, hi = spec.model_bounds()
             z = _reflect(self._rng.normal(centre, LOCAL_STEP * (hi - lo)), lo, hi)
         return spec.finish(math.exp(z) if spec.log else z)
 

@@ -32,6 +32,8 @@ QNORMAL = "qnormal"
 LOGNORMAL = "lognormal"
 QLOGNORMAL = "qlognormal"
 
+_TINY = 1e-300
+
 _Q_TYPES = {QUNIFORM, QLOGUNIFORM, QNORMAL, QLOGNORMAL}
 _LOG_TYPES = {LOGUNIFORM, QLOGUNIFORM, LOGNORMAL, QLOGNORMAL}
 _NORMAL_TYPES = {NORMAL, QNORMAL, LOGNORMAL, QLOGNORMAL}
@@ -120,6 +122,22 @@ class ParameterSpec:
     @property
     def sigma(self) -> float:
         return float(self.values[1])
+
+    def model_bounds(self) -> tuple[float, float]:
+        """The range in the space tuners move values in: log space for log types,
+        unbounded for normal types."""
+        if self.normal:
+            return -math.inf, math.inf
+        if self.log:
+            return math.log(self.low), math.log(self.high)
+        return self.low, self.high
+
+    def to_model(self, value: float) -> float:
+        """A numeric value in that space: its log for log types (a q type's 0 counts as
+        q/2), else itself; ``finish(exp(z))`` or ``finish(z)`` maps back."""
+        if self.log:
+            return math.log(max(float(value), self.q / 2 if self.q else _TINY))
+        return float(value)
 
     def is_active(self, flat: dict[Key, Any]) -> bool:
         """Whether this parameter exists given the choices already made in ``flat``."""

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from expmgr.algorithms.random_tuner import TriedPoints, tried_in
+from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
 from expmgr.algorithms.search_space import (
     RANDINT,
     Key,
@@ -201,15 +201,7 @@ class TpeTuner(Tuner):
         self._require_specs()
         for params in tried_in(data):
             self._tried.add(params)
-        for number, record in enumerate(data):
-            if not isinstance(record, dict) or record.get("value") is None:
-                continue  # a trial that ended without a result (resume imports every trial)
-            try:
-                reward = extract_scalar_reward(record["value"])
-                parameters = record["parameter"]
-            except (AlgorithmError, KeyError, TypeError) as exc:
-                _logger.warning("TPE: skipping imported record %d: %s", number, exc)
-                continue
+        for number, parameters, reward in imported_results(data, "TPE"):
             flat = self._deformat(parameters, f"imported record {number}")
             if flat is not None:
                 self._record(flat, reward)
@@ -222,13 +214,7 @@ class TpeTuner(Tuner):
         return self._specs
 
     def _deformat(self, parameters: Any, what: str) -> dict[Key, Any] | None:
-        try:
-            if not isinstance(parameters, dict):
-                raise ValueError(f"parameters should be a dict, got {parameters!r}")
-            return deformat_parameters(parameters, self._require_specs())
-        except ValueError as exc:
-            _logger.warning("TPE: ignoring %s, it does not fit the search space: %s", what, exc)
-            return None
+        return fit_to_space(parameters, self._require_specs(), "TPE", what)
 
     def _record(self, flat: dict[Key, Any], reward: float) -> None:
         loss = reward if self.optimize_mode is OptimizeMode.Minimize else -reward
@@ -387,12 +373,12 @@ class _NumericKernels:
 
     def __init__(self, spec: ParameterSpec, values: Sequence[float]) -> None:
         self.spec = spec
-        self.lo, self.hi = _model_bounds(spec)
+        self.lo, self.hi = spec.model_bounds()
         if spec.normal:
             prior_mu, prior_sigma = spec.mu, spec.sigma
         else:
             prior_mu, prior_sigma = (self.lo + self.hi) / 2, self.hi - self.lo
-        observations = np.array([_to_model(spec, v) for v in values], dtype=float)
+        observations = np.array([spec.to_model(v) for v in values], dtype=float)
         self.mus = np.append(observations, prior_mu)
         self.sigmas = np.append(_bandwidths(observations, prior_mu, prior_sigma), prior_sigma)
         self.log_mass = _log_normal_mass((self.lo - self.mus) / self.sigmas, (self.hi - self.mus) / self.sigmas)
@@ -452,21 +438,6 @@ def _bandwidths(observations: np.ndarray, prior_mu: float, prior_sigma: float) -
     sigmas = np.empty(n)
     sigmas[order] = widths
     return sigmas
-
-
-def _model_bounds(spec: ParameterSpec) -> tuple[float, float]:
-    """The parameter's support in the space the mixture lives in (log space for log types)."""
-    if spec.normal:
-        return -math.inf, math.inf
-    if spec.log:
-        return math.log(spec.low), math.log(spec.high)
-    return spec.low, spec.high
-
-
-def _to_model(spec: ParameterSpec, value: float) -> float:
-    if spec.log:
-        return math.log(max(float(value), spec.q / 2 if spec.q else _TINY))
-    return float(value)
 
 
 def _log_erfc(x: np.ndarray) -> np.ndarray:
