@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.assessor import AssessResult, Assessor
 from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, extract_scalar_reward
 
@@ -66,8 +67,7 @@ class AshaScheduler(Assessor):
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
         for name, value, minimum in (("grace_period", grace_period, 1), ("reduction_factor", reduction_factor, 2),
                                      ("max_t", max_t, 1), ("brackets", brackets, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise AlgorithmError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            require_int(name, value, minimum)
         if grace_period >= max_t:
             raise AlgorithmError(f"grace_period ({grace_period}) must be smaller than max_t ({max_t})")
         self.grace_period = grace_period

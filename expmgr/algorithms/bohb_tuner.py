@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from expmgr.algorithms.arguments import require_int, require_number
 from expmgr.algorithms.hyperband_tuner import BracketSchedule, HyperbandTuner
 from expmgr.algorithms.search_space import (
     RANDINT,
@@ -71,24 +72,22 @@ class BohbTuner(HyperbandTuner):
         seed: int | None = None,
     ) -> None:
         mode = OptimizeMode.parse(optimize_mode)
-        _require_number("min_budget", min_budget, 0, above=True)
-        _require_number("max_budget", max_budget, min_budget)
-        if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
-            raise AlgorithmError(f"eta must be an integer >= 2, got {eta!r}")
+        require_number("min_budget", min_budget, 0, above=True)
+        require_number("max_budget", max_budget, min_budget)
+        require_int("eta", eta, 2)
         if min_points_in_model is not None and (
             isinstance(min_points_in_model, bool) or not isinstance(min_points_in_model, int) or min_points_in_model < 1
         ):
             raise AlgorithmError(f"min_points_in_model must be an integer >= 1 or null, got {min_points_in_model!r}")
-        _require_number("top_n_percent", top_n_percent, 0, above=True)
+        require_number("top_n_percent", top_n_percent, 0, above=True)
         if top_n_percent >= 100:
             raise AlgorithmError(f"top_n_percent must be below 100, got {top_n_percent!r}")
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise AlgorithmError(f"num_samples must be an integer >= 1, got {num_samples!r}")
-        _require_number("random_fraction", random_fraction, 0)
+        require_int("num_samples", num_samples, 1)
+        require_number("random_fraction", random_fraction, 0)
         if random_fraction > 1:
             raise AlgorithmError(f"random_fraction must be between 0 and 1, got {random_fraction!r}")
-        _require_number("bandwidth_factor", bandwidth_factor, 0, above=True)
-        _require_number("min_bandwidth", min_bandwidth, 0, above=True)
+        require_number("bandwidth_factor", bandwidth_factor, 0, above=True)
+        require_number("min_bandwidth", min_bandwidth, 0, above=True)
         self.min_budget = min_budget
         self.max_budget = max_budget
         self.min_points_in_model = min_points_in_model
@@ -297,10 +296,3 @@ def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
     peak = np.where(np.isfinite(peak), peak, 0.0)
     with np.errstate(divide="ignore"):
         return np.squeeze(peak, axis=axis) + np.log(np.sum(np.exp(a - peak), axis=axis))
-
-
-def _require_number(name: str, value: Any, minimum: float, above: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or (
-        value <= minimum if above else value < minimum
-    ):
-        raise AlgorithmError(f"{name} must be a number {'>' if above else '>='} {minimum}, got {value!r}")

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from expmgr.algorithms.arguments import require_int, require_number
 from expmgr.algorithms.assessor import AssessResult, Assessor
-from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, extract_scalar_reward
+from expmgr.algorithms.tuner import OptimizeMode, extract_scalar_reward
 
 _logger = logging.getLogger("nni.assessor.curvefitting")
 
@@ -86,10 +87,8 @@ class CurvefittingAssessor(Assessor):
         optimize_mode: str = "maximize",
     ) -> None:
         for name, value, minimum in (("epoch_num", epoch_num, 1), ("start_step", start_step, 0), ("gap", gap, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise AlgorithmError(f"{name} must be an integer >= {minimum}, got {value!r}")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold < math.inf:
-            raise AlgorithmError(f"threshold must be a number >= 0, got {threshold!r}")
+            require_int(name, value, minimum)
+        require_number("threshold", threshold, 0)
         self.epoch_num = epoch_num
         self.start_step = start_step
         self.threshold = float(threshold)

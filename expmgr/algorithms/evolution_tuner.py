@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
 from expmgr.algorithms.search_space import (
     CHOICE,
@@ -78,8 +79,7 @@ class EvolutionTuner(Tuner):
 
     def __init__(self, optimize_mode: str = "maximize", population_size: int = 32, seed: int | None = None) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
-        if isinstance(population_size, bool) or not isinstance(population_size, int) or population_size < 2:
-            raise AlgorithmError(f"population_size must be an integer >= 2, got {population_size!r}")
+        require_int("population_size", population_size, 2)
         self.population_size = population_size
         self._rng = make_rng(seed)
         self._space: dict | None = None

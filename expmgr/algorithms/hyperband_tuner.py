@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.search_space import (
     ParameterSpec,
     deformat_parameters,
@@ -132,8 +133,8 @@ class HyperbandTuner(Tuner):
         exec_mode: str = "parallelism",
         seed: int | None = None,
     ) -> None:
-        _require_int("R", R, 1)
-        _require_int("eta", eta, 2)
+        require_int("R", R, 1)
+        require_int("eta", eta, 2)
         if exec_mode not in EXEC_MODES:
             raise AlgorithmError(f"exec_mode must be 'serial' or 'parallelism', got {exec_mode!r}")
         self._setup(
@@ -338,8 +339,3 @@ class HyperbandTuner(Tuner):
             _logger.warning("%s: a NaN final result counts as no result", self._name)
             return None
         return reward if self.optimize_mode is OptimizeMode.Minimize else -reward
-
-
-def _require_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise AlgorithmError(f"{name} must be an integer >= {minimum}, got {value!r}")

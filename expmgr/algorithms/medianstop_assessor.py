@@ -15,8 +15,9 @@ import logging
 import math
 from typing import Any
 
+from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.assessor import AssessResult, Assessor
-from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, extract_scalar_reward
+from expmgr.algorithms.tuner import OptimizeMode, extract_scalar_reward
 
 _logger = logging.getLogger("nni.assessor.medianstop")
 
@@ -32,8 +33,7 @@ class MedianstopAssessor(Assessor):
 
     def __init__(self, optimize_mode: str = "maximize", start_step: int = 0) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
-        if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
-            raise AlgorithmError(f"start_step must be an integer >= 0, got {start_step!r}")
+        require_int("start_step", start_step, 0)
         self.start_step = start_step
         # Running averages, in "larger is better" sign, of each running trial's
         # current history and of each successfully completed trial's whole history.

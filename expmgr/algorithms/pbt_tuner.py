@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.search_space import (
     Key,
     ParameterSpec,
@@ -87,8 +88,7 @@ class PbtTuner(Tuner):
         seed: int | None = None,
     ) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
-        if isinstance(population_size, bool) or not isinstance(population_size, int) or population_size < 2:
-            raise AlgorithmError(f"population_size must be an integer >= 2, got {population_size!r}")
+        require_int("population_size", population_size, 2)
         if not _is_number(factor) or not 0 < factor < 1:
             raise AlgorithmError(f"factor must be a number in (0, 1), got {factor!r}")
         if not _is_number(resample_probability) or not 0 <= resample_probability <= 1:
