@@ -5,15 +5,17 @@ The search space is a tree: the top-level parameters form one group, and the
 parameters inside each option of a nested choice form another, used only when that
 option is chosen. For a group with fewer than ``n_startup_jobs`` results (trials in
 which it was used), parameters are sampled at random. After that, its past results
-are split into the best few ("good", ``ceil(gamma * sqrt(n))`` of n, as in NNI and
-hyperopt) and the rest ("bad"). Each side is modelled by a mixture with one
-component per result plus a prior component (the search space's own
-distribution): a component is a product over the group's parameters of a
-truncated Gaussian (in log space for log types, with q types scored by their
-q-bucket's probability; bandwidths from the distances to neighbouring results,
-as in Optuna) or of a smoothed categorical (choices and randints, which NNI also
-treats as categories). ``n_ei_candidates`` points are drawn from the good model and
-the one maximizing l(x) / g(x) wins. Unlike NNI's TPE, which models each parameter
+are split into the best few ("good", ``min(ceil(gamma * n), 25)`` of n, as in Optuna)
+and the rest ("bad"). Each side is modelled by a mixture with one component per
+result plus a prior component (the search space's own distribution): a component
+is a product over the group's parameters of a truncated Gaussian (in log space for
+log types; q types and randints, which are ordered numbers here as in Optuna and
+unlike NNI, scored by their q-bucket's probability; bandwidths from the distances
+to neighbouring results, as in Optuna, but allowed to shrink to 3% of the range so
+the good model can refine the best results, and never below a q-step) or of a
+smoothed categorical (choices). ``n_ei_candidates`` points are drawn from the good
+model (a component, then every parameter from it) and the one maximizing
+l(x) / g(x) wins. Unlike NNI's TPE, which models each parameter
 on its own, the joint model keeps what went together in good results together.
 
 Parameters handed out but not reported yet count as results with a "constant liar"
@@ -58,6 +60,12 @@ _TINY = 1e-300
 _LOG_TINY = math.log(_TINY)
 _SQRT2 = math.sqrt(2.0)
 _ATTEMPTS = 3
+_MIN_BANDWIDTH = 0.03
+"""Narrowest kernel, as a fraction of the prior's width (of the range for bounded types).
+Hyperopt's and Optuna's "magic clip", range / min(100, n + 2) for a model of n results,
+keeps the ~10 good results' kernels at least a twelfth of the range wide, so l(x) cannot
+concentrate around the best results to refine them; 3% can (measured on
+tests/perf/tuner_quality.py with seeds 1000..1029: better on all four objectives)."""
 """Model-based suggestions tried before an already-tried point is replaced by a random untried one."""
 
 
@@ -79,9 +87,10 @@ class TpeArguments:
     multivariate: bool = True
     """Model the parameters of a group jointly (Optuna's default); False models each
     parameter on its own, as NNI's TPE does. Not an NNI key."""
-    gamma: float = 1.0
-    """Good results are the best ``ceil(gamma * sqrt(n))`` of n (NNI: 0.25, which leaves
-    only 3 good results of 100 and measured markedly worse)."""
+    gamma: float = 0.1
+    """Good results are the best ``min(ceil(gamma * n), linear_forgetting)`` of n, Optuna's
+    schedule (NNI's TPE takes ``ceil(gamma * sqrt(n))`` with gamma 0.25, which leaves only
+    3 good results of 100 and measured markedly worse)."""
 
     @classmethod
     def parse(cls, tpe_args: dict | None) -> TpeArguments:
@@ -286,9 +295,9 @@ class TpeTuner(Tuner):
 def _split_history(
     results: list[_Result], gamma: float, linear_forgetting: int
 ) -> tuple[list[_Result], list[_Result]]:
-    """The best ``min(ceil(gamma * sqrt(n)), linear_forgetting)`` results and the rest,
+    """The best ``min(ceil(gamma * n), linear_forgetting)`` results and the rest,
     each in chronological order (so linear forgetting fades the oldest)."""
-    n_good = min(int(math.ceil(gamma * math.sqrt(len(results)))), max(linear_forgetting, 1))
+    n_good = min(int(math.ceil(gamma * len(results))), max(linear_forgetting, 1))
     by_loss = sorted(range(len(results)), key=lambda i: results[i].loss)
     good = set(by_loss[:n_good])
     return (
@@ -334,23 +343,19 @@ class _Mixture:
 
 def _kernels_of(spec: ParameterSpec, values: list, prior_weight: float) -> _CategoricalKernels | _NumericKernels:
     if spec.categorical:
-        return _CategoricalKernels(len(spec.values), 0, values, prior_weight)
-    if spec.type == RANDINT:
-        lower, upper = int(spec.values[0]), int(spec.values[1])
-        return _CategoricalKernels(upper - lower, lower, values, prior_weight)
+        return _CategoricalKernels(len(spec.values), values, prior_weight)
     return _NumericKernels(spec, values)
 
 
 class _CategoricalKernels:
-    """Choices (option indices) and randints (``offset`` + index) as categories: a result's
+    """Choices (option indices) as categories: a result's
     kernel puts weight 1 on its own category and ``prior_weight / (n + 1)`` on every category
     (Optuna's smoothing); the prior kernel is uniform."""
 
-    def __init__(self, size: int, offset: int, values: list, prior_weight: float) -> None:
-        self.offset = offset
+    def __init__(self, size: int, values: list, prior_weight: float) -> None:
         n_kernels = len(values) + 1
         probabilities = np.full((n_kernels, size), prior_weight / n_kernels)
-        probabilities[np.arange(len(values)), np.asarray(values, dtype=int) - offset] += 1.0
+        probabilities[np.arange(len(values)), np.asarray(values, dtype=int)] += 1.0
         probabilities[-1] = 1.0
         self.probabilities = probabilities / probabilities.sum(axis=1, keepdims=True)
         self.cumulative = np.cumsum(self.probabilities, axis=1)
@@ -359,10 +364,10 @@ class _CategoricalKernels:
         u = rng.random(len(components))
         indices = [int(np.searchsorted(self.cumulative[c], x, side="right")) for c, x in zip(components, u)]
         size = self.probabilities.shape[1]
-        return [self.offset + min(i, size - 1) for i in indices]
+        return [min(i, size - 1) for i in indices]
 
     def log_pdf(self, values: list[int]) -> np.ndarray:
-        indices = np.asarray(values, dtype=int) - self.offset
+        indices = np.asarray(values, dtype=int)
         with np.errstate(divide="ignore"):
             return np.log(self.probabilities[:, indices].T)
 
@@ -374,13 +379,19 @@ class _NumericKernels:
     def __init__(self, spec: ParameterSpec, values: Sequence[float]) -> None:
         self.spec = spec
         self.lo, self.hi = spec.model_bounds()
+        if spec.type == RANDINT:  # each integer gets a whole bucket, the end ones included
+            self.lo, self.hi = self.lo - 0.5, self.hi + 0.5
         if spec.normal:
             prior_mu, prior_sigma = spec.mu, spec.sigma
         else:
             prior_mu, prior_sigma = (self.lo + self.hi) / 2, self.hi - self.lo
         observations = np.array([spec.to_model(v) for v in values], dtype=float)
         self.mus = np.append(observations, prior_mu)
-        self.sigmas = np.append(_bandwidths(observations, prior_mu, prior_sigma), prior_sigma)
+        sigmas = _bandwidths(observations, prior_mu, prior_sigma)
+        if spec.q is not None and not spec.log:
+            # A kernel narrower than a q-step would never leave its own value.
+            sigmas = np.maximum(sigmas, min(spec.q, prior_sigma))
+        self.sigmas = np.append(sigmas, prior_sigma)
         self.log_mass = _log_normal_mass((self.lo - self.mus) / self.sigmas, (self.hi - self.mus) / self.sigmas)
 
     def sample(self, components: np.ndarray, rng: np.random.Generator) -> list[float]:
@@ -422,7 +433,8 @@ def _bandwidths(observations: np.ndarray, prior_mu: float, prior_sigma: float) -
     """Adaptive Parzen bandwidths of the observations (in their original order), as Optuna's
     TPE computes them: the distance to the farther neighbour among the sorted observations
     (the outermost ones: to their inner neighbour; a lone one: to the farther bound), clipped
-    to [prior_sigma / min(100, n + 2), prior_sigma] ("magic clip"). Unbounded (normal) types
+    to [prior_sigma * _MIN_BANDWIDTH, prior_sigma] (not Optuna's "magic clip", see
+    ``_MIN_BANDWIDTH``). Unbounded (normal) types
     use ``prior_mu -+ prior_sigma / 2`` as bounds.
     """
     n = len(observations)
@@ -434,7 +446,7 @@ def _bandwidths(observations: np.ndarray, prior_mu: float, prior_sigma: float) -
     if n >= 2:
         widths[0] = points[2] - points[1]
         widths[-1] = points[-2] - points[-3]
-    widths = np.clip(widths, prior_sigma / min(100.0, n + 2.0), prior_sigma)
+    widths = np.clip(widths, prior_sigma * _MIN_BANDWIDTH, prior_sigma)
     sigmas = np.empty(n)
     sigmas[order] = widths
     return sigmas
