@@ -1,0 +1,75 @@
+// The REST calls the UI makes. Paths are relative to the page (served at `/`), so the UI also
+// works behind a reverse proxy that adds a prefix.
+import type { ChangesMessage, LogFile, TailChunk, TrialJobView } from './types';
+
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number) {
+    super(message);
+  }
+}
+
+export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
+
+export class Api {
+  constructor(private base = '', private fetchImpl: Fetch = (input, init) => fetch(input, init)) {}
+
+  url(path: string): string {
+    return this.base + path;
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const init: RequestInit = { method, cache: 'no-store' };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers = { 'Content-Type': 'application/json' };
+    }
+    const response = await this.fetchImpl(this.url(path), init);
+    const text = await response.text();
+    let data: unknown = undefined;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        data = text;
+      }
+    }
+    if (!response.ok) {
+      const message = data && typeof data === 'object' && 'error' in data ? String((data as { error: unknown }).error)
+        : `${method} ${path}: HTTP ${response.status}`;
+      throw new ApiError(message, response.status);
+    }
+    return data as T;
+  }
+
+  changes(since: string | null, limit?: number): Promise<ChangesMessage> {
+    const q = new URLSearchParams();
+    if (since !== null) q.set('since', since);
+    if (limit) q.set('limit', String(limit));
+    const qs = q.toString();
+    return this.request('GET', `api/v1/expmgr/changes${qs ? `?${qs}` : ''}`);
+  }
+
+  tail(file: LogFile, offset: number, trial: string | null): Promise<TailChunk> {
+    const q = new URLSearchParams({ file, offset: String(offset) });
+    if (trial !== null) q.set('trial', trial);
+    return this.request('GET', `api/v1/expmgr/tail?${q}`);
+  }
+
+  trialJob(id: string): Promise<TrialJobView> {
+    return this.request('GET', `api/v1/nni/trial-jobs/${encodeURIComponent(id)}`);
+  }
+
+  killTrial(id: string): Promise<unknown> {
+    return this.request('DELETE', `api/v1/nni/trial-jobs/${encodeURIComponent(id)}`);
+  }
+
+  stopExperiment(): Promise<unknown> {
+    return this.request('DELETE', 'api/v1/nni/experiment');
+  }
+
+  /** NNI's update: `field` is the config key (`trialConcurrency`, `maxTrialNumber`, `maxExperimentDuration`). */
+  updateExperiment(updateType: 'TRIAL_CONCURRENCY' | 'MAX_TRIAL_NUM' | 'MAX_EXEC_DURATION', field: string,
+                   value: number): Promise<unknown> {
+    return this.request('PUT', `api/v1/nni/experiment?update_type=${updateType}`, { params: { [field]: value } });
+  }
+}

@@ -1,0 +1,135 @@
+// The server's shapes (see /api/v1/nni/* and /api/v1/expmgr/*) and the UI's own records.
+// NNI's quirks are the server's: times in ms, `hyperParameters` items are JSON strings,
+// a metric's `data` is a JSON string of a JSON string.
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** GET /api/v1/nni/experiment */
+export interface ExperimentView {
+  id: string;
+  revision?: number;
+  execDuration: number; // seconds
+  logDir?: string;
+  nextSequenceId?: number;
+  params: ExperimentConfig;
+  startTime?: number; // ms
+  endTime?: number; // ms
+  status: string;
+  preempted?: boolean;
+  readOnly?: boolean;
+  error?: string;
+}
+
+export interface ExperimentConfig {
+  experimentName?: string;
+  trialConcurrency?: number;
+  maxTrialNumber?: number;
+  maxExperimentDuration?: number | string;
+  searchSpace?: Record<string, Json>;
+  tuner?: { name?: string; className?: string; classArgs?: Record<string, Json> };
+  [key: string]: Json | undefined;
+}
+
+export interface JobStatistic {
+  trialJobStatus: string;
+  trialJobNumber: number;
+}
+
+export interface MetricView {
+  timestamp: number;
+  trialJobId: string;
+  parameterId: string;
+  type: string;
+  sequence: number;
+  data: string;
+}
+
+/** One attempt, when the server lists them (`attempts` as a list, or `attemptDetails`). */
+export interface AttemptView {
+  attempt?: number;
+  status?: string;
+  startTime?: number;
+  endTime?: number;
+  exitCode?: number | null;
+  signal?: number | string | null;
+}
+
+export interface TrialJobView {
+  trialJobId: string;
+  sequenceId: number;
+  status: string;
+  hyperParameters?: string[];
+  logPath?: string;
+  stderrPath?: string;
+  submitTime?: number;
+  startTime?: number;
+  endTime?: number;
+  attempts?: number | AttemptView[];
+  attemptDetails?: AttemptView[];
+  finalMetricData?: MetricView[];
+}
+
+/** `[trialId, sequenceId, type, metricSequence, value, timestampMs]` */
+export type CompactMetric = [string, number, string, number, number | null, number];
+
+/** GET /api/v1/expmgr/changes and the websocket's `changes` message. */
+export interface ChangesMessage {
+  type?: 'changes';
+  cursor: string;
+  full?: boolean;
+  more?: boolean;
+  experiment?: ExperimentView;
+  statistics?: JobStatistic[];
+  trials?: TrialJobView[];
+  metrics?: CompactMetric[];
+}
+
+export interface HelloMessage {
+  type: 'hello';
+  cursor: string;
+  readOnly: boolean;
+}
+
+export type LogFile = 'stdout' | 'stderr' | 'trial.log' | 'experiment.log' | 'dispatcher.log';
+
+/** GET /api/v1/expmgr/tail and the websocket's `tail` message. */
+export interface TailChunk {
+  offset: number;
+  next: number;
+  size?: number;
+  text: string;
+}
+
+export interface TailMessage extends TailChunk {
+  type: 'tail';
+  file: LogFile;
+  trial: string | null;
+}
+
+export type ServerMessage = HelloMessage | (ChangesMessage & { type: 'changes' }) | TailMessage;
+
+/** A trial as the UI keeps it. */
+export interface Trial {
+  id: string;
+  seq: number;
+  status: string;
+  params: Record<string, Json>;
+  submitTime?: number;
+  startTime?: number;
+  endTime?: number;
+  attempts: number;
+  attemptDetails?: AttemptView[];
+  /** The final result's number (`default` of a dict), if any. */
+  final?: number;
+  /** The final result as reported (number or dict). */
+  finalRaw?: Json;
+  /** Bumped whenever this trial's record or its metrics change. */
+  rev: number;
+}
+
+/** Intermediate (PERIODICAL) results of one trial, ordered by metricSequence. */
+export interface Series {
+  seq: number[];
+  value: number[];
+  time: number[];
+}

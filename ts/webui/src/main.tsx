@@ -1,0 +1,23 @@
+// Entry point: builds the store, the REST client and the live connection, and renders the app.
+import { render } from 'preact';
+import { Api } from './data/api';
+import { Live } from './data/live';
+import { ExperimentData } from './data/store';
+import { App } from './ui/App';
+import { AppCtx } from './ui/app-context';
+import './style.css';
+
+const api = new Api();
+const store = new ExperimentData();
+const wsUrl = new URL('api/v1/expmgr/ws', location.href);
+wsUrl.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+wsUrl.hash = '';
+const live = new Live({ api, store, wsUrl: wsUrl.href });
+live.start();
+
+render(
+  <AppCtx.Provider value={{ api, store, live }}>
+    <App />
+  </AppCtx.Provider>,
+  document.getElementById('root')!,
+);

@@ -1,0 +1,98 @@
+// Final results with the best so far, intermediate curves, parallel coordinates, durations.
+// Options are rebuilt at most once a second while the experiment runs.
+import { useMemo, useState } from 'preact/hooks';
+import { optimizeMode } from '../data/parse';
+import {
+  countPoints, curvesOption, durationsOption, finalOption, parallelOption, selectCurves, type CurvesMode,
+} from '../charts/options';
+import { useApp } from './app-context';
+import { trialHref, useSubscribed, useThrottled } from './hooks';
+import { LazyChart } from './LazyChart';
+
+const MODES: [CurvesMode, string][] = [
+  ['best', 'best'], ['latest', 'latest'], ['running', 'running'], ['selected', 'selected'], ['all', 'all'],
+];
+
+function openTrial(id: unknown) {
+  if (typeof id === 'string' && id) location.hash = trialHref(id);
+}
+
+export function ChartsPage() {
+  const { store } = useApp();
+  const trialsVersion = useThrottled(useSubscribed(store, () => store.trialsVersion), 1000);
+  const metricsVersion = useThrottled(useSubscribed(store, () => store.metricsVersion), 1000);
+  const experimentVersion = useSubscribed(store, () => store.experimentVersion);
+  const [mode, setMode] = useState<CurvesMode>('best');
+  const [count, setCount] = useState(20);
+  const [selectedText, setSelectedText] = useState('');
+  const [withOthers, setWithOthers] = useState(true);
+  const [highlight, setHighlight] = useState<string | null>(null);
+
+  const optimize = optimizeMode(store.experiment?.params as Record<string, unknown> | undefined);
+  const keys = store.paramKeys();
+  const space = store.experiment?.params?.searchSpace;
+
+  const final = useMemo(() => finalOption(store.trials, optimize), [trialsVersion, optimize]);
+  const selected = useMemo(() => selectedText.split(/[\s,]+/).filter(Boolean), [selectedText]);
+  const curves = useMemo(() => {
+    const selection = selectCurves(store.trials, (id) => store.seriesOf(id), mode, count, selected, optimize, withOthers);
+    return { option: curvesOption(selection, highlight), shown: selection.shown.length, others: selection.others.length };
+  }, [trialsVersion, metricsVersion, mode, count, selected, optimize, withOthers, highlight]);
+  const parallel = useMemo(() => parallelOption(store.trials, keys, space, optimize),
+    [trialsVersion, experimentVersion, keys, optimize]);
+  const durations = useMemo(() => durationsOption(store.trials, Date.now()), [trialsVersion]);
+
+  const toggleSelected = (id: string) => {
+    const ids = new Set(selected);
+    if (ids.has(id)) ids.delete(id);
+    else ids.add(id);
+    setSelectedText([...ids].join(', '));
+    setMode('selected');
+  };
+
+  return (
+    <section class="page charts-page">
+      <div class="card">
+        <h2>Final results <span class="muted small">click a point to show its curve below</span></h2>
+        <LazyChart option={final} testid="chart-final" points={countPoints(final)}
+                   onClick={(p) => {
+                     const id = Array.isArray(p.data) ? p.data[2] : undefined;
+                     if (typeof id === 'string') toggleSelected(id);
+                   }} />
+      </div>
+      <div class="card">
+        <h2>Intermediate results</h2>
+        <div class="filterbar">
+          <label>Show{' '}
+            <select data-testid="curves-mode" value={mode} onChange={(e) => setMode(e.currentTarget.value as CurvesMode)}>
+              {MODES.map(([value, label]) => <option value={value}>{label}</option>)}
+            </select>
+          </label>
+          {(mode === 'best' || mode === 'latest') && (
+            <label><input class="small" type="number" min={1} max={500} value={count} data-testid="curves-count"
+                          onInput={(e) => setCount(Math.max(1, Math.min(500, Number(e.currentTarget.value) || 1)))} /> trials</label>
+          )}
+          {mode === 'selected' && (
+            <input class="wide-input" placeholder="trial ids, comma separated" value={selectedText}
+                   data-testid="curves-trials" onInput={(e) => setSelectedText(e.currentTarget.value)} />
+          )}
+          <label><input type="checkbox" checked={withOthers || mode === 'all'} disabled={mode === 'all'}
+                        onChange={(e) => setWithOthers(e.currentTarget.checked)} data-testid="curves-others" /> others in grey</label>
+          <span class="muted">{curves.shown} highlighted{curves.others ? `, ${curves.others} in grey` : ''}</span>
+          {highlight && <a href={trialHref(highlight)}>open trial {highlight}</a>}
+        </div>
+        <LazyChart option={curves.option} testid="chart-intermediate" points={countPoints(curves.option)} height={360}
+                   onClick={(p) => { if (p.seriesName && p.seriesName !== 'other trials') setHighlight(p.seriesName === highlight ? null : p.seriesName); }} />
+      </div>
+      <div class="card">
+        <h2>Hyperparameters <span class="muted small">drag along an axis to select a range</span></h2>
+        <LazyChart option={parallel} testid="chart-parallel" points={countPoints(parallel)} height={380} />
+      </div>
+      <div class="card">
+        <h2>Trial durations</h2>
+        <LazyChart option={durations} testid="chart-durations" points={countPoints(durations)}
+                   onClick={(p) => openTrial(Array.isArray(p.data) ? p.data[2] : undefined)} />
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,70 @@
+// A tailed file: its last bytes, then whatever the server pushes, one virtual row per line.
+import { useEffect, useMemo, useReducer, useState } from 'preact/hooks';
+import { LEVELS } from '../data/logs';
+import type { Follower } from '../data/live';
+import type { LogFile } from '../data/types';
+import { tid } from '../testids';
+import { useApp } from './app-context';
+import { VirtualList } from './VirtualList';
+
+const LINE_HEIGHT = 18;
+
+export interface LogViewProps {
+  file: LogFile;
+  trial: string | null;
+  /** Lines below this level (an index in LEVELS) are hidden; 0 shows all. */
+  minLevel?: number;
+  search?: string;
+}
+
+export function LogView({ file, trial, minLevel = 0, search = '' }: LogViewProps) {
+  const { live } = useApp();
+  const [follower, setFollower] = useState<Follower | null>(null);
+  const [, force] = useReducer((n: number) => n + 1, 0);
+
+  useEffect(() => {
+    const { follower: f, release } = live.follow(file, trial);
+    setFollower(f);
+    let frame = 0;
+    const listener = () => {
+      if (!frame) frame = requestAnimationFrame(() => { frame = 0; force(0); });
+    };
+    f.listeners.add(listener);
+    return () => {
+      f.listeners.delete(listener);
+      if (frame) cancelAnimationFrame(frame);
+      release();
+    };
+  }, [live, file, trial]);
+
+  const lines = follower?.lines;
+  const version = lines?.version ?? -1;
+  const selected = useMemo(() => (lines ? lines.select(minLevel, search) : null), [lines, version, minLevel, search]);
+  const count = selected ? selected.length : lines?.count() ?? 0;
+
+  return (
+    <div class="logview">
+      {follower?.truncatedHead && <p class="muted small">Showing the last part of the file.</p>}
+      {follower?.error && <p class="field-error">{follower.error}</p>}
+      <VirtualList
+        class="log"
+        testid={tid.logFile(file)}
+        attrs={{ lines: lines?.count() ?? 0, next: follower?.tail.next ?? -1 }}
+        count={count}
+        rowHeight={LINE_HEIGHT}
+        overscan={20}
+        stickToBottom
+        renderRow={(i, top) => {
+          const index = selected ? selected[i] : i;
+          const level = lines!.levelOf(index);
+          return (
+            <div key={index} class={`logline lvl-${LEVELS[level] ?? 'INFO'}`} style={{ top: `${top}px` }}>
+              {lines!.line(index) || ' '}
+            </div>
+          );
+        }}
+      />
+      {count === 0 && <p class="empty small">{follower?.isSyncing() ? 'Loading…' : '(empty)'}</p>}
+    </div>
+  );
+}

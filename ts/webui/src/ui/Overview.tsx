@@ -1,0 +1,127 @@
+// The experiment at a glance: what it is, how far it got, its best result, its config.
+import { useMemo } from 'preact/hooks';
+import { EXPERIMENT_FINISHED, TRIAL_STATES, optimizeMode, parseDuration } from '../data/parse';
+import { bestTrial, formatNumber, formatParam } from '../data/query';
+import type { ExperimentView } from '../data/types';
+import { tid } from '../testids';
+import { useApp } from './app-context';
+import { Controls } from './Controls';
+import { formatDuration, formatTime } from './format';
+import { trialHref, useNow, useSubscribed } from './hooks';
+import { StateBadge } from './StateBadge';
+
+/** Seconds the experiment has run, ticking while it runs. */
+export function experimentSeconds(exp: ExperimentView, receivedAt: number, now: number): number {
+  const base = exp.execDuration ?? 0;
+  if (EXPERIMENT_FINISHED.has(exp.status) || exp.status === 'INITIALIZED') return base;
+  return base + Math.max(0, (now - receivedAt) / 1000);
+}
+
+function Progress({ used, max, testid, text }: { used: number; max: number | undefined; testid: string; text: string }) {
+  const pct = max && max > 0 ? Math.min(100, (100 * used) / max) : 0;
+  return (
+    <div class="progress-row">
+      <div class="progress"><div class="progress-fill" style={{ width: `${pct}%` }} /></div>
+      <span data-testid={testid}>{text}</span>
+    </div>
+  );
+}
+
+export function Overview() {
+  const { store } = useApp();
+  const experimentVersion = useSubscribed(store, () => store.experimentVersion);
+  const trialsVersion = useSubscribed(store, () => store.trialsVersion);
+  const exp = store.experiment;
+  const running = !!exp && !EXPERIMENT_FINISHED.has(exp.status);
+  const now = useNow(1000, running);
+  const mode = optimizeMode(exp?.params as Record<string, unknown> | undefined);
+  const best = useMemo(() => bestTrial(store.trials, mode), [trialsVersion, mode]);
+  const configText = useMemo(() => (exp ? JSON.stringify(exp.params, null, 2) : ''), [experimentVersion]);
+  const spaceText = useMemo(() => (exp?.params?.searchSpace ? JSON.stringify(exp.params.searchSpace, null, 2) : ''),
+    [experimentVersion]);
+
+  if (!exp) return <section class="page"><p class="empty">Loading…</p></section>;
+
+  const params = exp.params ?? {};
+  const seconds = experimentSeconds(exp, store.experimentReceivedAt, now);
+  const maxSeconds = parseDuration(params.maxExperimentDuration);
+  const maxTrials = typeof params.maxTrialNumber === 'number' ? params.maxTrialNumber : undefined;
+  const trialsUsed = exp.nextSequenceId ?? store.trials.length;
+  const counts = store.counts();
+
+  return (
+    <section class="page overview" data-testid="overview">
+      {exp.status === 'ERROR' && exp.error && (
+        <div class="card error-card">
+          <h2>Error</h2>
+          <pre data-testid="experiment-error">{exp.error}</pre>
+        </div>
+      )}
+      <div class="cards">
+        <div class="card">
+          <h2>Experiment</h2>
+          <dl class="facts">
+            <dt>Name</dt><dd>{params.experimentName ?? <span class="muted">(none)</span>}</dd>
+            <dt>Id</dt><dd>{exp.id}</dd>
+            <dt>Status</dt><dd><StateBadge state={exp.status} /></dd>
+            <dt>Started</dt><dd data-testid="start-time">{formatTime(exp.startTime)}</dd>
+            {exp.endTime !== undefined && <><dt>Ended</dt><dd>{formatTime(exp.endTime)}</dd></>}
+            <dt>Duration</dt><dd data-testid="duration">{formatDuration(seconds)}</dd>
+            <dt>Concurrency</dt><dd data-testid="concurrency">{params.trialConcurrency ?? ''}</dd>
+            <dt>Max trials</dt><dd data-testid="max-trials">{maxTrials ?? 'no limit'}</dd>
+            <dt>Max duration</dt><dd data-testid="max-duration">{Number.isNaN(maxSeconds) ? 'no limit' : formatDuration(maxSeconds)}</dd>
+            <dt>Optimize</dt><dd>{mode}</dd>
+          </dl>
+        </div>
+        <div class="card">
+          <h2>Budget</h2>
+          <div class="budget">
+            <span>Trials</span>
+            <Progress used={trialsUsed} max={maxTrials} testid="budget-trials"
+                      text={`${trialsUsed} / ${maxTrials ?? '∞'}`} />
+            <span>Time</span>
+            <Progress used={seconds} max={Number.isNaN(maxSeconds) ? undefined : maxSeconds} testid="budget-time"
+                      text={`${formatDuration(seconds)} / ${Number.isNaN(maxSeconds) ? '∞' : formatDuration(maxSeconds)}`} />
+          </div>
+          <h3>Trials by state</h3>
+          <div class="counts">
+            {TRIAL_STATES.filter((s) => counts[s]).map((s) => (
+              <a class="count" href="#/trials">
+                <StateBadge state={s} /> <b data-testid={tid.count(s)}>{counts[s]}</b>
+              </a>
+            ))}
+            {!Object.keys(counts).length && <span class="muted">No trial yet.</span>}
+          </div>
+        </div>
+        <div class="card">
+          <h2>Best result</h2>
+          {best ? (
+            <>
+              <p class="best">
+                <b data-testid="best-result">{formatNumber(best.final)}</b>{' '}
+                <a href={trialHref(best.id)} data-testid="best-trial">trial {best.id}</a>{' '}
+                <span class="muted">#{best.seq}</span>
+              </p>
+              <table class="kv" data-testid="best-params">
+                <tbody>
+                  {Object.entries(best.params).map(([k, v]) => <tr><th>{k}</th><td>{formatParam(v)}</td></tr>)}
+                </tbody>
+              </table>
+            </>
+          ) : <p class="muted" data-testid="best-result">No final result yet.</p>}
+        </div>
+      </div>
+      <Controls />
+      <div class="cards">
+        <div class="card wide">
+          <h2>Search space</h2>
+          <pre class="json" data-testid="search-space">{spaceText || '(none)'}</pre>
+        </div>
+        <div class="card wide">
+          <h2>Config</h2>
+          <pre class="json" data-testid="config">{configText}</pre>
+        </div>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,131 @@
+// One trial: its parameters, attempts, intermediate and final results, and its files tailed live.
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { trialCurveOption, countPoints } from '../charts/options';
+import { parseTrial, trialDuration } from '../data/parse';
+import { formatNumber, formatParam } from '../data/query';
+import type { AttemptView, LogFile, Trial } from '../data/types';
+import { tid } from '../testids';
+import { useApp } from './app-context';
+import { useConfirm } from './confirm';
+import { formatDuration, formatTime } from './format';
+import { useNow, useSubscribed, useThrottled } from './hooks';
+import { LazyChart } from './LazyChart';
+import { LogView } from './LogView';
+import { StateBadge } from './StateBadge';
+
+const FILES: LogFile[] = ['stdout', 'stderr', 'trial.log'];
+const KILLABLE = new Set(['WAITING', 'RUNNING', 'PAUSED']);
+
+function Attempts({ trial, details }: { trial: Trial; details: AttemptView[] | undefined }) {
+  if (!details || !details.length) {
+    return <p data-testid="trial-attempts">{trial.attempts} attempt{trial.attempts === 1 ? '' : 's'}</p>;
+  }
+  return (
+    <table class="grid" data-testid="trial-attempts">
+      <thead><tr><th>#</th><th>State</th><th>Started</th><th>Ended</th><th>Exit code</th><th>Signal</th></tr></thead>
+      <tbody>
+        {details.map((a, i) => (
+          <tr>
+            <td>{a.attempt ?? i + 1}</td>
+            <td>{a.status ? <StateBadge state={a.status} /> : ''}</td>
+            <td>{formatTime(a.startTime)}</td>
+            <td>{formatTime(a.endTime)}</td>
+            <td>{a.exitCode ?? ''}</td>
+            <td>{a.signal ?? ''}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export function TrialDetail({ trialId }: { trialId: string }) {
+  const { store, api } = useApp();
+  const trial = useSubscribed(store, () => store.trial(trialId));
+  const seriesRev = useThrottled(useSubscribed(store, () => store.seriesRevision(trialId)), 500);
+  const [file, setFile] = useState<LogFile>('stdout');
+  const [fetched, setFetched] = useState<Trial | null>(null);
+  const confirm = useConfirm();
+  const readOnly = useSubscribed(store, () => store.readOnly);
+  const now = useNow(1000, trial?.status === 'RUNNING');
+  const status = trial?.status;
+
+  // the single-trial route may list attempts with exit codes where the bulk views do not
+  useEffect(() => {
+    let alive = true;
+    api.trialJob(trialId).then((view) => { if (alive) setFetched(parseTrial(view)); }, () => undefined);
+    return () => { alive = false; };
+  }, [trialId, status]);
+
+  const option = useMemo(() => trialCurveOption(store.seriesOf(trialId), trial?.final), [seriesRev, trial?.final, trialId]);
+
+  if (!trial) {
+    return (
+      <section class="page">
+        <p class="empty">{store.loaded ? `No trial ${trialId}.` : 'Loading…'} <a href="#/trials">All trials</a></p>
+      </section>
+    );
+  }
+  const latest = store.latest(trialId);
+  const details = trial.attemptDetails ?? fetched?.attemptDetails;
+
+  return (
+    <section class="page trial-detail" data-testid="trial-detail">
+      <div class="title-row">
+        <a href="#/trials" class="muted">← trials</a>
+        <h1>Trial <span data-testid="trial-detail-id">{trial.id}</span> <span class="muted">#{trial.seq}</span></h1>
+        <StateBadge state={trial.status} testid="trial-detail-state" />
+        {readOnly === false && KILLABLE.has(trial.status) && (
+          <button type="button" class="danger" data-testid="kill-trial"
+                  onClick={() => confirm.ask(<>Kill trial <b>{trial.id}</b>? It ends as USER_CANCELED.</>,
+                    () => api.killTrial(trial.id), `Trial ${trial.id} is being stopped.`)}>
+            Kill trial
+          </button>
+        )}
+      </div>
+      {confirm.view}
+      <div class="cards">
+        <div class="card">
+          <h2>Result</h2>
+          <dl class="facts">
+            <dt>Final</dt><dd data-testid="trial-final">{trial.final !== undefined ? formatNumber(trial.final)
+              : trial.finalRaw !== undefined ? JSON.stringify(trial.finalRaw) : '—'}</dd>
+            {trial.finalRaw !== undefined && typeof trial.finalRaw === 'object' && (
+              <><dt>Reported</dt><dd class="mono">{JSON.stringify(trial.finalRaw)}</dd></>
+            )}
+            <dt>Latest</dt><dd>{formatNumber(latest) || '—'}</dd>
+            <dt>Submitted</dt><dd>{formatTime(trial.submitTime)}</dd>
+            <dt>Started</dt><dd>{formatTime(trial.startTime)}</dd>
+            <dt>Ended</dt><dd>{formatTime(trial.endTime)}</dd>
+            <dt>Duration</dt><dd data-testid="trial-duration">{formatDuration(trialDuration(trial, now))}</dd>
+          </dl>
+        </div>
+        <div class="card">
+          <h2>Parameters</h2>
+          <table class="kv" data-testid="trial-params">
+            <tbody>
+              {Object.entries(trial.params).map(([k, v]) => <tr><th>{k}</th><td>{formatParam(v)}</td></tr>)}
+            </tbody>
+          </table>
+        </div>
+        <div class="card">
+          <h2>Attempts</h2>
+          <Attempts trial={trial} details={details} />
+        </div>
+      </div>
+      <div class="card">
+        <h2>Intermediate results</h2>
+        <LazyChart option={option} testid="chart-trial-intermediate" points={countPoints(option)} height={260} />
+      </div>
+      <div class="card">
+        <div class="tabs">
+          {FILES.map((f) => (
+            <button type="button" class={`tab ${f === file ? 'active' : ''}`} data-testid={tid.logTab(f)}
+                    onClick={() => setFile(f)}>{f}</button>
+          ))}
+        </div>
+        <LogView key={`${trialId}/${file}`} file={file} trial={trialId} />
+      </div>
+    </section>
+  );
+}

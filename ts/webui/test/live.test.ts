@@ -1,0 +1,214 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { Api } from '../src/data/api';
+import { Live, type SocketLike } from '../src/data/live';
+import { ExperimentData } from '../src/data/store';
+import type { ChangesMessage } from '../src/data/types';
+import { changes, metric, trialView } from './helpers';
+
+class FakeSocket implements SocketLike {
+  sent: unknown[] = [];
+  closed = false;
+  onopen: ((ev: unknown) => void) | null = null;
+  onmessage: ((ev: { data: unknown }) => void) | null = null;
+  onclose: ((ev: unknown) => void) | null = null;
+  onerror: ((ev: unknown) => void) | null = null;
+  send(data: string) { this.sent.push(JSON.parse(data)); }
+  close() { this.closed = true; }
+  message(msg: unknown) { this.onmessage?.({ data: JSON.stringify(msg) }); }
+  drop() { this.closed = true; this.onclose?.({}); }
+}
+
+interface Call { url: string; method: string }
+
+/** A fake server behind fetch: `changes` answers are queued per test. */
+function fakeServer() {
+  const calls: Call[] = [];
+  const answers: ((url: string) => unknown)[] = [];
+  let down = false;
+  const fetchImpl = async (url: string, init?: RequestInit) => {
+    calls.push({ url, method: init?.method ?? 'GET' });
+    if (down) throw new TypeError('Failed to fetch');
+    const answer = answers.shift();
+    const body = answer ? answer(url) : { error: 'no answer queued' };
+    return new Response(JSON.stringify(body), { status: answer ? 200 : 500 });
+  };
+  return {
+    calls,
+    queue: (fn: (url: string) => unknown) => answers.push(fn),
+    setDown: (value: boolean) => { down = value; },
+    api: new Api('', fetchImpl as never),
+  };
+}
+
+async function settle() {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  await vi.advanceTimersByTimeAsync(0);
+}
+
+describe('Live', () => {
+  let sockets: FakeSocket[];
+  beforeEach(() => {
+    vi.useFakeTimers();
+    sockets = [];
+  });
+  afterEach(() => vi.useRealTimers());
+
+  function setup(server: ReturnType<typeof fakeServer>) {
+    const store = new ExperimentData();
+    const live = new Live({
+      api: server.api, store, wsUrl: 'ws://x/api/v1/expmgr/ws', random: () => 0.5,
+      createSocket: () => { const s = new FakeSocket(); sockets.push(s); return s; },
+    });
+    return { store, live };
+  }
+
+  it('loads by REST, then applies socket changes', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));
+    const { store, live } = setup(server);
+    live.start();
+    await settle();
+    expect(store.trials.length).toBe(1);
+    expect(server.calls[0].url).toContain('api/v1/expmgr/changes?limit=');
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    expect(live.state).toBe('online');
+    expect(store.readOnly).toBe(false);
+    expect(server.calls[1].url).toContain('since=c1');
+    sockets[0].message({ type: 'changes', ...changes('c2', { trials: [trialView('b', 1, 'WAITING')], metrics: [metric('a', 0, 1)] }) });
+    expect(store.trials.map((t) => t.id)).toEqual(['a', 'b']);
+    expect(store.seriesOf('a').value).toEqual([1]);
+    live.stop();
+  });
+
+  it('follows `more` pages until the last', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('p1', { full: true, more: true, trials: [trialView('a', 0, 'RUNNING')] }));
+    server.queue((url) => {
+      expect(url).toContain('since=p1');
+      return changes('p2', { trials: [trialView('b', 1, 'RUNNING')] });
+    });
+    const { store, live } = setup(server);
+    live.start();
+    await settle();
+    expect(store.trials.map((t) => t.id)).toEqual(['a', 'b']);
+    expect(store.cursor).toBe('p2');
+    live.stop();
+  });
+
+  it('shows offline when the socket drops, reconnects with backoff and catches up since its cursor', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));
+    const { store, live } = setup(server);
+    live.start();
+    await settle();
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    sockets[0].drop();
+    expect(live.state).toBe('offline');
+    expect(sockets.length).toBe(1);
+    server.setDown(true);
+    await vi.advanceTimersByTimeAsync(500); // first retry after ~500 ms
+    expect(sockets.length).toBe(2);
+    sockets[1].drop();
+    await vi.advanceTimersByTimeAsync(600);
+    expect(sockets.length).toBe(2); // the second waits ~1 s
+    await vi.advanceTimersByTimeAsync(500);
+    expect(sockets.length).toBe(3);
+    server.setDown(false);
+    server.queue((url) => {
+      expect(url).toContain('since=c1');
+      return changes('c5', { trials: [trialView('a', 0, 'SUCCEEDED', { endTime: 5 })] });
+    });
+    sockets[2].message({ type: 'hello', cursor: 'c5', readOnly: false });
+    await settle();
+    expect(live.state).toBe('online');
+    expect(store.trial('a')!.status).toBe('SUCCEEDED');
+    expect(store.cursor).toBe('c5');
+    live.stop();
+  });
+
+  it('holds socket changes during a catch-up and applies those newer than its request after it', async () => {
+    const server = fakeServer();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => { release = resolve; });
+    const { store, live } = setup(server);
+    server.queue(() => changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));
+    live.start();
+    await settle();
+    // the catch-up after hello is slow; socket messages arrive meanwhile
+    let answer: ChangesMessage | null = null;
+    server.queue(() => answer);
+    const originalChanges = server.api.changes.bind(server.api);
+    server.api.changes = async (since, limit) => { await gate; return originalChanges(since, limit); };
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    sockets[0].message({ type: 'changes', ...changes('c3', { trials: [trialView('b', 1, 'RUNNING')] }) });
+    expect(store.trial('b')).toBeUndefined(); // held back
+    answer = changes('c2', { trials: [trialView('a', 0, 'SUCCEEDED', { endTime: 3 })] });
+    release();
+    await settle();
+    expect(store.trial('a')!.status).toBe('SUCCEEDED');
+    expect(store.trial('b')!.status).toBe('RUNNING');
+    expect(store.cursor).toBe('c3');
+    live.stop();
+  });
+
+  it('tails a file: last bytes by REST, then follows on the socket and again after a reconnect', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true }));
+    const { live } = setup(server);
+    live.start();
+    await settle();
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: true });
+    await settle();
+    server.queue((url) => {
+      expect(url).toContain('file=stdout');
+      expect(url).toContain('offset=-262144');
+      expect(url).toContain('trial=t1');
+      return { offset: 0, next: 6, size: 6, text: 'hello\n' };
+    });
+    const { follower, release } = live.follow('stdout', 't1');
+    await settle();
+    expect(follower.lines.lines).toEqual(['hello']);
+    expect(sockets[0].sent).toContainEqual({ type: 'follow', file: 'stdout', trial: 't1', offset: 6 });
+    sockets[0].message({ type: 'tail', file: 'stdout', trial: 't1', offset: 6, next: 12, text: 'world\n' });
+    sockets[0].message({ type: 'tail', file: 'stdout', trial: 't1', offset: 6, next: 12, text: 'world\n' });
+    expect(follower.lines.lines).toEqual(['hello', 'world']);
+    // reconnect: follow again from where it stopped
+    sockets[0].drop();
+    await vi.advanceTimersByTimeAsync(500);
+    server.queue(() => changes('c1'));
+    sockets[1].message({ type: 'hello', cursor: 'c1', readOnly: true });
+    await settle();
+    expect(sockets[1].sent).toContainEqual({ type: 'follow', file: 'stdout', trial: 't1', offset: 12 });
+    release();
+    expect(sockets[1].sent).toContainEqual({ type: 'unfollow', file: 'stdout', trial: 't1' });
+    live.stop();
+  });
+
+  it('fills a gap in pushed chunks by REST', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true }));
+    const { live } = setup(server);
+    live.start();
+    await settle();
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    server.queue(() => ({ offset: 0, next: 2, size: 2, text: 'a\n' }));
+    const { follower } = live.follow('experiment.log', null);
+    await settle();
+    server.queue((url) => {
+      expect(url).toContain('offset=2');
+      return { offset: 2, next: 6, size: 6, text: 'b\nc\n' };
+    });
+    sockets[0].message({ type: 'tail', file: 'experiment.log', trial: null, offset: 4, next: 6, text: 'c\n' });
+    await settle();
+    expect(follower.lines.lines).toEqual(['a', 'b', 'c']);
+    live.stop();
+  });
+});

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { metricNumber, optimizeMode, parseDuration, parseMetricData, parseParameters, parseTrial, trialDuration } from '../src/data/parse';
+import { trialView } from './helpers';
+
+describe('parsing NNI shapes', () => {
+  it('reads a metric data string encoded twice or once', () => {
+    expect(parseMetricData('"0.57"')).toBe(0.57);
+    expect(parseMetricData(JSON.stringify(JSON.stringify({ default: 1, x: 2 })))).toEqual({ default: 1, x: 2 });
+    expect(parseMetricData('0.5')).toBe(0.5);
+    expect(parseMetricData('not json')).toBe('not json');
+  });
+
+  it("takes a dict's default as its number", () => {
+    expect(metricNumber({ default: 0.3 })).toBe(0.3);
+    expect(metricNumber('0.25')).toBe(0.25);
+    expect(metricNumber({ loss: 1 })).toBeUndefined();
+    expect(metricNumber(NaN)).toBeUndefined();
+  });
+
+  it('reads parameters from hyperParameters', () => {
+    expect(parseParameters(['{"parameter_id": 0, "parameters": {"lr": 0.1}}'])).toEqual({ lr: 0.1 });
+    expect(parseParameters([])).toEqual({});
+    expect(parseParameters(['{bad'])).toEqual({});
+  });
+
+  it('reads attempts as a count or as a list', () => {
+    expect(parseTrial(trialView('a', 0, 'RUNNING', { attempts: 2 })).attempts).toBe(2);
+    const listed = parseTrial(trialView('a', 0, 'FAILED', { attempts: [{ attempt: 1, exitCode: 1 }, { attempt: 2, signal: 9 }] }));
+    expect(listed.attempts).toBe(2);
+    expect(listed.attemptDetails![1].signal).toBe(9);
+  });
+
+  it('measures durations, running trials up to now', () => {
+    const t = parseTrial(trialView('a', 0, 'RUNNING', { startTime: 1000 }));
+    expect(trialDuration(t, 4000)).toBe(3);
+    expect(trialDuration({ ...t, endTime: 2000, status: 'SUCCEEDED' }, 9000)).toBe(1);
+    expect(trialDuration({ ...t, startTime: undefined }, 9000)).toBeUndefined();
+  });
+
+  it('reads durations and the optimize mode like NNI', () => {
+    expect(parseDuration('1.5h')).toBe(5400);
+    expect(parseDuration('30')).toBe(30);
+    expect(parseDuration(600)).toBe(600);
+    expect(parseDuration('soon')).toBeNaN();
+    expect(optimizeMode({ tuner: { classArgs: { optimize_mode: 'minimize' } } })).toBe('minimize');
+    expect(optimizeMode({})).toBe('maximize');
+  });
+});
