@@ -21,6 +21,7 @@ import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
+from expmgr.manager.live import LiveHub
 from expmgr.manager.registry import Registry
 from expmgr.manager.rest import make_app
 from expmgr.manager.runner import TrialRunner
@@ -79,13 +80,16 @@ class Manager:
                              on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
                              resumed=self._resumed)
         self._runner = runner
-        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner))
+        hub = LiveHub(self._store, self.paths, read_only=False)
+        hub.start()
+        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner, hub))
         server.add_sockets(self._sockets)
         self._started.set()
         try:
             self.final_state = await runner.run()
         finally:
             server.stop()
+            await hub.stop()
             await server.close_all_connections()
             self._store.close()
             if self.final_state is None:  # the runner itself broke; it recorded nothing

@@ -1,35 +1,55 @@
-"""The REST server: NNI's v1 routes under ``/api/v1/nni/`` and the trial channel.
+"""The REST server: NNI's v1 routes under ``/api/v1/nni/``, the trial channel, and what
+the web UI needs under ``/api/v1/expmgr/`` (changes since a cursor, log tails, the
+websocket of live.py), besides the UI itself (static.py).
 
 Reads come from the store, so the same routes serve a running experiment and
-a finished one. Trials POST their reports to ``/api/v1/expmgr/trials/<id>/metrics``
-with their token in the ``X-Expmgr-Trial-Token`` header::
+a finished one (``runner`` None: read-only, every write answers 409). Trials POST
+their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
+``X-Expmgr-Trial-Token`` header::
 
-    app = make_app(store, paths, runner)
+    hub = LiveHub(store, paths, read_only=runner is None); hub.start()
+    app = make_app(store, paths, runner, hub)
     server = tornado.httpserver.HTTPServer(app); server.add_sockets(sockets)
 """
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any, Callable
 
 import tornado.web
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import views
+from expmgr.manager import tails, views
+from expmgr.manager.live import LiveHub, LiveSocket
 from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
+from expmgr.manager.static import ui_routes
 from expmgr.manager.store import ExperimentStore
 
 API = "/api/v1/nni"
+EXPMGR_API = "/api/v1/expmgr"
 NOT_JSON = object()
 READ_ONLY = "this experiment is served read-only (view); it cannot be changed and takes no reports"
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+class RequestError(tornado.web.HTTPError):
+    """Raised by a handler: answered ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status)
+        self.message = message
 
 
 class _Handler(tornado.web.RequestHandler):
-    def initialize(self, store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None) -> None:
+    def initialize(self, store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None,
+                   hub: LiveHub) -> None:
         self.store = store
         self.paths = paths
         self.runner = runner
+        self.hub = hub
 
     def send_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -37,7 +57,25 @@ class _Handler(tornado.web.RequestHandler):
         self.finish(json.dumps(data))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        self.send_json({"error": self._reason}, status_code)
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        self.send_json({"error": error.message if isinstance(error, RequestError) else self._reason}, status_code)
+
+    def int_argument(self, name: str, default: int | None, minimum: int | None = 0) -> int | None:
+        """Query argument ``name`` as an integer (``default`` when absent); a RequestError
+        (400) naming it when it is not one, or is below ``minimum``."""
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        if _INTEGER.fullmatch(raw) is None or (minimum is not None and int(raw) < minimum):
+            kind = ("an integer" if minimum is None else "a non-negative integer" if minimum == 0
+                    else "a positive integer" if minimum == 1 else f"an integer of at least {minimum}")
+            raise RequestError(400, f"{name}: expected {kind}, got {raw!r}")
+        return int(raw)
+
+    def path_int(self, name: str, raw: str) -> int:
+        if _INTEGER.fullmatch(raw) is None:
+            raise RequestError(400, f"{name}: expected an integer, got {raw!r}")
+        return int(raw)
 
     def apply_change(self, change: Callable[[TrialRunner], None]) -> None:
         """Make a change through the runner and answer {} or the refusal."""
@@ -81,7 +119,11 @@ UPDATE_TYPES = {"TRIAL_CONCURRENCY": "trialConcurrency", "MAX_TRIAL_NUM": "maxTr
 
 class ExperimentHandler(_Handler):
     def get(self) -> None:
-        self.send_json(views.experiment_view(self.store))
+        self.send_json(views.experiment_view(self.store, read_only=self.runner is None))
+
+    def delete(self) -> None:
+        """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing."""
+        self.apply_change(lambda runner: None if runner.stop_requested else runner.request_stop())
 
     def put(self) -> None:
         """NNI's update: the body is the profile (or its ``params``) holding the new value."""
@@ -105,13 +147,17 @@ class ExperimentHandler(_Handler):
 class TrialJobsHandler(_Handler):
     def get(self, trial_id: str | None = None) -> None:
         if trial_id is None:
-            self.send_json(views.trial_jobs_view(self.store, self.paths))
+            offset = self.int_argument("offset", 0)
+            limit = self.int_argument("limit", None, minimum=1)
+            self.send_json(views.trial_jobs_view(self.store, self.paths, offset, limit))
             return
         trial = self.store.trial(trial_id)
         if trial is None:
             self.send_json({"error": f"no trial {trial_id!r}"}, 404)
             return
-        self.send_json(views.trial_job_view(trial, self.paths, self.store.final_metrics().get(trial_id)))
+        view = views.trial_job_view(trial, self.paths, self.store.final_metrics([trial_id]).get(trial_id))
+        view["attemptDetails"] = views.attempt_views(sorted(self.store.attempts(trial_id), key=lambda a: a.attempt))
+        self.send_json(view)
 
     def delete(self, trial_id: str) -> None:
         """NNI's cancel: stop this trial as USER_CANCELED."""
@@ -124,6 +170,68 @@ class MetricDataHandler(_Handler):
             self.send_json({"error": f"no trial {trial_id!r}"}, 404)
             return
         self.send_json(views.metrics_view(self.store, trial_id))
+
+
+class LatestMetricDataHandler(_Handler):
+    def get(self) -> None:
+        self.send_json(views.latest_metrics_view(self.store))
+
+
+class MetricDataRangeHandler(_Handler):
+    def get(self, first: str, last: str) -> None:
+        self.send_json(views.metrics_range_view(self.store, self.path_int("minSeqId", first),
+                                                self.path_int("maxSeqId", last)))
+
+
+class TrialFileHandler(_Handler):
+    """NNI's trial-file: a trial's stdout, stderr or trial.log, whole, as text."""
+
+    CHUNK = 256 * 1024
+
+    async def get(self, trial_id: str, name: str) -> None:
+        if name not in tails.TRIAL_FILES:
+            raise RequestError(400, f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
+        path = self._trial_file(trial_id, name)
+        self.set_header("Content-Type", "text/plain; charset=UTF-8")
+        if path.is_file():  # not yet when the trial has not started
+            with path.open("rb") as file:  # noqa: ASYNC230 - local files, read in chunks between flushes
+                while chunk := file.read(self.CHUNK):
+                    self.write(chunk)
+                    await self.flush()
+        self.finish()
+
+    def _trial_file(self, trial_id: str, name: str) -> Path:
+        try:
+            return tails.log_file(self.paths, self.store, name, trial_id)
+        except tails.TailError as error:
+            raise RequestError(error.status, str(error)) from None
+
+
+class TailHandler(_Handler):
+    """Bytes of a log file from an offset: ``{"offset", "next", "size", "text"}``."""
+
+    def get(self) -> None:
+        which = self.get_query_argument("file", None)
+        if which is None:
+            raise RequestError(400, "file: missing")
+        offset = self.int_argument("offset", 0, minimum=None)
+        try:
+            path = tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None))
+        except tails.TailError as error:
+            raise RequestError(error.status, str(error)) from None
+        tail = tails.read_tail(path, offset)
+        self.send_json({"offset": tail.offset, "next": tail.next, "size": tail.size, "text": tail.text})
+
+
+class ChangesHandler(_Handler):
+    """What changed since a cursor (see ExperimentStore.changes), built off the event loop."""
+
+    async def get(self) -> None:
+        since = self.get_query_argument("since", None)
+        limit = self.int_argument("limit", None, minimum=1)
+        text = await self.hub.changes(since, limit)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(text)
 
 
 class JobStatisticsHandler(_Handler):
@@ -154,8 +262,10 @@ class TrialMetricsHandler(_Handler):
         self.send_json({"ok": True})
 
 
-def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None) -> tornado.web.Application:
-    context = {"store": store, "paths": paths, "runner": runner}
+def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
+             webui_dir: Path | None = None) -> tornado.web.Application:
+    """The server's routes; ``webui_dir`` holds the built UI (default: the installed one)."""
+    context = {"store": store, "paths": paths, "runner": runner, "hub": hub}
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
         (f"{API}/experiment", ExperimentHandler),
@@ -164,8 +274,16 @@ def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner
         (f"{API}/trial-jobs/([^/]+)", TrialJobsHandler),
         (f"{API}/metric-data", MetricDataHandler),
         (f"{API}/metric-data/([^/]+)", MetricDataHandler),
+        (f"{API}/metric-data-latest", LatestMetricDataHandler),
+        (f"{API}/metric-data-range/([^/]+)/([^/]+)", MetricDataRangeHandler),
+        (f"{API}/trial-file/([^/]+)/([^/]+)", TrialFileHandler),
         (f"{API}/job-statistics", JobStatisticsHandler),
         (f"{API}/export-data", ExportDataHandler),
+        (f"{EXPMGR_API}/changes", ChangesHandler),
+        (f"{EXPMGR_API}/tail", TailHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
-    return tornado.web.Application([(path, handler, context) for path, handler in routes])
+    return tornado.web.Application(
+        [(path, handler, context) for path, handler in routes]
+        + [(f"{EXPMGR_API}/ws", LiveSocket, {"hub": hub})] + ui_routes(webui_dir),
+        websocket_ping_interval=20)

@@ -606,6 +606,11 @@ class TrialRunner:
             self.logger.warning("experiment %s is preempted; its trials are told with SIGUSR1", self.exp_id)
         self.request_stop()
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a stop (or a preemption) was asked for."""
+        return self._stop_requested
+
     def request_stop(self, *, kill_now: bool = False) -> None:
         """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL after
         ``trialGracePeriod``; with ``kill_now`` (or when asked twice), SIGKILL at once."""

@@ -1,5 +1,5 @@
-"""Read-only serving of a finished experiment's store: NNI's REST routes and nothing
-that writes (the trial channel answers 409). Used by ``Experiment.view``::
+"""Read-only serving of a finished experiment's store: the web UI and the REST routes,
+nothing that writes (every write answers 409). Used by ``Experiment.view``::
 
     viewer = Viewer(paths, sockets)
     viewer.start()
@@ -15,6 +15,7 @@ import threading
 import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
+from expmgr.manager.live import LiveHub
 from expmgr.manager.rest import make_app
 from expmgr.manager.store import ExperimentStore
 
@@ -48,7 +49,9 @@ class Viewer:
 
     async def _main(self) -> None:
         store = ExperimentStore.open(self.paths.database, readonly=True)
-        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None))
+        hub = LiveHub(store, self.paths, read_only=True)
+        hub.start()
+        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None, hub))
         server.add_sockets(self._sockets)
         self._stopped = asyncio.Event()
         self._started.set()
@@ -56,6 +59,7 @@ class Viewer:
             await self._stopped.wait()
         finally:
             server.stop()
+            await hub.stop()
             await server.close_all_connections()
             store.close()
 

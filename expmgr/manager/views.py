@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.store import ExperimentStore, MetricRecord, TrialRecord
+from expmgr.manager.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.states import ExperimentState
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -30,16 +31,21 @@ def metric_view(metric: MetricRecord, parameter_id: int) -> dict[str, Any]:
 
 
 def trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricRecord | None) -> dict[str, Any]:
+    return _trial_job_view(trial, str(paths.trials_dir), final)
+
+
+def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
+    # Paths as strings, not pathlib: a changes answer builds 10,000 of these.
     hyper_parameters = json.dumps({"parameter_id": trial.sequence_id, "parameter_source": "algorithm",
                                    "parameters": trial.parameters, "parameter_index": 0})
-    trial_dir = paths.trial_dir(trial.trial_id)
+    trial_dir = f"{trials_dir}/{trial.trial_id}"
     view: dict[str, Any] = {
         "trialJobId": trial.trial_id,
         "sequenceId": trial.sequence_id,
         "status": trial.status.value,
         "hyperParameters": [hyper_parameters],
         "logPath": f"file://localhost:{trial_dir}",
-        "stderrPath": f"file://localhost:{trial_dir / 'stderr'}",
+        "stderrPath": f"file://localhost:{trial_dir}/stderr",
         "submitTime": _ms(trial.submit_time),
         "attempts": trial.attempts,
     }
@@ -52,14 +58,38 @@ def trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricReco
     return view
 
 
-def trial_jobs_view(store: ExperimentStore, paths: ExperimentPaths) -> list[dict[str, Any]]:
-    finals = store.final_metrics()
-    return [trial_job_view(trial, paths, finals.get(trial.trial_id)) for trial in store.trials()]
+def attempt_views(attempts: list[AttemptRecord]) -> list[dict[str, Any]]:
+    """A trial's attempts (the single-trial route lists them; the bulk views only count them)."""
+    return [{"attempt": a.attempt, "status": a.status.value, "startTime": _ms(a.start_time),
+             "endTime": _ms(a.end_time), "exitCode": a.exit_code, "signal": a.signal} for a in attempts]
+
+
+def trial_jobs_view(store: ExperimentStore, paths: ExperimentPaths, offset: int = 0,
+                    limit: int | None = None) -> list[dict[str, Any]]:
+    """The trials in sequence order; ``offset`` and ``limit`` select a page."""
+    trials = store.trials(offset, limit)
+    finals = store.final_metrics(None if offset == 0 and limit is None else [t.trial_id for t in trials])
+    trials_dir = str(paths.trials_dir)
+    return [_trial_job_view(trial, trials_dir, finals.get(trial.trial_id)) for trial in trials]
 
 
 def metrics_view(store: ExperimentStore, trial_id: str | None = None) -> list[dict[str, Any]]:
-    sequence_ids = {trial.trial_id: trial.sequence_id for trial in store.trials()}
-    return [metric_view(m, sequence_ids.get(m.trial_id, -1)) for m in store.metrics(trial_id)]
+    return _metric_views(store, store.metrics(trial_id))
+
+
+def latest_metrics_view(store: ExperimentStore) -> list[dict[str, Any]]:
+    """NNI's metric-data-latest: each trial's latest intermediate result and its final one."""
+    return _metric_views(store, store.latest_metrics())
+
+
+def metrics_range_view(store: ExperimentStore, first: int, last: int) -> list[dict[str, Any]]:
+    """NNI's metric-data-range: the metrics of trials with a sequence id in [first, last]."""
+    return _metric_views(store, store.metrics_of_sequence_range(first, last))
+
+
+def _metric_views(store: ExperimentStore, metrics: list[MetricRecord]) -> list[dict[str, Any]]:
+    sequence_ids = store.sequence_ids()
+    return [metric_view(m, sequence_ids.get(m.trial_id, -1)) for m in metrics]
 
 
 def job_statistics_view(store: ExperimentStore) -> list[dict[str, Any]]:
@@ -75,7 +105,9 @@ def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
             for trial in store.trials() if trial.trial_id in finals]
 
 
-def experiment_view(store: ExperimentStore) -> dict[str, Any]:
+def experiment_view(store: ExperimentStore, read_only: bool | None = None) -> dict[str, Any]:
+    """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
+    ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view)."""
     profile = store.profile()
     end = profile.end_time if profile.end_time is not None else time.time()
     view: dict[str, Any] = {
@@ -91,7 +123,26 @@ def experiment_view(store: ExperimentStore) -> dict[str, Any]:
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)
+    if profile.status == ExperimentState.ERROR and profile.error:
+        view["error"] = profile.error
+    if read_only is not None:
+        view["readOnly"] = read_only
     return view
+
+
+def changes_json(store: ExperimentStore, paths: ExperimentPaths, changes: Changes, read_only: bool,
+                 head: dict[str, Any] | None = None) -> str:
+    """The answer of ``GET /api/v1/expmgr/changes`` as JSON text, the fields of ``head``
+    first (the websocket's ``{"type": "changes"}``). Call it in the snapshot that read
+    ``changes``: the experiment and the statistics are read here."""
+    answer = dict(head or {})
+    answer.update(cursor=changes.cursor, full=changes.full, more=changes.more,
+                  experiment=experiment_view(store, read_only), statistics=job_statistics_view(store))
+    trials_dir = str(paths.trials_dir)
+    answer["trials"] = [_trial_job_view(trial, trials_dir, changes.finals.get(trial.trial_id))
+                        for trial in changes.trials]
+    # The metrics come as JSON text from the store: spliced in, not parsed and encoded again.
+    return f'{json.dumps(answer)[:-1]}, "metrics": {changes.metrics_json}}}'
 
 
 def check_status_view(store: ExperimentStore) -> dict[str, Any]:

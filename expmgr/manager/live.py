@@ -1,0 +1,278 @@
+"""Live updates for the web UI: the websocket ``/api/v1/expmgr/ws`` and the changes
+answers, built off the event loop.
+
+The store tells the hub of each committed write; the hub then pushes to each client
+what changed since the cursor of its previous message, at most once per PUSH_INTERVAL
+(a burst of metrics makes one message). Nothing is read while nothing is written.
+Files a client follows are checked every FOLLOW_INTERVAL while followed::
+
+    hub = LiveHub(store, paths, read_only=False)
+    hub.start()                                  # on the server's event loop
+    app = make_app(store, paths, runner, hub)    # routes /api/v1/expmgr/ws to LiveSocket
+    ...
+    await hub.stop()
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tornado.ioloop
+import tornado.websocket
+
+from expmgr.layout import ExperimentPaths
+from expmgr.manager import views
+from expmgr.manager.reader import StoreReader
+from expmgr.manager.store import Changes, ExperimentStore
+from expmgr.manager.tails import Tail, TailError, log_file, read_tail
+
+PUSH_INTERVAL = 0.25
+"""At most one changes message per client in this many seconds."""
+PUSH_LIMIT = 50_000
+"""Trials + metrics in one pushed message; a client far behind gets several in a row."""
+FOLLOW_INTERVAL = 0.3
+"""How often followed files are checked for growth (a stat each)."""
+CHUNKS_PER_CHECK = 4
+"""Reads of a followed file per check, each at most tails.MAX_BYTES."""
+
+_log = logging.getLogger("nni.manager")
+
+
+def changes_answer(store: ExperimentStore, paths: ExperimentPaths, since: str | None, limit: int | None,
+                   read_only: bool, head: dict[str, Any] | None = None) -> tuple[str, Changes]:
+    """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot."""
+    with store.snapshot():
+        changes = store.changes(since, limit)
+        return views.changes_json(store, paths, changes, read_only, head), changes
+
+
+@dataclass
+class _Follow:
+    """A file one client follows."""
+
+    path: Path
+    file: str
+    trial: str | None
+    next: int
+    """Where its next read starts (negative until the first read: the last bytes)."""
+    size: int = -1
+    """The file's size at the last read."""
+
+
+class LiveHub:
+    """The websocket clients of one experiment's server; see the module docstring."""
+
+    def __init__(self, store: ExperimentStore, paths: ExperimentPaths, read_only: bool) -> None:
+        self.store = store
+        self.paths = paths
+        self.read_only = read_only
+        self.reader = StoreReader(paths.database)
+        self._sockets: set[LiveSocket] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._push_timer: asyncio.TimerHandle | None = None
+        self._push_task: asyncio.Task | None = None
+        self._dirty = False
+        """A write was committed after the running push read the store."""
+        self._last_push = 0.0
+        self._follow_timer: tornado.ioloop.PeriodicCallback | None = None
+        self._stopping = False
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen to the store's commits; call on the event loop that serves the app."""
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self.store.add_commit_listener(self._store_changed)
+
+    async def stop(self) -> None:
+        """Push the last changes (the experiment's end), close the sockets, stop
+        following, close the reader; idempotent."""
+        self._stopping = True
+        self.store.remove_commit_listener(self._store_changed)
+        if self._push_timer is not None:
+            self._push_timer.cancel()
+            self._push_timer = None
+        if self._push_task is not None:
+            await asyncio.wait([self._push_task])
+        if self._dirty and self._sockets:
+            self._dirty = False
+            await self._push()
+        for socket in list(self._sockets):
+            socket.close(1001, "the experiment's server is stopping")
+        self._sockets.clear()
+        if self._follow_timer is not None:
+            self._follow_timer.stop()
+            self._follow_timer = None
+        self.reader.close()
+
+    async def changes(self, since: str | None, limit: int | None) -> str:
+        """The REST changes answer, built on the reader's thread."""
+        text, _ = await self.reader.run(
+            lambda store: changes_answer(store, self.paths, since, limit, self.read_only))
+        return text
+
+    # -- changes pushed -----------------------------------------------------------
+
+    def _store_changed(self) -> None:
+        """The store committed a write (called in the writing thread)."""
+        if threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self._store_changed)
+            return
+        self._dirty = True
+        self._schedule_push()
+
+    def _schedule_push(self) -> None:
+        if self._stopping or not self._sockets or self._push_timer is not None or self._push_task is not None:
+            return  # the running push reschedules itself when done
+        delay = max(0.0, self._last_push + PUSH_INTERVAL - self._loop.time())
+        self._push_timer = self._loop.call_later(delay, self._start_push)
+
+    def _start_push(self) -> None:
+        self._push_timer = None
+        self._dirty = False
+        self._push_task = self._loop.create_task(self._push())
+        self._push_task.add_done_callback(self._push_done)
+
+    async def _push(self) -> None:
+        """Send each client what changed since its cursor; clients at one cursor share an answer."""
+        by_cursor: dict[str, list[LiveSocket]] = {}
+        for socket in self._sockets:
+            by_cursor.setdefault(socket.cursor, []).append(socket)
+        for cursor, sockets in by_cursor.items():
+            text, changes = await self.reader.run(lambda store, since=cursor: changes_answer(
+                store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"}))
+            if changes.more:
+                self._dirty = True  # the rest in the next message
+            for socket in sockets:
+                if socket in self._sockets and socket.cursor == cursor:
+                    socket.cursor = changes.cursor
+                    socket.send(text)
+
+    def _push_done(self, task: asyncio.Task) -> None:
+        self._push_task = None
+        self._last_push = self._loop.time()
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("pushing changes to the web UI failed", exc_info=task.exception())
+        if self._dirty:
+            self._schedule_push()
+
+    # -- clients ----------------------------------------------------------------------
+
+    def connected(self, socket: LiveSocket, since: str | None) -> None:
+        """A client connected; from ``since`` (a cursor it holds) it is sent what it missed."""
+        self._sockets.add(socket)
+        current = self.store.cursor()
+        socket.cursor = since or current
+        socket.send(json.dumps({"type": "hello", "cursor": socket.cursor, "readOnly": self.read_only}))
+        if socket.cursor != current:
+            self._dirty = True
+            self._schedule_push()
+
+    def disconnected(self, socket: LiveSocket) -> None:
+        self._sockets.discard(socket)
+        self._update_follow_timer()
+
+    def follow(self, socket: LiveSocket, file: str, trial: str | None, offset: int) -> None:
+        """Send the file from ``offset`` (negative: its last bytes) now, then what is appended."""
+        path = log_file(self.paths, self.store, file, trial)
+        follow = _Follow(path, file, trial or None, offset)
+        socket.follows[(file, follow.trial)] = follow
+        self._read_follow(socket, follow, first=True)
+        self._update_follow_timer()
+
+    def unfollow(self, socket: LiveSocket, file: str, trial: str | None) -> None:
+        socket.follows.pop((file, trial or None), None)
+        self._update_follow_timer()
+
+    def _update_follow_timer(self) -> None:
+        following = any(socket.follows for socket in self._sockets)
+        if following and self._follow_timer is None:
+            self._follow_timer = tornado.ioloop.PeriodicCallback(self._check_follows, FOLLOW_INTERVAL * 1000)
+            self._follow_timer.start()
+        elif not following and self._follow_timer is not None:
+            self._follow_timer.stop()
+            self._follow_timer = None
+
+    def _check_follows(self) -> None:
+        sizes: dict[Path, int] = {}
+        for socket in list(self._sockets):
+            for follow in list(socket.follows.values()):
+                if follow.path not in sizes:
+                    try:
+                        sizes[follow.path] = follow.path.stat().st_size
+                    except FileNotFoundError:
+                        sizes[follow.path] = 0
+                if sizes[follow.path] != follow.size or follow.next < sizes[follow.path]:
+                    self._read_follow(socket, follow, first=False)
+
+    def _read_follow(self, socket: LiveSocket, follow: _Follow, first: bool) -> None:
+        for _ in range(CHUNKS_PER_CHECK):
+            tail = read_tail(follow.path, follow.next)
+            moved = tail.offset != follow.next or tail.next != follow.next
+            follow.next, follow.size = tail.next, tail.size
+            if first or moved:
+                socket.send_tail(follow, tail)
+            first = False
+            if tail.next >= tail.size or not moved:
+                return
+
+
+class LiveSocket(tornado.websocket.WebSocketHandler):
+    """One client of ``/api/v1/expmgr/ws[?since=<cursor>]``; messages in docs/architecture.md."""
+
+    def initialize(self, hub: LiveHub) -> None:
+        self.hub = hub
+        self.cursor = ""
+        self.follows: dict[tuple[str, str | None], _Follow] = {}
+
+    def open(self) -> None:
+        self.hub.connected(self, self.get_query_argument("since", None))
+
+    def on_message(self, message: str | bytes) -> None:
+        try:
+            request = json.loads(message)
+        except ValueError as error:
+            self.send_error_message(f"message: not JSON ({error})")
+            return
+        kind = request.get("type") if isinstance(request, dict) else None
+        if kind not in ("follow", "unfollow"):
+            self.send_error_message(f"type: expected 'follow' or 'unfollow', got {kind!r}")
+            return
+        file, trial = request.get("file"), request.get("trial")
+        if not isinstance(file, str) or not (trial is None or isinstance(trial, str)):
+            self.send_error_message(f"{kind}: expected a file name and a trial id or null, got {request!r}")
+            return
+        if kind == "unfollow":
+            self.hub.unfollow(self, file, trial)
+            return
+        offset = request.get("offset", 0)
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            self.send_error_message(f"offset: expected an integer, got {offset!r}")
+            return
+        try:
+            self.hub.follow(self, file, trial, offset)
+        except TailError as error:
+            self.send_error_message(str(error), file=file, trial=trial)
+
+    def on_close(self) -> None:
+        self.hub.disconnected(self)
+
+    def send(self, text: str) -> None:
+        try:
+            self.write_message(text)
+        except tornado.websocket.WebSocketClosedError:
+            self.hub.disconnected(self)
+
+    def send_tail(self, follow: _Follow, tail: Tail) -> None:
+        self.send(json.dumps({"type": "tail", "file": follow.file, "trial": follow.trial, "offset": tail.offset,
+                              "next": tail.next, "size": tail.size, "text": tail.text}))
+
+    def send_error_message(self, message: str, **fields: Any) -> None:
+        self.send(json.dumps({"type": "error", "error": message, **fields}))
