@@ -1,0 +1,148 @@
+"""The websocket ``/api/v1/expmgr/ws`` against real servers: hello, changes pushed when
+trials report, followed files, reconnecting, and the read-only view."""
+from __future__ import annotations
+
+import sqlite3
+
+from expmgr import Experiment
+from expmgr.manager import live
+from expmgr.manager.store import ExperimentStore
+from tests.conftest import wait_until
+from tests.manager.conftest import get
+
+
+def metrics_of(messages: list[dict]) -> list[tuple]:
+    return [tuple(m) for message in messages for m in message["metrics"]]
+
+
+def test_a_client_is_greeted_then_sent_what_changed_when_a_trial_reports(stepped, sockets):
+    client = sockets(stepped.port)
+    hello = wait_until(lambda: client.of_type("hello"), what="hello")[0]
+    assert hello["readOnly"] is False and hello["cursor"] == get(stepped.port, "/api/v1/expmgr/changes")["cursor"]
+    trial_id = stepped.running()[1]
+
+    stepped.step(1, 0)
+    pushed = wait_until(lambda: [m for m in client.of_type("changes") if m["metrics"]], what="a changes push")
+    first = pushed[0]
+    assert not first["full"] and first["experiment"]["status"] == "RUNNING"
+    assert first["metrics"][0][:5] == [trial_id, 0, "PERIODICAL", 0, 10]
+    assert {"trialJobStatus": "RUNNING", "trialJobNumber": 2} in first["statistics"]
+
+    for step in range(1, 6):  # a burst: coalesced, nothing lost or repeated
+        stepped.step(1, step)
+    wait_until(lambda: len(metrics_of(client.of_type("changes"))) == 6, what="six metrics pushed")
+    pushed = client.of_type("changes")
+    assert [m[4] for m in metrics_of(pushed)] == [10, 11, 12, 13, 14, 15]
+    cursors = [hello["cursor"]] + [m["cursor"] for m in pushed]
+    assert len(set(cursors)) == len(cursors), "each message goes on from the previous one's cursor"
+
+    stepped.release()
+    assert stepped.experiment.wait(timeout=60)
+    wait_until(client.closed.is_set, what="the socket closed with the experiment")
+    last = client.of_type("changes")[-1]
+    assert last["experiment"]["status"] == "DONE", "the end is pushed before the socket closes"
+    stored = sqlite3.connect(stepped.experiment.paths.database).execute(
+        "SELECT trial_id, type, sequence, attempt FROM metrics").fetchall()
+    pushed_metrics = metrics_of(client.of_type("changes"))
+    assert len(pushed_metrics) == len(set(pushed_metrics)) == len(stored)
+    assert {(m[0], m[2], m[3], m[6]) for m in pushed_metrics} == set(stored)
+
+
+def test_followed_files_are_pushed_as_they_grow_until_unfollowed(stepped, sockets):
+    client = sockets(stepped.port)
+    trial_id = stepped.running()[1]
+    wait_until(lambda: get(stepped.port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}")["size"],
+               what="the trial's first line")
+    client.send({"type": "follow", "file": "stdout", "trial": trial_id, "offset": 0})
+    client.send({"type": "follow", "file": "stderr", "trial": trial_id, "offset": -1000})
+
+    def tails(file: str) -> list[dict]:
+        return [m for m in client.of_type("tail") if m["file"] == file]
+
+    first = wait_until(lambda: tails("stdout"), what="the followed file")[0]
+    assert first == {"type": "tail", "file": "stdout", "trial": trial_id, "offset": 0, "next": 16, "size": 16,
+                     "text": "trial 1 started\n"}
+    assert wait_until(lambda: tails("stderr"), what="stderr")[0]["text"] == ""
+
+    stepped.step(1, 0)
+    wait_until(lambda: len(tails("stdout")) == 2 and len(tails("stderr")) == 2, what="step 0 in both files")
+    assert tails("stdout")[1] == {"type": "tail", "file": "stdout", "trial": trial_id, "offset": 16, "next": 23,
+                                  "size": 23, "text": "step 0\n"}
+    assert tails("stderr")[1]["text"] == "step 0\n"
+
+    # stdout is written before stderr, and checked first: once stderr's step 1 came,
+    # stdout's would have come before it if it were still followed.
+    client.send({"type": "unfollow", "file": "stdout", "trial": trial_id})
+    stepped.step(1, 1)
+    wait_until(lambda: len(tails("stderr")) == 3, what="stderr's step 1")
+    assert len(tails("stdout")) == 2
+
+    client.send({"type": "follow", "file": "trial.log", "trial": "nosuch", "offset": 0})
+    client.send({"type": "follow", "file": "passwd", "trial": None})
+    client.send({"type": "watch"})
+    errors = wait_until(lambda: len(client.of_type("error")) == 3 and client.of_type("error"), what="3 errors")
+    assert [e["error"] for e in errors] == ["no trial 'nosuch'",
+                                            "file: expected one of stdout, stderr, trial.log, experiment.log, "
+                                            "dispatcher.log, got 'passwd'",
+                                            "type: expected 'follow' or 'unfollow', got 'watch'"]
+
+
+def test_a_client_that_reconnects_catches_up_from_its_last_cursor(stepped, sockets):
+    first = sockets(stepped.port)
+    cursor = wait_until(lambda: first.of_type("hello"), what="hello")[0]["cursor"]
+    first.close()
+    stepped.step(2, 0)
+    trial_id = stepped.running()[2]
+    wait_until(lambda: get(stepped.port, f"/api/v1/nni/metric-data/{trial_id}"), what="the metric stored")
+
+    missed = get(stepped.port, f"/api/v1/expmgr/changes?since={cursor}")
+    assert not missed["full"] and [m[:5] for m in missed["metrics"]] == [[trial_id, 1, "PERIODICAL", 0, 20]]
+
+    again = sockets(stepped.port, f"?since={cursor}")  # or let the socket send what was missed
+    assert wait_until(lambda: again.of_type("hello"), what="hello")[0]["cursor"] == cursor
+    caught_up = wait_until(lambda: again.of_type("changes"), what="the catch-up push")[0]
+    assert caught_up["metrics"] == missed["metrics"] and caught_up["cursor"] == missed["cursor"]
+
+
+def test_a_view_socket_works_read_only_and_reads_nothing_while_nothing_changes(tmp_path, sockets, monkeypatch):
+    from tests.manager.fill import fill_experiment
+    home = tmp_path / "home"
+    exp_id = fill_experiment(home, trials=3, metrics_per_trial=2)
+    log = home / exp_id / "logs" / "experiment.log"
+    log.write_text("first\n")
+    reads = []
+    original = ExperimentStore.changes
+    monkeypatch.setattr(ExperimentStore, "changes", lambda *args, **kwargs: reads.append(1) or original(*args, **kwargs))
+    view = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    try:
+        client = sockets(view.port)
+        assert wait_until(lambda: client.of_type("hello"), what="hello")[0]["readOnly"] is True
+        client.send({"type": "follow", "file": "experiment.log", "trial": None, "offset": 0})
+        assert wait_until(lambda: client.of_type("tail"), what="the log")[0]["text"] == "first\n"
+        for line in ["second\n", "third\n"]:  # each append waits for a check of the file: time passes
+            with log.open("a") as file:
+                file.write(line)
+            wait_until(lambda: client.of_type("tail")[-1]["text"] == line, what=line)
+        assert [m["offset"] for m in client.of_type("tail")] == [0, 6, 13]
+        assert client.of_type("changes") == [] and reads == [], "no changes read while nothing was written"
+        assert get(view.port, "/api/v1/expmgr/changes")["full"] and reads == [1]
+    finally:
+        view.stop()
+    wait_until(client.closed.is_set, what="the view's stop closing its sockets")
+
+
+def test_a_client_far_behind_gets_its_changes_in_several_messages(tmp_path, sockets, monkeypatch):
+    from tests.manager.fill import fill_experiment
+    monkeypatch.setattr(live, "PUSH_LIMIT", 25)
+    home = tmp_path / "home"
+    exp_id = fill_experiment(home, trials=10, metrics_per_trial=4)
+    view = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    try:
+        client = sockets(view.port, "?since=")  # an empty cursor: everything
+        pushed = wait_until(lambda: (m := client.of_type("changes")) and not m[-1]["more"] and m,
+                            what="every message")
+    finally:
+        view.stop()
+    assert len(pushed) == 3 and pushed[0]["full"] and [m["more"] for m in pushed] == [True, True, False]
+    assert len(metrics_of(pushed)) == len(set(metrics_of(pushed))) == 50
+    assert {t["trialJobId"] for m in pushed for t in m["trials"]} == {f"f{n:04d}" for n in range(10)}
