@@ -1,20 +1,23 @@
 /*
  * data-testid hooks for browser tests. Stable: rename one only together with the tests.
- * `<id>` is a trial id, `<STATE>` a trial state (RUNNING, SUCCEEDED, ...).
+ * `testids` below maps a name to each value (`name: 'value'`, one a line, so tests can read
+ * this file); a value ending in `-` is a prefix followed by a trial id or a trial state.
+ * test/testids.test.ts checks that every data-testid in src/ is listed here.
  *
  * Everywhere
- *   app                    the root, once the first data arrived (data-loaded="true")
- *   status                 the experiment's state (text: RUNNING, DONE, ERROR, ...)
- *   experiment-name        its name; experiment-id: its id
+ *   app                    the root; data-loaded="true" once the first full data arrived
+ *   status                 the experiment's state in the header (text: RUNNING, DONE, ERROR, ...)
+ *   experiment-name, experiment-id
  *   offline-badge          shown only while the websocket is disconnected
- *   live-badge             shown while connected
- *   readonly-badge         shown in view mode (readOnly: no controls)
+ *   live-badge             shown while it is connected
+ *   readonly-badge         shown in view mode (readOnly: no controls anywhere)
  *   nav-overview, nav-trials, nav-charts, nav-logs    the tabs (links to #/overview, ...)
  *
- * Overview (#/overview)
+ * Overview (#/overview, the default)
  *   overview, experiment-error (the error with its traceback, when ERROR), start-time, duration,
- *   budget-trials, budget-time (text "used / max"), count-<STATE> (trial counts), best-result,
- *   best-trial (link), best-params, concurrency, max-trials, max-duration, search-space, config
+ *   budget-trials, budget-time (text "used / max"), count-<STATE> (trial counts by state),
+ *   best-result, best-trial (link), best-params, concurrency, max-trials, max-duration (current
+ *   values, updated live), search-space, config
  *
  * Controls (only when readOnly is false; on the overview)
  *   controls               the panel
@@ -23,43 +26,137 @@
  *   max-trials-input, max-trials-apply
  *   max-duration-input, max-duration-apply   (30s, 10m, 1.5h, 2d or seconds)
  *   confirm-dialog, confirm, cancel          the confirmation of any control (also kill-trial)
- *   control-message        the result of the last control (data-kind="ok" | "error")
+ *   control-message        the outcome of the last control (data-kind="ok" | "error")
  *
  * Trials (#/trials)
- *   trials-table           the scrolling table (data-rows = rows after filtering, data-total)
- *   trials-count           "N of M trials"
- *   trial-row-<id>         a row (rendered only while visible: virtual scrolling); a click opens it
+ *   trials-table           the table; it is also the element that scrolls (data-rows = rows after
+ *                          filtering, data-total = trials loaded)
+ *   trials-count           the number of trials loaded (digits only); trials-shown: rows after filtering
+ *   trial-row-<id>         a row, a link that opens the trial; rendered only while in view (virtual
+ *                          scrolling); data-index = its position in the sorted, filtered rows
  *   trial-state-<id>, trial-final-<id>   cells of that row
  *   sort-<key>             column headers; key: seq, id, status, final, duration, attempts, param:<name>
- *   filter-state-<STATE>   state checkboxes; filter-clear
+ *   filter-state-<STATE>   state checkboxes (only states some trial is in); filter-clear
  *   filter-result-min, filter-result-max, filter-id, filter-param-<name>
+ *                          (x..y  >x  <=x  =x  a|b  !text  text)
  *
  * Trial detail (#/trials/<id>)
  *   trial-detail, trial-detail-id, trial-detail-state, trial-final, trial-duration, trial-params,
- *   trial-attempts (table when the server lists attempts, else the count),
- *   kill-trial (not in view mode; while WAITING/RUNNING/PAUSED), chart-trial-intermediate,
- *   tab-stdout, tab-stderr, tab-trial-log; stdout, stderr, trial-log (the tailed text; only the
- *   visible lines are in the page; data-lines = line count, data-next = bytes read)
+ *   trial-attempts (a table with exit codes and signals, else "N attempts"),
+ *   kill-trial (not in view mode; while WAITING, RUNNING or PAUSED), chart-trial-intermediate,
+ *   tab-stdout, tab-stderr, tab-trial-log; stdout, stderr, trial-log: the tailed file, one row a
+ *   line, only the rows in view are in the page (it follows the end); data-lines = line count,
+ *   data-next = bytes read
  *
- * Charts (#/charts): each chart has data-rendered="true" once drawn, data-points = points drawn
+ * Charts (#/charts): a chart has data-rendered="true" once drawn and data-points = points drawn
  *   chart-final, chart-intermediate, chart-parallel, chart-durations,
- *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials
+ *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
+ *   curves-others
  *
  * Logs (#/logs)
- *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown;
- *   values ALL, INFO, WARNING, ERROR),
- *   log-search, experiment-log, dispatcher-log (the tailed text, like stdout)
+ *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
+ *   ALL, INFO, WARNING, ERROR), log-search, experiment-log, dispatcher-log (like stdout)
  */
+export const testids = {
+  app: 'app',
+  status: 'status',
+  experimentName: 'experiment-name',
+  experimentId: 'experiment-id',
+  offlineBadge: 'offline-badge',
+  liveBadge: 'live-badge',
+  readonlyBadge: 'readonly-badge',
+  navOverview: 'nav-overview',
+  navTrials: 'nav-trials',
+  navCharts: 'nav-charts',
+  navLogs: 'nav-logs',
 
-/** Builds a `data-testid` with an id in it, e.g. `tid.trialRow("abc")`. */
+  overview: 'overview',
+  experimentError: 'experiment-error',
+  startTime: 'start-time',
+  duration: 'duration',
+  budgetTrials: 'budget-trials',
+  budgetTime: 'budget-time',
+  countPrefix: 'count-',
+  bestResult: 'best-result',
+  bestTrial: 'best-trial',
+  bestParams: 'best-params',
+  concurrency: 'concurrency',
+  maxTrials: 'max-trials',
+  maxDuration: 'max-duration',
+  searchSpace: 'search-space',
+  config: 'config',
+
+  controls: 'controls',
+  stopExperiment: 'stop-experiment',
+  concurrencyInput: 'concurrency-input',
+  concurrencyApply: 'concurrency-apply',
+  maxTrialsInput: 'max-trials-input',
+  maxTrialsApply: 'max-trials-apply',
+  maxDurationInput: 'max-duration-input',
+  maxDurationApply: 'max-duration-apply',
+  confirmDialog: 'confirm-dialog',
+  confirm: 'confirm',
+  cancel: 'cancel',
+  controlMessage: 'control-message',
+
+  trialsTable: 'trials-table',
+  trialsScroll: 'trials-table',
+  trialsCount: 'trials-count',
+  trialsShown: 'trials-shown',
+  trialRowPrefix: 'trial-row-',
+  trialStatePrefix: 'trial-state-',
+  trialFinalPrefix: 'trial-final-',
+  sortPrefix: 'sort-',
+  filterStatePrefix: 'filter-state-',
+  filterParamPrefix: 'filter-param-',
+  filterClear: 'filter-clear',
+  filterResultMin: 'filter-result-min',
+  filterResultMax: 'filter-result-max',
+  filterId: 'filter-id',
+
+  trialDetail: 'trial-detail',
+  trialDetailId: 'trial-detail-id',
+  trialDetailState: 'trial-detail-state',
+  trialFinal: 'trial-final',
+  trialDuration: 'trial-duration',
+  trialParams: 'trial-params',
+  trialAttempts: 'trial-attempts',
+  killTrial: 'kill-trial',
+  chartTrialIntermediate: 'chart-trial-intermediate',
+  tabStdout: 'tab-stdout',
+  tabStderr: 'tab-stderr',
+  tabTrialLog: 'tab-trial-log',
+  stdout: 'stdout',
+  stderr: 'stderr',
+  trialLog: 'trial-log',
+
+  chart: 'chart-final',
+  chartFinal: 'chart-final',
+  chartIntermediate: 'chart-intermediate',
+  chartParallel: 'chart-parallel',
+  chartDurations: 'chart-durations',
+  curvesMode: 'curves-mode',
+  curvesCount: 'curves-count',
+  curvesTrials: 'curves-trials',
+  curvesOthers: 'curves-others',
+
+  tabExperimentLog: 'tab-experiment-log',
+  tabDispatcherLog: 'tab-dispatcher-log',
+  logLevel: 'log-level',
+  logSearch: 'log-search',
+  experimentLog: 'experiment-log',
+  dispatcherLog: 'dispatcher-log',
+} as const;
+
+/** The test ids that name a trial, a state, a column or a file. */
 export const tid = {
-  trialRow: (id: string) => `trial-row-${id}`,
-  trialState: (id: string) => `trial-state-${id}`,
-  trialFinal: (id: string) => `trial-final-${id}`,
-  count: (state: string) => `count-${state}`,
-  filterState: (state: string) => `filter-state-${state}`,
-  filterParam: (name: string) => `filter-param-${name}`,
-  sort: (key: string) => `sort-${key}`,
+  trialRow: (id: string) => testids.trialRowPrefix + id,
+  trialState: (id: string) => testids.trialStatePrefix + id,
+  trialFinal: (id: string) => testids.trialFinalPrefix + id,
+  count: (state: string) => testids.countPrefix + state,
+  filterState: (state: string) => testids.filterStatePrefix + state,
+  filterParam: (name: string) => testids.filterParamPrefix + name,
+  sort: (key: string) => testids.sortPrefix + key,
   logFile: (file: string) => file.replace('.', '-'),
   logTab: (file: string) => `tab-${file.replace('.', '-')}`,
 };

@@ -212,3 +212,20 @@ describe('Live', () => {
     live.stop();
   });
 });
+
+describe('applyInSlices', () => {
+  it('applies a large answer in slices: the store is cleared once and the cursor set last', async () => {
+    const { applyInSlices } = await import('../src/data/live');
+    const store = new ExperimentData();
+    store.apply(changes('old', { full: true, trials: [trialView('gone', 0, 'RUNNING')] }));
+    const trials = Array.from({ length: 25 }, (_, i) => trialView(`t${i}`, i, 'SUCCEEDED'));
+    const metrics = Array.from({ length: 30 }, (_, i) => metric(`t${i % 25}`, Math.floor(i / 25), i));
+    const cursors: (string | null)[] = [];
+    store.subscribe(() => cursors.push(store.cursor));
+    await applyInSlices(store, changes('c9', { full: true, more: true, trials, metrics }), 10);
+    expect(store.trial('gone')).toBeUndefined();
+    expect(store.trials.length).toBe(25);
+    expect(store.seriesOf('t0').value).toEqual([0, 25]);
+    expect(cursors).toEqual(['old', 'old', 'old', 'old', 'old', 'c9']);
+  });
+});

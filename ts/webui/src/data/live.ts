@@ -25,8 +25,12 @@ export interface LiveOptions {
   store: ExperimentData;
   wsUrl: string;
   createSocket?: (url: string) => SocketLike;
-  /** Trials + metrics per catch-up answer. */
+  /** Trials + metrics in the first answer of a catch-up; each next page asks for twice as many. */
+  firstPageLimit?: number;
+  /** The most trials + metrics asked for in one answer (a smaller answer parses in less than a frame). */
   pageLimit?: number;
+  /** Trials + metrics applied at once; a larger answer is applied in slices, letting the page draw between. */
+  sliceSize?: number;
   backoffInitialMs?: number;
   backoffMaxMs?: number;
   /** How often followed files are polled by REST while the socket is down. */
@@ -148,7 +152,9 @@ export class Live {
     this.api = options.api;
     this.store = options.store;
     this.opts = {
-      pageLimit: options.pageLimit ?? 50_000,
+      firstPageLimit: options.firstPageLimit ?? 2_000,
+      pageLimit: options.pageLimit ?? 20_000,
+      sliceSize: options.sliceSize ?? 4_000,
       backoffInitialMs: options.backoffInitialMs ?? 500,
       backoffMaxMs: options.backoffMaxMs ?? 10_000,
       offlinePollMs: options.offlinePollMs ?? 2_000,
@@ -286,10 +292,13 @@ export class Live {
         do {
           this.catchUpAgain = false;
           let more = true;
+          // a small first page shows the first rows soon; larger ones then load the rest fast
+          let limit = Math.min(this.opts.firstPageLimit, this.opts.pageLimit);
           for (let page = 0; more && page < 10_000; page++) {
             this.heldBeforeRequest = this.held.length;
-            const msg = await this.api.changes(this.store.cursor, this.opts.pageLimit);
-            this.store.apply(msg);
+            const msg = await this.api.changes(this.store.cursor, limit);
+            limit = Math.min(limit * 2, this.opts.pageLimit);
+            await applyInSlices(this.store, msg, this.opts.sliceSize);
             more = !!msg.more;
           }
         } while (this.catchUpAgain);
@@ -347,5 +356,33 @@ export class Live {
         }
       },
     };
+  }
+}
+
+/** A macrotask later: the browser may draw a frame and handle input meanwhile. */
+function nextTask(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/**
+ * Applies a large answer in slices of about `size` trials + metrics: the first slice clears (when
+ * full) and sets the experiment, the last one carries the cursor, so a slice never looks applied
+ * twice and the cursor moves only once all of it is in.
+ */
+export async function applyInSlices(store: ExperimentData, msg: ChangesMessage, size: number): Promise<void> {
+  const trials = msg.trials ?? [];
+  const metrics = msg.metrics ?? [];
+  if (trials.length + metrics.length <= size) {
+    store.apply(msg);
+    return;
+  }
+  const slices: ChangesMessage[] = [];
+  for (let i = 0; i < trials.length; i += size) slices.push({ trials: trials.slice(i, i + size) });
+  for (let i = 0; i < metrics.length; i += size) slices.push({ metrics: metrics.slice(i, i + size) });
+  slices[0] = { ...slices[0], full: msg.full, experiment: msg.experiment, statistics: msg.statistics };
+  slices[slices.length - 1] = { ...slices[slices.length - 1], cursor: msg.cursor, more: msg.more };
+  for (let i = 0; i < slices.length; i++) {
+    if (i > 0) await nextTask();
+    store.apply(slices[i]);
   }
 }

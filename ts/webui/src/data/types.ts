@@ -75,7 +75,8 @@ export type CompactMetric = [string, number, string, number, number | null, numb
 /** GET /api/v1/expmgr/changes and the websocket's `changes` message. */
 export interface ChangesMessage {
   type?: 'changes';
-  cursor: string;
+  /** Always sent by the server; absent only in the slices the client cuts a large answer into. */
+  cursor?: string;
   full?: boolean;
   more?: boolean;
   experiment?: ExperimentView;

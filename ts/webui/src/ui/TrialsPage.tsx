@@ -36,6 +36,7 @@ const FIXED_AFTER: Column[] = [
 
 interface RowProps {
   trial: Trial;
+  index: number;
   top: number;
   columns: Column[];
   width: number;
@@ -44,7 +45,7 @@ interface RowProps {
   now: number;
 }
 
-const Row = memo(({ trial, top, columns, width, latest, now }: RowProps) => {
+const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) => {
   const cells = columns.map((c) => {
     let content: string | preact.VNode;
     let testid: string | undefined;
@@ -68,7 +69,7 @@ const Row = memo(({ trial, top, columns, width, latest, now }: RowProps) => {
   });
   return (
     <a class="row" href={trialHref(trial.id)} style={{ top: `${top}px`, width: `${width}px` }}
-       data-testid={tid.trialRow(trial.id)}>
+       data-testid={tid.trialRow(trial.id)} data-index={index}>
       {cells}
     </a>
   );
@@ -160,7 +161,9 @@ export function TrialsPage() {
         <button type="button" data-testid="filter-clear" onClick={() => { setQuery(EMPTY_QUERY); setMinText(''); setMaxText(''); }}>
           Clear filters
         </button>
-        <span class="muted" data-testid="trials-count">{rows.length} of {store.trials.length} trials</span>
+        <span class="muted">
+          <span data-testid="trials-shown">{rows.length}</span> of <span data-testid="trials-count">{store.trials.length}</span> trials
+        </span>
       </div>
       <VirtualList
         class="table"
@@ -173,7 +176,7 @@ export function TrialsPage() {
         width={width}
         renderRow={(i, top) => {
           const t = rows[i];
-          return <Row key={t.id} trial={t} top={top} columns={columns} width={width}
+          return <Row key={t.id} trial={t} index={i} top={top} columns={columns} width={width}
                       latest={t.final === undefined ? store.latest(t.id) : undefined}
                       now={t.status === 'RUNNING' ? now : 0} />;
         }}

@@ -37,8 +37,8 @@ export function useConfirm(): ConfirmState {
   const view = (
     <>
       {result && (
-        <p class={`control-message ${result.kind}`} data-testid="control-message" data-kind={result.kind} role="status">
-          {result.text}
+        <p class={`control-message ${result.kind}`} role="status">
+          <span data-testid="control-message" data-kind={result.kind}>{result.text}</span>
           <button type="button" class="link" onClick={() => setResult(null)} aria-label="dismiss">×</button>
         </p>
       )}
