@@ -166,10 +166,11 @@ class LiveHub:
     # -- clients ----------------------------------------------------------------------
 
     def connected(self, socket: LiveSocket, since: str | None) -> None:
-        """A client connected; from ``since`` (a cursor it holds) it is sent what it missed."""
+        """A client connected; from ``since`` (a cursor it holds) it is sent what it missed
+        (everything for a cursor of another experiment, or "")."""
         self._sockets.add(socket)
         current = self.store.cursor()
-        socket.cursor = since or current
+        socket.cursor = current if since is None else since
         socket.send(json.dumps({"type": "hello", "cursor": socket.cursor, "readOnly": self.read_only}))
         if socket.cursor != current:
             self._dirty = True
