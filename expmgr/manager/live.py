@@ -103,7 +103,10 @@ class LiveHub:
             await asyncio.wait([self._push_task])
         if self._dirty and self._sockets:
             self._dirty = False
-            await self._push()
+            try:
+                await self._push()
+            except Exception:  # the server must still close
+                _log.exception("pushing the last changes to the web UI failed")
         for socket in list(self._sockets):
             socket.close(1001, "the experiment's server is stopping")
         self._sockets.clear()
