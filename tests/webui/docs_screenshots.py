@@ -1,0 +1,153 @@
+"""The screenshots of docs/webui.md: a small real experiment, each page of the UI while
+it runs, and the overview of the finished experiment under view (read-only)::
+
+    .venv/bin/python tests/webui/docs_screenshots.py [--out docs/images]
+
+A script, not a test (pytest collects only test_*.py). Uses Debian's /usr/bin/chromium,
+and Debian's pngquant, when installed, to make the pictures small.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from expmgr import Experiment, ExperimentConfig  # noqa: E402
+from tests.conftest import wait_until  # noqa: E402
+from tests.webui.conftest import CHROMIUM, CHROMIUM_FLAGS, load_testids  # noqa: E402
+
+TRIAL = """
+    import math, time
+    import expmgr
+    p = expmgr.get_next_parameter()
+    quality = 1 - abs(math.log10(p["lr"]) + 2.5) / 3 - p["dropout"] / 2
+    print(f"training with {p}", flush=True)
+    for epoch in range(15):
+        accuracy = quality * (1 - math.exp(-(epoch + 1) / 4))
+        print(f"epoch {epoch}: accuracy {accuracy:.4f}", flush=True)
+        expmgr.report_intermediate_result(accuracy)
+        time.sleep(0.12 if p["optimizer"] != "sgd" else 0.2)
+    expmgr.report_final_result(accuracy)
+"""
+SEARCH_SPACE = {
+    "lr": {"_type": "loguniform", "_value": [1e-5, 1e-1]},
+    "dropout": {"_type": "uniform", "_value": [0.0, 0.5]},
+    "batch_size": {"_type": "choice", "_value": [32, 64, 128]},
+    "optimizer": {"_type": "choice", "_value": ["sgd", "adam"]},
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "images")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    ids = load_testids()
+    with tempfile.TemporaryDirectory(prefix="webui-docs-") as tmp:
+        code = Path(tmp) / "code"
+        code.mkdir()
+        (code / "trial.py").write_text(textwrap.dedent(TRIAL))
+        experiment = Experiment(ExperimentConfig(
+            experiment_name="mnist-lr-search", search_space=SEARCH_SPACE, trial_command="python3 trial.py",
+            trial_code_directory=code, trial_concurrency=4, max_trial_number=48,
+            tuner={"name": "TPE", "class_args": {"optimize_mode": "maximize", "seed": 7}},
+            experiment_working_directory=Path(tmp) / "home"))
+        experiment.start(port=0)
+        try:
+            wait_until(lambda: sum(t.status == "SUCCEEDED" for t in experiment.list_trial_jobs()) >= 30,
+                       timeout=180, what="30 finished trials")
+            running = wait_until(lambda: [t.trialJobId for t in experiment.list_trial_jobs()
+                                          if t.status == "RUNNING"], what="a running trial")
+            shoot_running(f"http://127.0.0.1:{experiment.port}/", running[0], ids, args.out)
+            experiment.wait(timeout=180)
+        finally:
+            experiment.stop()
+        viewer = Experiment.view(experiment.id, port=0, non_blocking=True, home=Path(tmp) / "home")
+        try:
+            shoot_view(f"http://127.0.0.1:{viewer.port}/", ids, args.out)
+        finally:
+            viewer.stop()
+    for path in sorted(args.out.glob("webui-*.png")):
+        if shutil.which("pngquant"):  # Debian's pngquant: a third of the size, no visible change
+            subprocess.run(["pngquant", "--quality", "70-95", "--speed", "1", "--strip", "--force",
+                            "--output", str(path), str(path)], check=True)
+        print(f"{path}  {path.stat().st_size // 1024} KiB")
+    return 0
+
+
+def _browser(playwright, profile: str):
+    context = playwright.chromium.launch_persistent_context(
+        profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+        viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(30_000)
+    return context, (context.pages[0] if context.pages else context.new_page())
+
+
+def shoot_running(url: str, trial_id: str, ids: dict[str, str], out: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context, page = _browser(playwright, profile)
+        try:
+            page.goto(url + "#/overview")
+            page.get_by_test_id(ids["app"]).and_(page.locator('[data-loaded="true"]')).wait_for()
+            page.get_by_test_id(ids["liveBadge"]).wait_for()
+            page.screenshot(path=str(out / "webui-overview.png"))
+
+            page.goto(url + "#/trials")
+            page.get_by_test_id(ids["sortPrefix"] + "final").click()  # best first
+            page.screenshot(path=str(out / "webui-trials.png"))
+
+            page.goto(url + f"#/trials/{trial_id}")
+            page.locator(f'[data-testid="{ids["chartTrialIntermediate"]}"][data-rendered="true"]').wait_for()
+            page.get_by_test_id(ids["stdout"]).get_by_text("epoch").first.wait_for()
+            page.screenshot(path=str(out / "webui-trial.png"))
+
+            page.goto(url + "#/charts")
+            for chart in ("chartFinal", "chartIntermediate"):
+                page.locator(f'[data-testid="{ids[chart]}"][data-rendered="true"]').wait_for()
+            page.wait_for_timeout(1200)  # the charts' entry animation
+            page.screenshot(path=str(out / "webui-charts.png"))
+            page.get_by_test_id(ids["chartParallel"]).scroll_into_view_if_needed()
+            page.locator(f'[data-testid="{ids["chartParallel"]}"][data-rendered="true"]').wait_for()
+            page.locator(f'[data-testid="{ids["chartDurations"]}"][data-rendered="true"]').wait_for()
+            page.wait_for_timeout(1200)
+            page.screenshot(path=str(out / "webui-charts-parallel.png"))
+
+            page.goto(url + "#/logs")
+            page.get_by_test_id(ids["experimentLog"]).get_by_text("trial").first.wait_for()
+            page.screenshot(path=str(out / "webui-logs.png"))
+
+            page.goto(url + "#/overview")
+            page.get_by_test_id(ids["concurrencyInput"]).fill("6")
+            page.get_by_test_id(ids["concurrencyApply"]).click()
+            page.get_by_test_id(ids["confirmDialog"]).wait_for()
+            page.screenshot(path=str(out / "webui-confirm.png"))
+            page.get_by_test_id(ids["cancel"]).click()
+        finally:
+            context.close()
+
+
+def shoot_view(url: str, ids: dict[str, str], out: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context, page = _browser(playwright, profile)
+        try:
+            page.goto(url + "#/overview")
+            page.get_by_test_id(ids["readonlyBadge"]).wait_for()
+            page.get_by_test_id(ids["bestResult"]).wait_for()
+            page.screenshot(path=str(out / "webui-view.png"))
+        finally:
+            context.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

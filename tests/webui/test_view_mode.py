@@ -1,0 +1,95 @@
+"""A finished experiment served read-only (``expctl view``): everything is shown, no
+control is offered; and the page says when the server goes away and comes back."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from expmgr import Experiment
+from tests.conftest import wait_until
+from tests.webui.conftest import load_testids
+
+CONTROL_HOOKS = ["controls", "stopExperiment", "concurrencyInput", "concurrencyApply", "maxTrialsInput",
+                 "maxTrialsApply", "maxDurationInput", "maxDurationApply", "killTrial"]
+
+
+@pytest.fixture
+def finished_experiment(gated_experiment):
+    """A DONE experiment of three trials, its manager gone; (id, its home)."""
+    run = gated_experiment(trials=3, concurrency=3)
+    run.release()
+    assert run.experiment.wait(timeout=60)
+    return run.experiment.id, Path(run.experiment.config.experiment_working_directory)
+
+
+@pytest.fixture
+def expctl_view(finished_experiment):
+    """``expctl view <id> --port 0`` in its own process; the URL it serves. Stopped with SIGTERM."""
+    exp_id, home = finished_experiment
+    process = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "view", exp_id, "--port", "0"],
+                               env={**os.environ, "EXPMGR_HOME": str(home)},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.extend(process.stdout), daemon=True)
+    reader.start()
+    try:
+        found = wait_until(lambda: re.search(r"http://127\.0\.0\.1:\d+", "".join(output)) or process.poll() is not None,
+                           what="expctl view to say where it serves")
+        assert process.poll() is None, f"expctl view ended: {''.join(output)}"
+        yield found.group(0) + "/"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        reader.join(timeout=10)
+
+
+def test_finished_experiment_under_expctl_view_shows_everything_and_no_controls(ui, expctl_view, finished_experiment):
+    exp_id, _ = finished_experiment
+    ui.page.goto(expctl_view + "#/overview")
+    expect(ui.get("app")).to_have_attribute("data-loaded", "true")
+    expect(ui.get("readonlyBadge")).to_be_visible()
+    expect(ui.get("experimentId")).to_have_text(exp_id)
+    expect(ui.get("status")).to_have_text("DONE")
+    expect(ui.get("count", "SUCCEEDED")).to_have_text("3")
+    expect(ui.get("bestResult")).to_have_text("4.5")
+    ui.screenshot("overview")
+    for hook in CONTROL_HOOKS:
+        expect(ui.get(hook)).to_have_count(0)
+
+    ui.get("navTrials").click()
+    expect(ui.get("trialsCount")).to_have_text("3")
+    rows = ui.page.locator(f'[data-testid^="{load_testids()["trialRowPrefix"]}"]')
+    expect(rows).to_have_count(3)
+    rows.first.click()
+    expect(ui.get("trialDetail")).to_be_visible()
+    expect(ui.get("trialDetailState")).to_have_text("SUCCEEDED")
+    expect(ui.get("stdout")).to_contain_text(re.compile(r"trial \d starts"))
+    ui.screenshot("trial")
+    for hook in CONTROL_HOOKS:
+        expect(ui.get(hook)).to_have_count(0)
+
+
+def test_page_shows_offline_while_the_server_is_gone_and_catches_up_when_it_returns(ui, finished_experiment):
+    exp_id, home = finished_experiment
+    viewer = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    port = viewer.port
+    try:
+        ui.page.goto(f"http://127.0.0.1:{port}/#/trials")
+        expect(ui.get("liveBadge")).to_be_visible()
+        expect(ui.get("offlineBadge")).to_have_count(0)
+        viewer.stop()
+        expect(ui.get("offlineBadge")).to_be_visible()
+        expect(ui.get("trialsCount")).to_have_text("3")  # what was loaded stays on the page
+        ui.screenshot("offline")
+        viewer = Experiment.view(exp_id, port=port, non_blocking=True, home=home)
+        expect(ui.get("liveBadge")).to_be_visible()
+        expect(ui.get("offlineBadge")).to_have_count(0)
+    finally:
+        viewer.stop()
