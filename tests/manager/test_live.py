@@ -9,6 +9,7 @@ from expmgr.manager import live
 from expmgr.manager.store import ExperimentStore
 from tests.conftest import wait_until
 from tests.manager.conftest import get
+from tests.manager.fill import fill_experiment
 
 
 def metrics_of(messages: list[dict]) -> list[tuple]:
@@ -105,7 +106,6 @@ def test_a_client_that_reconnects_catches_up_from_its_last_cursor(stepped, socke
 
 
 def test_a_view_socket_works_read_only_and_reads_nothing_while_nothing_changes(tmp_path, sockets, monkeypatch):
-    from tests.manager.fill import fill_experiment
     home = tmp_path / "home"
     exp_id = fill_experiment(home, trials=3, metrics_per_trial=2)
     log = home / exp_id / "logs" / "experiment.log"
@@ -122,7 +122,7 @@ def test_a_view_socket_works_read_only_and_reads_nothing_while_nothing_changes(t
         for line in ["second\n", "third\n"]:  # each append waits for a check of the file: time passes
             with log.open("a") as file:
                 file.write(line)
-            wait_until(lambda: client.of_type("tail")[-1]["text"] == line, what=line)
+            wait_until(lambda line=line: client.of_type("tail")[-1]["text"] == line, what=line)
         assert [m["offset"] for m in client.of_type("tail")] == [0, 6, 13]
         assert client.of_type("changes") == [] and reads == [], "no changes read while nothing was written"
         assert get(view.port, "/api/v1/expmgr/changes")["full"] and reads == [1]
@@ -132,7 +132,6 @@ def test_a_view_socket_works_read_only_and_reads_nothing_while_nothing_changes(t
 
 
 def test_a_client_far_behind_gets_its_changes_in_several_messages(tmp_path, sockets, monkeypatch):
-    from tests.manager.fill import fill_experiment
     monkeypatch.setattr(live, "PUSH_LIMIT", 25)
     home = tmp_path / "home"
     exp_id = fill_experiment(home, trials=10, metrics_per_trial=4)

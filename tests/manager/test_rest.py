@@ -14,7 +14,8 @@ from expmgr.manager import static
 from expmgr.manager.rest import READ_ONLY
 from expmgr.manager.store import ExperimentStore, metric_number
 from expmgr.states import ExperimentState
-from tests.conftest import wait_until
+from tests.conftest import wait_until, write_script
+from tests.experiment.test_resume import grid_config
 from tests.manager.conftest import call, get, get_text
 from tests.manager.fill import fill_experiment
 from tests.manager.test_store_changes import downgrade_to_schema_2, schema_of
@@ -150,7 +151,7 @@ def test_changes_since_cursors_lose_and_repeat_no_metric_while_trials_run(steppe
     for step in range(4):  # reports of two trials, read in pages of 3 as they come
         stepped.step(1, step)
         stepped.step(2, step)
-        wait_until(lambda: len([m for m in (poll(), seen)[1] if m[2] == "PERIODICAL"]) == 2 * (step + 1),
+        wait_until(lambda step=step: len([m for m in (poll(), seen)[1] if m[2] == "PERIODICAL"]) == 2 * (step + 1),
                    what=f"step {step} of both trials")
     stepped.release()
     assert stepped.experiment.wait(timeout=120)
@@ -203,8 +204,6 @@ def test_the_ui_is_served_with_its_assets_and_a_page_saying_when_it_was_not_buil
 
 
 def test_a_schema_2_experiment_is_viewed_as_it_is_and_migrated_by_resume(tmp_path: Path, code_dir: Path):
-    from tests.experiment.test_resume import grid_config
-    from tests.conftest import write_script
     write_script(code_dir, "trial.py", "import expmgr\nx = expmgr.get_next_parameter()['x']\n"
                                        "expmgr.report_intermediate_result({'default': x, 'loss': 1})\n"
                                        "expmgr.report_final_result(x * 10)\n")

@@ -11,7 +11,7 @@ import pytest
 
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.live import changes_answer
-from expmgr.manager.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.manager.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import TrialState
 from tests.manager.fill import fill_store
 from tests.manager.test_store import new_store
@@ -132,8 +132,8 @@ def test_commit_listeners_hear_each_committed_write_and_nothing_else(tmp_path: P
     add_trial(store, "t1", 0)
     store.start_attempt("t1", 1, time.time())
     report(store, "t1", 0)
-    with pytest.raises(Exception):
-        store.start_attempt("t1", 1, time.time())  # refused: rolled back, not heard
+    with pytest.raises(StoreError):
+        store.set_trial_status("nosuch", TrialState.SUCCEEDED)  # refused: rolled back, not heard
     store.trials(), store.changes(None)
     assert len(heard) == 3 and len(set(heard)) == 3, "each heard write is visible to the listener"
     store.remove_commit_listener(listener)
