@@ -51,7 +51,7 @@
  * Charts (#/charts): a chart has data-rendered="true" once drawn and data-points = points drawn
  *   chart-final, chart-intermediate, chart-parallel, chart-durations,
  *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
- *   curves-others
+ *   curves-others, curves-summary ("N highlighted, M in grey")
  *
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
@@ -139,6 +139,7 @@ export const testids = {
   curvesCount: 'curves-count',
   curvesTrials: 'curves-trials',
   curvesOthers: 'curves-others',
+  curvesSummary: 'curves-summary',
 
   tabExperimentLog: 'tab-experiment-log',
   tabDispatcherLog: 'tab-dispatcher-log',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  BACKGROUND_POINT_BUDGET, CURVE_POINT_BUDGET, MAX_COLOURED_CURVES, countPoints, curvesOption, finalOption, parallelOption,
+  BACKGROUND_POINT_BUDGET, CURVE_POINT_BUDGET, MAX_COLOURED_CURVES, MAX_GREY_CURVES, countPoints, curvesOption, finalOption, parallelOption,
   selectCurves,
 } from '../src/charts/options';
 import { parseTrial } from '../src/data/parse';
@@ -52,7 +52,8 @@ describe('intermediate curves', () => {
     const { trials, series } = makeTrials(10_000, 20);
     const sel = selectCurves(trials, (id) => series.get(id)!, 'all', 0, [], 'maximize', true);
     expect(sel.shown.length).toBe(MAX_COLOURED_CURVES);
-    expect(sel.others.length).toBe(10_000 - MAX_COLOURED_CURVES);
+    expect(sel.othersTotal).toBe(10_000 - MAX_COLOURED_CURVES);
+    expect(sel.others.length).toBe(MAX_GREY_CURVES); // sampled evenly
     const option = curvesOption(sel);
     expect(option.series.length).toBe(MAX_COLOURED_CURVES + 1);
     expect(countPoints(option)).toBeLessThan(CURVE_POINT_BUDGET + BACKGROUND_POINT_BUDGET);

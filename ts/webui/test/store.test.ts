@@ -158,3 +158,16 @@ describe('ExperimentData.apply', () => {
     expect(ms).toBeLessThan(1500);
   });
 });
+
+describe('versions', () => {
+  it('does not bump experimentVersion when an answer repeats the same profile and statistics', () => {
+    const store = new ExperimentData();
+    store.apply(changes('c1', { full: true, statistics: [{ trialJobStatus: 'RUNNING', trialJobNumber: 1 }] }));
+    const v = store.experimentVersion;
+    store.apply(changes('c2', { statistics: [{ trialJobStatus: 'RUNNING', trialJobNumber: 1 }] }));
+    expect(store.experimentVersion).toBe(v);
+    store.apply(changes('c3', { statistics: [{ trialJobStatus: 'RUNNING', trialJobNumber: 2 }] }));
+    expect(store.experimentVersion).toBe(v + 1);
+    expect(store.counts()).toEqual({ RUNNING: 2 });
+  });
+});

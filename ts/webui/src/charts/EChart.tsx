@@ -14,6 +14,23 @@ use([
   VisualMapContinuousComponent, ParallelComponent, CanvasRenderer,
 ]);
 
+// Charts are given their options one per animation frame: four charts of 10,000 trials set
+// at once would hold the page for one long frame.
+const queue: (() => void)[] = [];
+let scheduled = false;
+
+function schedule(task: () => void): void {
+  queue.push(task);
+  if (scheduled) return;
+  scheduled = true;
+  const run = () => {
+    queue.shift()?.();
+    if (queue.length) requestAnimationFrame(run);
+    else scheduled = false;
+  };
+  requestAnimationFrame(run);
+}
+
 export interface EChartProps {
   option: Option;
   testid?: string;
@@ -40,15 +57,43 @@ export function EChart({ option, testid, height = 320, points, onClick }: EChart
     observer?.observe(el);
     return () => {
       observer?.disconnect();
-      c.dispose();
       chart.current = null;
+      // A large series is painted over several frames, and a frame still to come fails on a
+      // disposed chart; painting the emptied chart now makes that frame a no-op.
+      c.clear();
+      c.getZr().refreshImmediately();
+      c.dispose();
     };
   }, []);
 
+  // a chart out of view is not updated (a page of four charts of 10,000 trials each would
+  // redraw them all on every change); it catches up when scrolled into view
+  const [visible, setVisible] = useState(true);
+  const applied = useRef<Option | null>(null);
   useEffect(() => {
-    // replaceMerge keeps the zoom and the legend state while the data changes
-    chart.current?.setOption(option, { replaceMerge: ['series', 'parallelAxis', 'xAxis', 'yAxis'], lazyUpdate: true });
-  }, [option]);
+    const el = ref.current!;
+    if (typeof IntersectionObserver === 'undefined') return undefined;
+    const observer = new IntersectionObserver((entries) => setVisible(entries.some((e) => e.isIntersecting)),
+      { rootMargin: '200px' });
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, []);
+
+  const latest = useRef(option);
+  latest.current = option;
+  const pending = useRef(false);
+  useEffect(() => {
+    if (!chart.current || !visible || applied.current === option || pending.current) return;
+    pending.current = true;
+    schedule(() => {
+      pending.current = false;
+      const c = chart.current;
+      if (!c || applied.current === latest.current) return;
+      applied.current = latest.current;
+      // replaceMerge keeps the zoom while the data changes
+      c.setOption(latest.current, { replaceMerge: ['series', 'parallelAxis', 'xAxis', 'yAxis'] });
+    });
+  }, [option, visible]);
 
   return (
     <div ref={ref} class="chart" style={{ height: `${height}px` }} data-testid={testid}

@@ -74,8 +74,22 @@ export interface Curve {
 export interface CurvesSelection {
   /** Drawn one series each, coloured, hoverable. */
   shown: Curve[];
-  /** Drawn together in grey behind, for context. */
+  /** Drawn together in grey behind, for context (at most MAX_GREY_CURVES, evenly sampled). */
   others: Curve[];
+  /** How many other trials there are (more than `others` when sampled). */
+  othersTotal: number;
+}
+
+/** The most grey curves drawn: past this they are sampled evenly in trial order. */
+export const MAX_GREY_CURVES = 2000;
+
+/** `count` items of `items`, evenly spaced (all of them if fewer). */
+export function sampleEvenly<T>(items: readonly T[], count: number): T[] {
+  if (items.length <= count) return items.slice();
+  const out: T[] = [];
+  const step = items.length / count;
+  for (let i = 0; i < count; i++) out.push(items[Math.floor(i * step)]);
+  return out;
 }
 
 export type CurvesMode = 'best' | 'latest' | 'running' | 'selected' | 'all';
@@ -115,10 +129,9 @@ export function selectCurves(trials: readonly Trial[], seriesOf: (id: string) =>
   }
   const shownIds = new Set(shownTrials.map((t) => t.id));
   const shown = shownTrials.sort((a, b) => a.seq - b.seq).map((t) => ({ id: t.id, series: seriesOf(t.id) }));
-  const others = withOthers || mode === 'all'
-    ? withData.filter((t) => !shownIds.has(t.id)).map((t) => ({ id: t.id, series: seriesOf(t.id) }))
-    : [];
-  return { shown, others };
+  const rest = withOthers || mode === 'all' ? withData.filter((t) => !shownIds.has(t.id)) : [];
+  const others = sampleEvenly(rest, MAX_GREY_CURVES).map((t) => ({ id: t.id, series: seriesOf(t.id) }));
+  return { shown, others, othersTotal: rest.length };
 }
 
 function rankBest(trials: Trial[], seriesOf: (id: string) => Series, optimize: 'maximize' | 'minimize'): Trial[] {
@@ -133,7 +146,7 @@ function rankBest(trials: Trial[], seriesOf: (id: string) => Series, optimize: '
 
 /** Points in all drawn curves together: past this, each curve is downsampled (LTTB). */
 export const CURVE_POINT_BUDGET = 40_000;
-export const BACKGROUND_POINT_BUDGET = 60_000;
+export const BACKGROUND_POINT_BUDGET = 40_000;
 
 /** Intermediate results of many trials overlaid; hovering one highlights it. */
 export function curvesOption(selection: CurvesSelection, highlight: string | null = null): Option {
@@ -150,7 +163,9 @@ export function curvesOption(selection: CurvesSelection, highlight: string | nul
     }
     series.push({
       type: 'line', name: 'other trials', data, showSymbol: false, silent: true, connectNulls: false,
-      lineStyle: { width: 1, color: '#c4c9d1', opacity: 0.5 }, itemStyle: { color: '#c4c9d1' }, z: 1,
+      // fainter as they multiply, so that their density shows
+      lineStyle: { width: 1, color: '#9aa3b2', opacity: Math.max(0.04, Math.min(0.5, 40 / selection.others.length)) },
+      itemStyle: { color: '#9aa3b2' }, z: 1,
       emphasis: { disabled: true }, tooltip: { show: false },
     });
   }
@@ -236,10 +251,11 @@ export function parallelOption(trials: readonly Trial[], keys: readonly string[]
     min = 0;
     max = 1;
   }
-  const colors = ['#d9e3f5', '#7aa0e8', '#3b6fd8', '#1d3f8f'];
+  // viridis: ordered, and still readable where thousands of lines cross
+  const colors = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
   return {
     ...BASE,
-    parallel: { left: 70, right: 110, top: 48, bottom: 36, parallelAxisDefault: { nameGap: 12, nameTextStyle: { fontSize: 12 } } },
+    parallel: { left: 70, right: 140, top: 48, bottom: 36, parallelAxisDefault: { nameGap: 12, nameTextStyle: { fontSize: 12 } } },
     parallelAxis: axes,
     visualMap: {
       type: 'continuous', min, max, dimension: resultDim, calculable: true, right: 8, top: 'center',
@@ -275,9 +291,12 @@ export function durationsOption(trials: readonly Trial[], now: number): Option {
     xAxis: { type: 'value', name: 'trial #', nameLocation: 'middle', nameGap: 26, minInterval: 1 },
     yAxis: { type: 'value', name: 'seconds' },
     dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' }],
-    series: [{
-      type: 'bar', name: 'duration', data, large: data.length > 1000, largeThreshold: 1000, barMaxWidth: 12,
-      encode: { x: 0, y: 1 }, itemStyle: { color: COLORS[0] },
+    // bars while they can be told apart, then points
+    series: [data.length <= 500 ? {
+      type: 'bar', name: 'duration', data, barMaxWidth: 12, encode: { x: 0, y: 1 }, itemStyle: { color: COLORS[0] },
+    } : {
+      type: 'scatter', name: 'duration', data, symbolSize: 3, large: data.length > 2000, largeThreshold: 2000,
+      encode: { x: 0, y: 1 }, itemStyle: { color: COLORS[0], opacity: 0.7 },
     }],
   };
 }

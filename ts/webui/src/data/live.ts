@@ -171,6 +171,10 @@ export class Live {
   private setState(state: ConnectionState): void {
     if (this.state === state) return;
     this.state = state;
+    this.notify();
+  }
+
+  private notify(): void {
     for (const listener of [...this.listeners]) listener();
   }
 
@@ -281,6 +285,11 @@ export class Live {
     }
   }
 
+  /** True while a catch-up is reading pages (the first load of a large experiment takes a few). */
+  get busy(): boolean {
+    return this.catchUpRun !== null;
+  }
+
   /** Brings the store up to date by REST (`changes?since=<cursor>`, all pages). Single-flight. */
   catchUp(): Promise<void> {
     if (this.catchUpRun) {
@@ -309,9 +318,11 @@ export class Live {
         this.heldBeforeRequest = 0;
         this.catchUpRun = null;
         for (const msg of held) this.store.apply(msg);
+        this.notify();
       }
     })();
     this.catchUpRun = run;
+    this.notify();
     return run;
   }
 

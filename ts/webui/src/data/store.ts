@@ -36,6 +36,8 @@ export class ExperimentData {
   /** FINAL metrics of trials not seen yet: applied when the trial arrives. */
   private pendingFinal = new Map<string, number | null>();
   private seenCursors: string[] = [];
+  private experimentText = '';
+  private statisticsText = '';
   private listeners = new Set<() => void>();
   private paramKeysCache: { key: string; value: string[] } | null = null;
 
@@ -90,14 +92,26 @@ export class ExperimentData {
     let experimentChanged = !!msg.full;
 
     if (msg.experiment) {
-      this.experiment = msg.experiment;
+      // every answer holds the profile: views keyed on experimentVersion rebuild only if it changed
+      const text = JSON.stringify(msg.experiment);
+      if (text !== this.experimentText) {
+        this.experiment = msg.experiment;
+        this.experimentText = text;
+        experimentChanged = true;
+      }
       this.experimentReceivedAt = this.now();
-      if (typeof msg.experiment.readOnly === 'boolean') this.readOnly = msg.experiment.readOnly;
-      experimentChanged = true;
+      if (typeof msg.experiment.readOnly === 'boolean' && msg.experiment.readOnly !== this.readOnly) {
+        this.readOnly = msg.experiment.readOnly;
+        experimentChanged = true;
+      }
     }
     if (Array.isArray(msg.statistics)) {
-      this.statistics = msg.statistics;
-      experimentChanged = true;
+      const text = JSON.stringify(msg.statistics);
+      if (text !== this.statisticsText) {
+        this.statistics = msg.statistics;
+        this.statisticsText = text;
+        experimentChanged = true;
+      }
     }
     if (Array.isArray(msg.trials)) {
       for (const view of msg.trials) trialsChanged = this.upsertTrial(view) || trialsChanged;
@@ -130,6 +144,8 @@ export class ExperimentData {
     this.pendingFinal.clear();
     this.seenCursors = [];
     this.paramKeysCache = null;
+    this.experimentText = '';
+    this.statisticsText = '';
   }
 
   /** Whether `incoming` is older than `current` (and so must not replace it). */

@@ -18,9 +18,13 @@ function openTrial(id: unknown) {
 }
 
 export function ChartsPage() {
-  const { store } = useApp();
-  const trialsVersion = useThrottled(useSubscribed(store, () => store.trialsVersion), 1000);
-  const metricsVersion = useThrottled(useSubscribed(store, () => store.metricsVersion), 1000);
+  const { store, live } = useApp();
+  // Redrawn at most once a second. While a large experiment is still loading (several pages),
+  // the charts show what came first and are redrawn once it is all in: redrawing 10,000 trials
+  // per page would slow the loading down.
+  const loading = useSubscribed(live, () => live.busy);
+  const trialsVersion = useThrottled(useSubscribed(store, () => (loading ? -1 : store.trialsVersion)), 1000);
+  const metricsVersion = useThrottled(useSubscribed(store, () => (loading ? -1 : store.metricsVersion)), 1000);
   const experimentVersion = useSubscribed(store, () => store.experimentVersion);
   const [mode, setMode] = useState<CurvesMode>('best');
   const [count, setCount] = useState(20);
@@ -31,15 +35,19 @@ export function ChartsPage() {
   const optimize = optimizeMode(store.experiment?.params as Record<string, unknown> | undefined);
   const keys = store.paramKeys();
   const space = store.experiment?.params?.searchSpace;
+  const spaceKey = useMemo(() => JSON.stringify(space ?? null), [experimentVersion]);
 
   const final = useMemo(() => finalOption(store.trials, optimize), [trialsVersion, optimize]);
   const selected = useMemo(() => selectedText.split(/[\s,]+/).filter(Boolean), [selectedText]);
   const curves = useMemo(() => {
     const selection = selectCurves(store.trials, (id) => store.seriesOf(id), mode, count, selected, optimize, withOthers);
-    return { option: curvesOption(selection, highlight), shown: selection.shown.length, others: selection.others.length };
+    return {
+      option: curvesOption(selection, highlight), shown: selection.shown.length, others: selection.othersTotal,
+      sampled: selection.others.length,
+    };
   }, [trialsVersion, metricsVersion, mode, count, selected, optimize, withOthers, highlight]);
   const parallel = useMemo(() => parallelOption(store.trials, keys, space, optimize),
-    [trialsVersion, experimentVersion, keys, optimize]);
+    [trialsVersion, spaceKey, keys, optimize]);
   const durations = useMemo(() => durationsOption(store.trials, Date.now()), [trialsVersion]);
 
   const toggleSelected = (id: string) => {
@@ -78,7 +86,9 @@ export function ChartsPage() {
           )}
           <label><input type="checkbox" checked={withOthers || mode === 'all'} disabled={mode === 'all'}
                         onChange={(e) => setWithOthers(e.currentTarget.checked)} data-testid="curves-others" /> others in grey</label>
-          <span class="muted">{curves.shown} highlighted{curves.others ? `, ${curves.others} in grey` : ''}</span>
+          <span class="muted" data-testid="curves-summary">{curves.shown} highlighted
+            {curves.others ? `, ${curves.others} in grey` : ''}
+            {curves.sampled < curves.others ? ` (${curves.sampled} of them drawn)` : ''}</span>
           {highlight && <a href={trialHref(highlight)}>open trial {highlight}</a>}
         </div>
         <LazyChart option={curves.option} testid="chart-intermediate" points={countPoints(curves.option)} height={360}
