@@ -229,3 +229,23 @@ describe('applyInSlices', () => {
     expect(cursors).toEqual(['old', 'old', 'old', 'old', 'old', 'c9']);
   });
 });
+
+describe('socket errors', () => {
+  it('shows an error the server sends about a followed file', async () => {
+    vi.useFakeTimers();
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true }));
+    const sockets: FakeSocket[] = [];
+    const store = new ExperimentData();
+    const live = new Live({ api: server.api, store, wsUrl: 'ws://x', createSocket: () => { const s = new FakeSocket(); sockets.push(s); return s; } });
+    live.start();
+    await settle();
+    server.queue(() => ({ offset: 0, next: 0, size: 0, text: '' }));
+    const { follower } = live.follow('stdout', 'nope');
+    await settle();
+    sockets[0].message({ type: 'error', error: "no trial 'nope'", file: 'stdout', trial: 'nope' });
+    expect(follower.error).toBe("no trial 'nope'");
+    live.stop();
+    vi.useRealTimers();
+  });
+});

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ExperimentData } from '../src/data/store';
+import type { CompactMetric } from '../src/data/types';
 import { changes, finalMetricData, metric, trialView } from './helpers';
 
 describe('ExperimentData.apply', () => {
@@ -169,5 +170,18 @@ describe('versions', () => {
     store.apply(changes('c3', { statistics: [{ trialJobStatus: 'RUNNING', trialJobNumber: 2 }] }));
     expect(store.experimentVersion).toBe(v + 1);
     expect(store.counts()).toEqual({ RUNNING: 2 });
+  });
+});
+
+describe('retried trials', () => {
+  it("keeps the intermediate results of a trial's last attempt", () => {
+    const store = new ExperimentData();
+    const m = (step: number, value: number, attempt: number): CompactMetric => ['a', 0, 'PERIODICAL', step, value, step, attempt];
+    store.apply(changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')], metrics: [m(0, 1, 1), m(1, 2, 1), m(2, 3, 1)] }));
+    store.apply(changes('c2', { metrics: [m(0, 10, 2)] }));
+    expect(store.seriesOf('a').value).toEqual([10]);
+    store.apply(changes('c3', { metrics: [m(3, 4, 1), m(1, 20, 2)] })); // a late result of attempt 1 is dropped
+    expect(store.seriesOf('a').value).toEqual([10, 20]);
+    expect(store.seriesOf('a').attempt).toBe(2);
   });
 });

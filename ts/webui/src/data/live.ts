@@ -78,6 +78,12 @@ export class Follower {
     }
   }
 
+  /** The server could not follow the file. */
+  failed(error: string): void {
+    this.error = error;
+    this.changed();
+  }
+
   /** A chunk pushed by the socket. */
   pushed(chunk: TailChunk): void {
     if (this.syncing || this.tail.next === null) {
@@ -278,6 +284,11 @@ export class Live {
       case 'tail': {
         const f = this.followers.get(followKey(msg.file, msg.trial ?? null));
         if (f) f.pushed(msg);
+        break;
+      }
+      case 'error': {
+        const f = msg.file ? this.followers.get(followKey(msg.file, msg.trial ?? null)) : undefined;
+        if (f) f.failed(msg.error);
         break;
       }
       default:

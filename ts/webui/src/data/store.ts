@@ -239,7 +239,7 @@ export class ExperimentData {
     const touched = new Set<string>();
     for (const m of metrics) {
       if (!Array.isArray(m) || m.length < 5) continue;
-      const [trialId, , type, metricSeq, rawValue, time] = m;
+      const [trialId, , type, metricSeq, rawValue, time, attempt] = m;
       if (type === 'FINAL') {
         final = this.setFinal(trialId, rawValue) || final;
         continue;
@@ -247,9 +247,14 @@ export class ExperimentData {
       const value = metricNumber(rawValue);
       if (value === undefined) continue;
       let s = this.series.get(trialId);
+      if (s && attempt !== undefined && s.attempt !== undefined && attempt !== s.attempt) {
+        if (attempt < s.attempt) continue; // an earlier attempt's result: the curve shows the last one
+        s = undefined; // a new attempt starts its curve over
+      }
       if (!s) {
-        s = { seq: [], value: [], time: [] };
+        s = { seq: [], value: [], time: [], attempt };
         this.series.set(trialId, s);
+        touched.add(trialId);
       }
       if (insertPoint(s, metricSeq, value, time ?? 0)) {
         touched.add(trialId);

@@ -69,8 +69,8 @@ export interface TrialJobView {
   finalMetricData?: MetricView[];
 }
 
-/** `[trialId, sequenceId, type, metricSequence, value, timestampMs]` */
-export type CompactMetric = [string, number, string, number, number | null, number];
+/** `[trialId, sequenceId, type, metricSequence, value, timestampMs, attempt?]` */
+export type CompactMetric = [string, number, string, number, number | null, number, number?];
 
 /** GET /api/v1/expmgr/changes and the websocket's `changes` message. */
 export interface ChangesMessage {
@@ -107,7 +107,15 @@ export interface TailMessage extends TailChunk {
   trial: string | null;
 }
 
-export type ServerMessage = HelloMessage | (ChangesMessage & { type: 'changes' }) | TailMessage;
+/** A message the server could not act on (e.g. `follow` of an unknown trial). */
+export interface ErrorMessage {
+  type: 'error';
+  error: string;
+  file?: LogFile;
+  trial?: string | null;
+}
+
+export type ServerMessage = HelloMessage | (ChangesMessage & { type: 'changes' }) | TailMessage | ErrorMessage;
 
 /** A trial as the UI keeps it. */
 export interface Trial {
@@ -133,4 +141,6 @@ export interface Series {
   seq: number[];
   value: number[];
   time: number[];
+  /** The attempt these results are from: a retried trial reports from its first step again. */
+  attempt?: number;
 }
