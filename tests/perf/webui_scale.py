@@ -226,7 +226,8 @@ def measure(url: str, trials: int, testids: dict[str, str], shots: Path | None) 
                 chart_page.screenshot(path=str(shots / "scale-charts.png"))
         finally:
             context.close()
-    return Figures(first_rows_s / 1000, table_s / 1000, first_chart_s / 1000, charts_s / 1000, bytes_table, bytes_chart, frames, scroll_s, table_breakdown, chart_breakdown)
+    return Figures(first_rows_s / 1000, table_s / 1000, first_chart_s / 1000, charts_s / 1000, bytes_table,
+                   bytes_chart, frames, scroll_s, table_breakdown, chart_breakdown)
 
 
 def scroll_to_end(page: Any, testids: dict[str, str], trials: int) -> tuple[list[tuple[float, float]], float]:
@@ -278,7 +279,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--metrics", type=int, default=20, help="intermediate results per trial")
-    parser.add_argument("--keep", type=Path, help="build the experiment here and keep it; a later run with the same folder reuses it")
+    parser.add_argument("--keep", type=Path,
+                        help="build the experiment here and keep it; a later run with the same folder reuses it")
     parser.add_argument("--screenshots", type=Path, help="save screenshots of the pages here")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
