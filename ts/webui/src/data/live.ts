@@ -159,8 +159,8 @@ export class Live {
     this.store = options.store;
     this.opts = {
       firstPageLimit: options.firstPageLimit ?? 2_000,
-      pageLimit: options.pageLimit ?? 20_000,
-      sliceSize: options.sliceSize ?? 4_000,
+      pageLimit: options.pageLimit ?? 10_000,
+      sliceSize: options.sliceSize ?? 2_500,
       backoffInitialMs: options.backoffInitialMs ?? 500,
       backoffMaxMs: options.backoffMaxMs ?? 10_000,
       offlinePollMs: options.offlinePollMs ?? 2_000,
@@ -311,15 +311,22 @@ export class Live {
       try {
         do {
           this.catchUpAgain = false;
-          let more = true;
-          // a small first page shows the first rows soon; larger ones then load the rest fast
+          // A small first page shows the first rows soon; larger ones then load the rest fast.
+          // The next page is asked for as soon as a page arrives, so that the server builds it
+          // while this one is applied.
           let limit = Math.min(this.opts.firstPageLimit, this.opts.pageLimit);
-          for (let page = 0; more && page < 10_000; page++) {
+          const ask = (since: string | null) => {
             this.heldBeforeRequest = this.held.length;
-            const msg = await this.api.changes(this.store.cursor, limit);
-            limit = Math.min(limit * 2, this.opts.pageLimit);
+            const answer = this.api.changes(since, limit);
+            limit = Math.min(limit * 4, this.opts.pageLimit);
+            return answer;
+          };
+          let next: Promise<ChangesMessage> | null = ask(this.store.cursor);
+          for (let page = 0; next && page < 10_000; page++) {
+            const msg: ChangesMessage = await next;
+            next = msg.more && msg.cursor !== undefined ? ask(msg.cursor) : null;
+            next?.catch(() => undefined); // awaited in the next turn; an early failure is not unhandled
             await applyInSlices(this.store, msg, this.opts.sliceSize);
-            more = !!msg.more;
           }
         } while (this.catchUpAgain);
       } finally {
