@@ -15,9 +15,11 @@ export interface LogViewProps {
   /** Lines below this level (an index in LEVELS) are hidden; 0 shows all. */
   minLevel?: number;
   search?: string;
+  /** Shrinks to the lines when there are few (else the view's CSS height). */
+  fitContent?: boolean;
 }
 
-export function LogView({ file, trial, minLevel = 0, search = '' }: LogViewProps) {
+export function LogView({ file, trial, minLevel = 0, search = '', fitContent = false }: LogViewProps) {
   const { live } = useApp();
   const [follower, setFollower] = useState<Follower | null>(null);
   const [, force] = useReducer((n: number) => n + 1, 0);
@@ -48,6 +50,7 @@ export function LogView({ file, trial, minLevel = 0, search = '' }: LogViewProps
       {follower?.error && <p class="field-error">{follower.error}</p>}
       <VirtualList
         class="log"
+        style={fitContent ? { height: `${Math.min(420, Math.max(72, count * LINE_HEIGHT + 24))}px` } : undefined}
         testid={tid.logFile(file)}
         attrs={{ lines: lines?.count() ?? 0, next: follower?.tail.next ?? -1 }}
         count={count}

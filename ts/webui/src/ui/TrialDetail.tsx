@@ -115,7 +115,11 @@ export function TrialDetail({ trialId }: { trialId: string }) {
       </div>
       <div class="card">
         <h2>Intermediate results</h2>
-        <LazyChart option={option} testid="chart-trial-intermediate" points={countPoints(option)} height={260} />
+        {store.seriesOf(trialId).value.length ? (
+          <LazyChart option={option} testid="chart-trial-intermediate" points={countPoints(option)} height={260} />
+        ) : (
+          <p class="muted" data-testid="chart-trial-intermediate" data-points={0}>No intermediate result reported.</p>
+        )}
       </div>
       <div class="card">
         <div class="tabs">
@@ -124,7 +128,7 @@ export function TrialDetail({ trialId }: { trialId: string }) {
                     onClick={() => setFile(f)}>{f}</button>
           ))}
         </div>
-        <LogView key={`${trialId}/${file}`} file={file} trial={trialId} />
+        <LogView key={`${trialId}/${file}`} file={file} trial={trialId} fitContent />
       </div>
     </section>
   );

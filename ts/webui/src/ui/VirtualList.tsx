@@ -18,6 +18,7 @@ export interface VirtualListProps {
   /** Keeps the view at the end while rows are appended, unless the user scrolled up. */
   stickToBottom?: boolean;
   class?: string;
+  style?: Record<string, string>;
   testid?: string;
   attrs?: Record<string, string | number>;
 }
@@ -77,7 +78,8 @@ export function VirtualList(props: VirtualListProps) {
   if (props.attrs) for (const [k, v] of Object.entries(props.attrs)) dataAttrs[`data-${k}`] = v;
 
   return (
-    <div ref={ref} class={`vlist ${props.class ?? ''}`} onScroll={onScroll} data-testid={props.testid} {...dataAttrs}>
+    <div ref={ref} class={`vlist ${props.class ?? ''}`} style={props.style} onScroll={onScroll} data-testid={props.testid}
+         {...dataAttrs}>
       {header}
       <div class="vlist-body" style={{ height: `${count * rowHeight}px`, width: width ? `${width}px` : undefined }}>
         {rows}
