@@ -22,7 +22,7 @@ export default defineConfig({
     proxy: { '/api': { target, ws: true, changeOrigin: true } },
   },
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.{ts,tsx}'],
     environment: 'node',
   },
 });

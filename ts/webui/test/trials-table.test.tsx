@@ -1,0 +1,101 @@
+// @vitest-environment happy-dom
+// The trials table with 10,000 trials: only the rows in view are in the page, scrolling renders
+// the rows of the new position, filters and sorting apply.
+import { render } from 'preact';
+import { act } from 'preact/test-utils';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Api } from '../src/data/api';
+import { Live } from '../src/data/live';
+import { ExperimentData } from '../src/data/store';
+import { AppCtx } from '../src/ui/app-context';
+import { TrialsPage } from '../src/ui/TrialsPage';
+import { visibleRange } from '../src/ui/VirtualList';
+import { changes, finalMetricData, trialView } from './helpers';
+
+function makeStore(n: number): ExperimentData {
+  const store = new ExperimentData();
+  const trials = [];
+  for (let i = 0; i < n; i++) {
+    trials.push(trialView(`t${i}`, i, i % 4 ? 'SUCCEEDED' : 'FAILED',
+      i % 4 ? { finalMetricData: finalMetricData(`t${i}`, (i * 37) % 1000 / 1000) } : {},
+      { lr: (i % 100) / 100, opt: i % 2 ? 'adam' : 'sgd' }));
+  }
+  store.apply(changes('c1', { full: true, trials }));
+  return store;
+}
+
+describe('visibleRange', () => {
+  it('covers the rows in view plus the overscan, within bounds', () => {
+    expect(visibleRange(0, 600, 30, 10_000, 10)).toEqual([0, 30]);
+    expect(visibleRange(30_000, 600, 30, 10_000, 10)).toEqual([990, 1030]);
+    expect(visibleRange(299_400, 600, 30, 10_000, 10)).toEqual([9970, 10_000]);
+    expect(visibleRange(0, 600, 30, 5, 10)).toEqual([0, 5]);
+  });
+});
+
+describe('TrialsPage', () => {
+  let root: HTMLElement;
+  beforeEach(() => {
+    root = document.createElement('div');
+    document.body.appendChild(root);
+  });
+  afterEach(() => {
+    render(null, root);
+    root.remove();
+  });
+
+  function mount(store: ExperimentData) {
+    const api = new Api('', async () => new Response('{}'));
+    const live = new Live({ api, store, wsUrl: 'ws://unused' });
+    act(() => {
+      render(<AppCtx.Provider value={{ store, live, api }}><TrialsPage /></AppCtx.Provider>, root);
+    });
+  }
+
+  const rows = () => [...root.querySelectorAll('[data-testid^="trial-row-"]')];
+
+  it('renders only the rows in view of 10,000 trials', () => {
+    mount(makeStore(10_000));
+    expect(root.querySelector('[data-testid="trials-count"]')!.textContent).toBe('10000');
+    const shown = rows();
+    expect(shown.length).toBeGreaterThan(10);
+    expect(shown.length).toBeLessThan(100);
+    expect(shown[0].getAttribute('data-testid')).toBe('trial-row-t0');
+    expect(shown[0].getAttribute('href')).toBe('#/trials/t0');
+  });
+
+  it('renders the rows of the scroll position', async () => {
+    mount(makeStore(10_000));
+    const table = root.querySelector('[data-testid="trials-table"]') as HTMLElement;
+    await act(async () => {
+      table.scrollTop = 64 + 5000 * 30; // header, then 5,000 rows of 30 px
+      table.dispatchEvent(new Event('scroll'));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    });
+    const ids = rows().map((r) => r.getAttribute('data-testid'));
+    expect(ids).toContain('trial-row-t5000');
+    expect(ids).not.toContain('trial-row-t0');
+    expect(ids.length).toBeLessThan(100);
+  });
+
+  it('filters by state and parameter and sorts by result', async () => {
+    mount(makeStore(200));
+    const input = (testid: string) => root.querySelector(`[data-testid="${testid}"]`) as HTMLInputElement;
+    await act(async () => {
+      input('filter-state-FAILED').click();
+    });
+    expect(root.querySelector('[data-testid="trials-shown"]')!.textContent).toBe('50');
+    await act(async () => {
+      input('filter-state-FAILED').click();
+      input('filter-param-opt').value = 'adam';
+      input('filter-param-opt').dispatchEvent(new Event('input'));
+    });
+    expect(root.querySelector('[data-testid="trials-shown"]')!.textContent).toBe('100');
+    await act(async () => {
+      (root.querySelector('[data-testid="sort-final"]') as HTMLElement).click(); // best first
+    });
+    const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
+    expect(finals).toEqual([...finals].sort((a, b) => b - a));
+    expect(rows()[0].querySelector('.cell:nth-child(5)')!.textContent).toBe('adam');
+  });
+});
