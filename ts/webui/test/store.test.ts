@@ -140,7 +140,12 @@ describe('ExperimentData.apply', () => {
       experiment: { id: 'e', execDuration: 0, status: 'RUNNING', params: { searchSpace: { b: {}, a: {} } } },
       trials: [trialView('x', 0, 'RUNNING', {}, { a: 1, b: 2, extra: 3 })],
     }));
-    expect(store.paramKeys()).toEqual(['b', 'a', 'extra']);
+    const keys = store.paramKeys();
+    expect(keys).toEqual(['b', 'a', 'extra']);
+    store.apply(changes('c2', { trials: [trialView('y', 1, 'RUNNING', {}, { a: 2, b: 3 })] }));
+    expect(store.paramKeys()).toBe(keys); // unchanged names: the same array
+    store.apply(changes('c3', { trials: [trialView('z', 2, 'RUNNING', {}, { c: 1 })] }));
+    expect(store.paramKeys()).toEqual(['b', 'a', 'extra', 'c']);
   });
 
   it('loads 10,000 trials with 20 metrics each quickly', () => {

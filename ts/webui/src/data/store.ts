@@ -297,8 +297,11 @@ export class ExperimentData {
         }
       }
     }
-    this.paramKeysCache = { key, value: keys };
-    return keys;
+    // the same array while the names are the same: views memoize their columns on it
+    const previous = this.paramKeysCache?.value;
+    const value = previous && previous.length === keys.length && previous.every((k, i) => k === keys[i]) ? previous : keys;
+    this.paramKeysCache = { key, value };
+    return value;
   }
 
   /** Trial counts by state: the server's statistics, or counted here if it sent none. */
