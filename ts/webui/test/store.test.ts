@@ -135,16 +135,13 @@ describe('ExperimentData.apply', () => {
 
   it('lists parameter names: the search space first, then others seen', () => {
     const store = new ExperimentData();
-    store.apply(changes('c1', {
-      full: true,
-      experiment: { id: 'e', execDuration: 0, status: 'RUNNING', params: { searchSpace: { b: {}, a: {} } } },
-      trials: [trialView('x', 0, 'RUNNING', {}, { a: 1, b: 2, extra: 3 })],
-    }));
+    const experiment = { id: 'e', execDuration: 0, status: 'RUNNING', params: { searchSpace: { b: {}, a: {} } } };
+    store.apply(changes('c1', { full: true, experiment, trials: [trialView('x', 0, 'RUNNING', {}, { a: 1, b: 2, extra: 3 })] }));
     const keys = store.paramKeys();
     expect(keys).toEqual(['b', 'a', 'extra']);
-    store.apply(changes('c2', { trials: [trialView('y', 1, 'RUNNING', {}, { a: 2, b: 3 })] }));
+    store.apply(changes('c2', { experiment, trials: [trialView('y', 1, 'RUNNING', {}, { a: 2, b: 3 })] }));
     expect(store.paramKeys()).toBe(keys); // unchanged names: the same array
-    store.apply(changes('c3', { trials: [trialView('z', 2, 'RUNNING', {}, { c: 1 })] }));
+    store.apply(changes('c3', { experiment, trials: [trialView('z', 2, 'RUNNING', {}, { c: 1 })] }));
     expect(store.paramKeys()).toEqual(['b', 'a', 'extra', 'c']);
   });
 
