@@ -19,7 +19,15 @@ export default defineConfig({
     chunkSizeWarningLimit: 1024,
   },
   server: {
-    proxy: { '/api': { target, ws: true, changeOrigin: true } },
+    proxy: {
+      '/api': {
+        target,
+        ws: true,
+        changeOrigin: true,
+        // the server takes websockets from its own origin only
+        configure: (proxy) => proxy.on('proxyReqWs', (proxyReq) => proxyReq.setHeader('origin', target)),
+      },
+    },
   },
   test: {
     include: ['test/**/*.test.{ts,tsx}'],
