@@ -33,7 +33,7 @@ TRIAL = """
         accuracy = quality * (1 - math.exp(-(epoch + 1) / 4))
         print(f"epoch {epoch}: accuracy {accuracy:.4f}", flush=True)
         expmgr.report_intermediate_result(accuracy)
-        time.sleep(0.12 if p["optimizer"] != "sgd" else 0.2)
+        time.sleep(0.12 if p["optimizer"] != "sgd" else 0.4)
     expmgr.report_final_result(accuracy)
 """
 SEARCH_SPACE = {
@@ -63,9 +63,7 @@ def main() -> int:
         try:
             wait_until(lambda: sum(t.status == "SUCCEEDED" for t in experiment.list_trial_jobs()) >= 30,
                        timeout=180, what="30 finished trials")
-            running = wait_until(lambda: [t.trialJobId for t in experiment.list_trial_jobs()
-                                          if t.status == "RUNNING"], what="a running trial")
-            shoot_running(f"http://127.0.0.1:{experiment.port}/", running[0], ids, args.out)
+            shoot_running(f"http://127.0.0.1:{experiment.port}/", experiment, ids, args.out)
             experiment.wait(timeout=180)
         finally:
             experiment.stop()
@@ -90,7 +88,14 @@ def _browser(playwright, profile: str):
     return context, (context.pages[0] if context.pages else context.new_page())
 
 
-def shoot_running(url: str, trial_id: str, ids: dict[str, str], out: Path) -> None:
+def running_trial(experiment: Experiment) -> str:
+    """A running trial with most of its run ahead: a slow one (sgd) that started last."""
+    running = wait_until(lambda: [t for t in experiment.list_trial_jobs() if t.status == "RUNNING"],
+                         what="a running trial")
+    return max(running, key=lambda t: (t.parameters["optimizer"] == "sgd", t.startTime)).trialJobId
+
+
+def shoot_running(url: str, experiment: Experiment, ids: dict[str, str], out: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
@@ -105,9 +110,9 @@ def shoot_running(url: str, trial_id: str, ids: dict[str, str], out: Path) -> No
             page.get_by_test_id(ids["sortPrefix"] + "final").click()  # best first
             page.screenshot(path=str(out / "webui-trials.png"))
 
-            page.goto(url + f"#/trials/{trial_id}")
+            page.goto(url + f"#/trials/{running_trial(experiment)}")
             page.locator(f'[data-testid="{ids["chartTrialIntermediate"]}"][data-rendered="true"]').wait_for()
-            page.get_by_test_id(ids["stdout"]).get_by_text("epoch").first.wait_for()
+            page.get_by_test_id(ids["stdout"]).get_by_text("epoch 6:").wait_for()
             page.screenshot(path=str(out / "webui-trial.png"))
 
             page.goto(url + "#/charts")
