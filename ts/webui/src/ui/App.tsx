@@ -9,7 +9,6 @@ import { StateBadge } from './StateBadge';
 import { TrialDetail } from './TrialDetail';
 import { TrialsPage } from './TrialsPage';
 
-
 const TABS = [
   ['overview', 'Overview'],
   ['trials', 'Trials'],

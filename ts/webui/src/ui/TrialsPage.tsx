@@ -1,4 +1,5 @@
 // The trials table: every trial, sortable and filterable, virtually scrolled.
+import type { VNode } from 'preact';
 import { useMemo, useState } from 'preact/hooks';
 import { TRIAL_STATES, trialDuration } from '../data/parse';
 import {
@@ -19,19 +20,21 @@ interface Column {
   key: SortKey;
   label: string;
   width: number;
+  /** Numbers: tabular figures. */
+  numeric?: boolean;
   param?: string;
 }
 
 const FIXED_BEFORE: Column[] = [
-  { key: 'seq', label: '#', width: 64 },
+  { key: 'seq', label: '#', width: 64, numeric: true },
   { key: 'id', label: 'Trial', width: 110 },
   { key: 'status', label: 'State', width: 140 },
 ];
 
 const FIXED_AFTER: Column[] = [
-  { key: 'final', label: 'Result', width: 120 },
-  { key: 'duration', label: 'Duration', width: 110 },
-  { key: 'attempts', label: 'Attempts', width: 84 },
+  { key: 'final', label: 'Result', width: 120, numeric: true },
+  { key: 'duration', label: 'Duration', width: 110, numeric: true },
+  { key: 'attempts', label: 'Attempts', width: 84, numeric: true },
 ];
 
 interface RowProps {
@@ -47,7 +50,7 @@ interface RowProps {
 
 const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) => {
   const cells = columns.map((c) => {
-    let content: string | preact.VNode;
+    let content: string | VNode;
     let testid: string | undefined;
     switch (c.key) {
       case 'seq': content = String(trial.seq); break;
@@ -64,8 +67,10 @@ const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) 
       case 'attempts': content = String(trial.attempts); break;
       default: content = formatParam(trial.params[c.param!]);
     }
-    return <span class={`cell c-${c.key === 'final' || c.key === 'duration' || c.key === 'attempts' || c.key === 'seq' || c.param ? 'num' : 'text'}`}
-      style={{ width: `${c.width}px` }} data-testid={testid} title={typeof content === 'string' ? content : undefined}>{content}</span>;
+    return (
+      <span class={c.numeric ? 'cell num' : 'cell'} style={{ width: `${c.width}px` }} data-testid={testid}
+            title={typeof content === 'string' ? content : undefined}>{content}</span>
+    );
   });
   return (
     <a class="row" href={trialHref(trial.id)} style={{ top: `${top}px`, width: `${width}px` }}
@@ -96,7 +101,7 @@ export function TrialsPage() {
   const paramKeys = store.paramKeys();
   const columns = useMemo<Column[]>(() => [
     ...FIXED_BEFORE,
-    ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, param: p })),
+    ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, numeric: true, param: p })),
     ...FIXED_AFTER,
   ], [paramKeys]);
   const width = columns.reduce((sum, c) => sum + c.width, 0);
