@@ -5,7 +5,7 @@ import type { Follower } from '../data/live';
 import type { LogFile } from '../data/types';
 import { tid } from '../testids';
 import { useApp } from './app-context';
-import { VirtualList } from './VirtualList';
+import { VirtualList, slotKey } from './VirtualList';
 
 const LINE_HEIGHT = 18;
 
@@ -61,7 +61,7 @@ export function LogView({ file, trial, minLevel = 0, search = '', fitContent = f
           const index = selected ? selected[i] : i;
           const level = lines!.levelOf(index);
           return (
-            <div key={index} class={`logline lvl-${LEVELS[level] ?? 'INFO'}`} style={{ top: `${top}px` }}>
+            <div key={slotKey(i)} class={`logline lvl-${LEVELS[level] ?? 'INFO'}`} style={{ top: `${top}px` }}>
               {lines!.line(index) || ' '}
             </div>
           );

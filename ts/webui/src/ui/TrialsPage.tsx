@@ -11,7 +11,7 @@ import { useApp } from './app-context';
 import { formatDuration } from './format';
 import { memo, trialHref, useNow, useSubscribed } from './hooks';
 import { StateBadge } from './StateBadge';
-import { VirtualList } from './VirtualList';
+import { VirtualList, slotKey } from './VirtualList';
 
 const ROW_HEIGHT = 30;
 const HEADER_HEIGHT = 64;
@@ -136,7 +136,7 @@ export function TrialsPage() {
           }
           if (c.param) {
             const value = query.params[c.param] ?? '';
-            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="e.g. >0.1, a..b, adam" value={value}
+            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter: >0.1, a..b" value={value}
                           data-testid={tid.filterParam(c.param)} title="x..y  >x  <=x  =x  text  a|b  !text"
                           onInput={(e) => update({ params: { ...query.params, [c.param!]: e.currentTarget.value } })} />;
           }
@@ -181,7 +181,7 @@ export function TrialsPage() {
         width={width}
         renderRow={(i, top) => {
           const t = rows[i];
-          return <Row key={t.id} trial={t} index={i} top={top} columns={columns} width={width}
+          return <Row key={slotKey(i)} trial={t} index={i} top={top} columns={columns} width={width}
                       latest={t.final === undefined ? store.latest(t.id) : undefined}
                       now={t.status === 'RUNNING' ? now : 0} />;
         }}

@@ -7,7 +7,7 @@ import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preac
 export interface VirtualListProps {
   count: number;
   rowHeight: number;
-  /** Renders row `index` at `top` px (keyed: give it a stable key). */
+  /** Renders row `index` at `top` px, keyed by `slotKey(index)`. */
   renderRow: (index: number, top: number) => VNode;
   /** Sticky content above the rows (e.g. a table header), `headerHeight` px tall. */
   header?: ComponentChildren;
@@ -21,6 +21,15 @@ export interface VirtualListProps {
   style?: Record<string, string>;
   testid?: string;
   attrs?: Record<string, string | number>;
+}
+
+/**
+ * A key for row `index` that reuses DOM nodes while scrolling: the rows in view take the keys
+ * of the rows that left it, so Preact patches text instead of building new elements. Unique
+ * among rendered rows while fewer than `pool` are rendered (a window 7,000 px tall of 28 px rows).
+ */
+export function slotKey(index: number, pool = 256): number {
+  return index % pool;
 }
 
 export function visibleRange(scrollTop: number, viewport: number, rowHeight: number, count: number,
