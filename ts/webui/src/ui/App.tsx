@@ -1,7 +1,9 @@
 // The page: a header with the experiment's name, state and connection, tabs, and the routed view.
 import { useEffect } from 'preact/hooks';
+import { EXPERIMENT_FINISHED } from '../data/parse';
 import { useApp } from './app-context';
 import { ChartsPage } from './ChartsPage';
+import { loadCharts } from './LazyChart';
 import { useRoute, useSubscribed } from './hooks';
 import { LogsPage } from './LogsPage';
 import { Overview } from './Overview';
@@ -28,6 +30,21 @@ export function App() {
   useEffect(() => {
     document.title = exp ? `${name ?? exp.id} · ${exp.status} · expmgr` : 'expmgr';
   }, [experimentVersion]);
+
+  // A running experiment's server stops when the experiment ends: fetch the chart code
+  // once the page is idle, so that charts still draw after that.
+  const readOnly = useSubscribed(store, () => store.readOnly);
+  useEffect(() => {
+    if (!loaded || readOnly !== false) return;
+    const prefetch = () => void loadCharts().catch(() => undefined);
+    const idle = window.requestIdleCallback?.(prefetch, { timeout: 5000 });
+    const timer = idle === undefined ? window.setTimeout(prefetch, 2000) : undefined;
+    return () => {
+      if (idle !== undefined) window.cancelIdleCallback(idle);
+      if (timer !== undefined) window.clearTimeout(timer);
+    };
+  }, [loaded, readOnly]);
+  const ended = exp !== null && exp !== undefined && EXPERIMENT_FINISHED.has(exp.status);
 
   const active = route.page === 'trial' ? 'trials' : route.page;
   let page;
@@ -56,7 +73,9 @@ export function App() {
         <div class="conn">
           {store.readOnly && <span class="badge readonly" data-testid="readonly-badge" title="expctl view: read-only">view only</span>}
           {connection === 'offline' && (
-            <span class="badge offline" data-testid="offline-badge" title="The live connection dropped; reconnecting">offline</span>
+            <span class="badge offline" data-testid="offline-badge"
+              title={ended ? `The experiment ended and its server stopped; \`expctl view ${exp?.id ?? '<id>'}\` serves it again`
+                : 'The live connection dropped; reconnecting'}>{ended ? 'ended · offline' : 'offline'}</span>
           )}
           {connection === 'online' && <span class="badge live" data-testid="live-badge" title="Updates arrive live">live</span>}
         </div>
