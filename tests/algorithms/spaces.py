@@ -1,7 +1,11 @@
-"""Search spaces shared by the algorithm tests, and a checker that parameters fit them."""
+"""Search spaces shared by the algorithm tests, checkers that parameters fit them, and a
+sequential driver of a tuner on an objective."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+from expmgr.algorithms.tuner import Tuner
 
 EVERY_TYPE = {
     "optimizer": {"_type": "choice", "_value": ["sgd", 2, 3.5]},
@@ -63,3 +67,32 @@ def assert_fits_nested(params: dict) -> None:
     else:
         assert model["_name"] == "mlp" and set(model) == {"_name", "layers"}
         assert model["layers"] in (1, 2)
+
+
+PLANE = {
+    "x": {"_type": "uniform", "_value": [-10, 10]},
+    "y": {"_type": "uniform", "_value": [-10, 10]},
+}
+
+
+def bowl(params: dict) -> float:
+    """Minimum 0 at (3, -1)."""
+    return (params["x"] - 3) ** 2 + (params["y"] + 1) ** 2
+
+
+def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
+    """Sequential trials: generate, evaluate, report, end; returns (parameters, metric) pairs."""
+    tuner.update_search_space(space)
+    history = []
+    for parameter_id in range(trials):
+        params = tuner.generate_parameters(parameter_id)
+        value = objective(params)
+        tuner.receive_trial_result(parameter_id, params, value)
+        tuner.trial_end(parameter_id, success=True)
+        history.append((params, value))
+    return history
+
+
+def suggested(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[dict]:
+    """The parameters ``run`` hands out, in order."""
+    return [params for params, _ in run(tuner, space, objective, trials)]

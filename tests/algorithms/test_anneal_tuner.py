@@ -1,40 +1,17 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 
 import pytest
 
 from expmgr.algorithms import create_tuner
 from expmgr.algorithms.anneal_tuner import AnnealTuner
 from expmgr.algorithms.random_tuner import RandomTuner
-from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run
 
-PLANE = {
-    "x": {"_type": "uniform", "_value": [-10, 10]},
-    "y": {"_type": "uniform", "_value": [-10, 10]},
-}
 SEEDS = range(7)
-
-
-def bowl(params: dict) -> float:
-    """Minimum 0 at (3, -1)."""
-    return (params["x"] - 3) ** 2 + (params["y"] + 1) ** 2
-
-
-def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
-    """Sequential trials: generate, evaluate, report; returns (parameters, metric) pairs."""
-    tuner.update_search_space(space)
-    history = []
-    for parameter_id in range(trials):
-        params = tuner.generate_parameters(parameter_id)
-        value = objective(params)
-        tuner.receive_trial_result(parameter_id, params, value)
-        tuner.trial_end(parameter_id, success=True)
-        history.append((params, value))
-    return history
 
 
 def tuner_with(space: dict, records: list[dict], **class_args) -> AnnealTuner:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
 
 import pytest
 
@@ -10,14 +9,10 @@ from expmgr.algorithms import create_tuner
 from expmgr.algorithms.bohb_tuner import BohbTuner
 from expmgr.algorithms.hyperband_tuner import TRIAL_BUDGET
 from expmgr.algorithms.random_tuner import RandomTuner
-from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, suggested
 
-PLANE = {
-    "x": {"_type": "uniform", "_value": [-10, 10]},
-    "y": {"_type": "uniform", "_value": [-10, 10]},
-}
 SEEDS = range(5)
 
 
@@ -28,18 +23,6 @@ def height(params: dict) -> float:
 
 def config_of(params: dict) -> dict:
     return {k: v for k, v in params.items() if k != TRIAL_BUDGET}
-
-
-def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[dict]:
-    """One trial at a time: generate, report, end; returns the parameters in order."""
-    tuner.update_search_space(space)
-    handed = []
-    for parameter_id in range(trials):
-        params = tuner.generate_parameters(parameter_id)
-        tuner.receive_trial_result(parameter_id, params, objective(params))
-        tuner.trial_end(parameter_id, success=True)
-        handed.append(params)
-    return handed
 
 
 def new_configs(handed: list[dict]) -> list[dict]:
@@ -54,7 +37,7 @@ def new_configs(handed: list[dict]) -> list[dict]:
 
 
 def test_hyperband_schedule_from_min_to_max_budget_one_bracket_at_a_time():
-    handed = run(BohbTuner(min_budget=1, max_budget=9, eta=3, seed=0), PLANE, height, 23)
+    handed = suggested(BohbTuner(min_budget=1, max_budget=9, eta=3, seed=0), PLANE, height, 23)
     budgets = [p[TRIAL_BUDGET] for p in handed]
     # s=2: 9 at 1, 3 at 3, 1 at 9; s=1: 5 at 3, 1 at 9; s=0: 3 at 9; then s=2 again
     assert budgets == [1] * 9 + [3] * 3 + [9] + [3] * 5 + [9] + [9] * 3 + [1]
@@ -62,7 +45,7 @@ def test_hyperband_schedule_from_min_to_max_budget_one_bracket_at_a_time():
 
 
 def test_default_budgets_and_fractional_budgets():
-    assert [p[TRIAL_BUDGET] for p in run(BohbTuner(seed=0), PLANE, height, 7)] == [1, 1, 1, 3, 3, 3, 1]
+    assert [p[TRIAL_BUDGET] for p in suggested(BohbTuner(seed=0), PLANE, height, 7)] == [1, 1, 1, 3, 3, 3, 1]
     tuner = BohbTuner(min_budget=1, max_budget=10, eta=3)
     assert [tuner.schedule.budget(2, i) for i in range(3)] == pytest.approx([10 / 9, 10 / 3, 10])
     assert type(tuner.schedule.budget(2, 2)) is int
@@ -74,7 +57,7 @@ def test_the_model_replaces_random_sampling_once_a_budget_has_min_points_plus_tw
     def sequence(random_fraction: float) -> list[dict]:
         tuner = BohbTuner(min_budget=1, max_budget=9, min_points_in_model=min_points,
                           random_fraction=random_fraction, seed=3)
-        return run(tuner, PLANE, height, 9)
+        return suggested(tuner, PLANE, height, 9)
 
     model, random = sequence(0.0), sequence(1.0)
     assert model[:model_from] == random[:model_from]
@@ -84,9 +67,9 @@ def test_the_model_replaces_random_sampling_once_a_budget_has_min_points_plus_tw
 def test_bohb_samples_better_configurations_than_random_search_on_a_smooth_objective():
     bohb, random = [], []
     for seed in SEEDS:
-        configs = new_configs(run(BohbTuner(min_budget=1, max_budget=9, seed=seed), PLANE, height, 66))
+        configs = new_configs(suggested(BohbTuner(min_budget=1, max_budget=9, seed=seed), PLANE, height, 66))
         bohb.extend(height(c) for c in configs[15:])
-        random.extend(height(p) for p in run(RandomTuner(seed=seed), PLANE, height, len(configs))[15:])
+        random.extend(height(p) for p in suggested(RandomTuner(seed=seed), PLANE, height, len(configs))[15:])
     assert statistics.median(bohb) > 0.5 * statistics.median(random)  # heights are <= 0
     near = sum(h > -4 for h in bohb) / len(bohb)
     assert near > 2 * sum(h > -4 for h in random) / len(random)
@@ -114,7 +97,7 @@ def test_values_stay_in_the_space_when_drawn_from_the_model(space, check):
 
     def sequence(random_fraction: float) -> list[dict]:
         tuner = BohbTuner(min_budget=1, max_budget=9, min_points_in_model=3, random_fraction=random_fraction, seed=5)
-        return run(tuner, space, objective, 45)
+        return suggested(tuner, space, objective, 45)
 
     handed = sequence(0.0)
     assert handed != sequence(1.0)  # the model was used
@@ -125,7 +108,7 @@ def test_values_stay_in_the_space_when_drawn_from_the_model(space, check):
 
 def test_same_seed_gives_the_same_sequence_and_different_seeds_differ():
     def sequence(seed: int) -> list[dict]:
-        return run(BohbTuner(min_budget=1, max_budget=9, seed=seed), PLANE, height, 40)
+        return suggested(BohbTuner(min_budget=1, max_budget=9, seed=seed), PLANE, height, 40)
 
     assert sequence(4) == sequence(4)
     assert sequence(4) != sequence(5)

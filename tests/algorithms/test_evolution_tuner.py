@@ -1,16 +1,15 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 
 import pytest
 
 from expmgr.algorithms import create_tuner
 from expmgr.algorithms.evolution_tuner import EvolutionTuner
 from expmgr.algorithms.random_tuner import RandomTuner
-from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, run
 
 CUBE = {name: {"_type": "uniform", "_value": [-10, 10]} for name in ("x", "y", "z")}
 
@@ -18,19 +17,6 @@ CUBE = {name: {"_type": "uniform", "_value": [-10, 10]} for name in ("x", "y", "
 def hill(params: dict) -> float:
     """Maximum 0 at (3, -1, 2)."""
     return -((params["x"] - 3) ** 2 + (params["y"] + 1) ** 2 + (params["z"] - 2) ** 2)
-
-
-def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
-    """Sequential trials: generate, evaluate, report; returns (parameters, metric) pairs."""
-    tuner.update_search_space(space)
-    history = []
-    for parameter_id in range(trials):
-        params = tuner.generate_parameters(parameter_id)
-        value = objective(params)
-        tuner.receive_trial_result(parameter_id, params, value)
-        tuner.trial_end(parameter_id, success=True)
-        history.append((params, value))
-    return history
 
 
 def tuner_with(space: dict, records: list[dict], **class_args) -> EvolutionTuner:

@@ -1,20 +1,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
 from expmgr.algorithms import create_tuner
 from expmgr.algorithms.hyperband_tuner import TRIAL_BUDGET, BracketSchedule, HyperbandTuner
-from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, suggested
 
-PLANE = {
-    "x": {"_type": "uniform", "_value": [-10, 10]},
-    "y": {"_type": "uniform", "_value": [-10, 10]},
-}
 
 # R=27, eta=3: s_max=3; bracket s starts ceil(4 / (s + 1) * 3**s) configurations at 27 / 3**s
 R27_BRACKETS = [
@@ -36,18 +31,6 @@ def config_of(params: dict) -> dict:
 
 def key(params: dict) -> str:
     return json.dumps(config_of(params), sort_keys=True)
-
-
-def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[dict]:
-    """One trial at a time: generate, report, end; returns the parameters in order."""
-    tuner.update_search_space(space)
-    handed = []
-    for parameter_id in range(trials):
-        params = tuner.generate_parameters(parameter_id)
-        tuner.receive_trial_result(parameter_id, params, objective(params))
-        tuner.trial_end(parameter_id, success=True)
-        handed.append(params)
-    return handed
 
 
 def runs_of_budgets(handed: list[dict]) -> list[tuple[int, int]]:
@@ -77,7 +60,7 @@ def test_default_r60_budgets_are_rounded_down_as_in_nni():
 
 
 def test_serial_run_goes_through_every_bracket_by_successive_halving_then_starts_again():
-    handed = run(HyperbandTuner(R=27, eta=3, exec_mode="serial", seed=0), PLANE, height, 70)
+    handed = suggested(HyperbandTuner(R=27, eta=3, exec_mode="serial", seed=0), PLANE, height, 70)
     expected = [run_ for bracket in R27_BRACKETS for run_ in bracket]
     # the last rung of bracket 1 (2 at 27) and bracket 0 (4 at 27) run back to back
     expected = expected[:-2] + [(2 + 4, 27)] + [(1, 1)]
@@ -187,7 +170,7 @@ def test_a_bracket_whose_trials_all_fail_ends_and_the_next_one_starts():
 
 @pytest.mark.parametrize("space, check", [(EVERY_TYPE, assert_fits_every_type), (NESTED, assert_fits_nested)])
 def test_values_stay_in_the_space_with_an_integer_budget_beside_them(space, check):
-    handed = run(HyperbandTuner(R=9, eta=3, seed=4), space, lambda p: len(json.dumps(p)), 60)
+    handed = suggested(HyperbandTuner(R=9, eta=3, seed=4), space, lambda p: len(json.dumps(p)), 60)
     for params in handed:
         check(config_of(params))
         assert params[TRIAL_BUDGET] in (1, 3, 9)
@@ -195,7 +178,7 @@ def test_values_stay_in_the_space_with_an_integer_budget_beside_them(space, chec
 
 def test_same_seed_gives_the_same_sequence_and_different_seeds_differ():
     def sequence(seed: int) -> list[dict]:
-        return run(HyperbandTuner(R=27, eta=3, seed=seed), PLANE, height, 50)
+        return suggested(HyperbandTuner(R=27, eta=3, seed=seed), PLANE, height, 50)
 
     assert sequence(7) == sequence(7)
     assert sequence(7) != sequence(8)

@@ -11,31 +11,9 @@ from expmgr.algorithms.search_space import parse_search_space
 from expmgr.algorithms.tpe_tuner import TpeTuner, _bandwidths, _NumericKernels, _Result, _split_history
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run
 
-PLANE = {
-    "x": {"_type": "uniform", "_value": [-10, 10]},
-    "y": {"_type": "uniform", "_value": [-10, 10]},
-}
 SEEDS = range(5)
-
-
-def bowl(params: dict) -> float:
-    """Minimum 0 at (3, -1)."""
-    return (params["x"] - 3) ** 2 + (params["y"] + 1) ** 2
-
-
-def run(tuner: Tuner, space: dict, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
-    """Sequential trials: generate, evaluate, report; returns (parameters, metric) pairs."""
-    tuner.update_search_space(space)
-    history = []
-    for parameter_id in range(trials):
-        params = tuner.generate_parameters(parameter_id)
-        value = objective(params)
-        tuner.receive_trial_result(parameter_id, params, value)
-        tuner.trial_end(parameter_id, success=True)
-        history.append((params, value))
-    return history
 
 
 def run_continued(tuner: Tuner, objective: Callable[[dict], float], trials: int) -> list[tuple[dict, float]]:
