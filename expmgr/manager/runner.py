@@ -341,6 +341,9 @@ class TrialRunner:
             record = self._create_trial(sequence_id, generated["parameters"], source="algorithm")
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
+                if self._stop_requested:  # stopped during the copy: it ends with the trials never run
+                    self._retries.append((record, 1))
+                    return
             await self._launch_attempt(record, attempt=1)
 
     def _reserve_trial(self) -> int:
