@@ -55,6 +55,9 @@ class Manager:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._finished = threading.Event()
+        self._pending_calls: set[concurrent.futures.Future] = set()
+        """Calls handed to the loop and not answered yet; failed when the loop ends first."""
+        self._calls_lock = threading.Lock()
         self.final_state: ExperimentState | None = None
 
     def start(self) -> None:
@@ -73,7 +76,12 @@ class Manager:
             loop.close()
             pop_experiment(self.exp_id)
             self._started.set()  # also when _main failed before the server ran
-            self._finished.set()
+            with self._calls_lock:
+                self._finished.set()
+                unanswered, self._pending_calls = self._pending_calls, set()
+            for future in unanswered:  # scheduled too late to run: the loop is gone
+                if not future.done():
+                    future.set_exception(RuntimeError(f"experiment {self.exp_id} is not running"))
 
     async def _main(self) -> None:
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
@@ -122,9 +130,11 @@ class Manager:
         """Run ``function(runner, *args)`` on the event loop and return its result
         (or raise its exception); raises RuntimeError once the experiment ended."""
         loop, runner = self._loop, self._runner
-        if loop is None or runner is None or self._finished.is_set():
-            raise RuntimeError(f"experiment {self.exp_id} is not running")
         future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._calls_lock:
+            if loop is None or runner is None or self._finished.is_set():
+                raise RuntimeError(f"experiment {self.exp_id} is not running")
+            self._pending_calls.add(future)
 
         def run() -> None:
             try:
@@ -134,9 +144,14 @@ class Manager:
 
         try:
             loop.call_soon_threadsafe(run)
+            return future.result(timeout)
         except RuntimeError:
-            raise RuntimeError(f"experiment {self.exp_id} is not running") from None
-        return future.result(timeout)
+            if future.done():
+                raise  # the function's own error, or the loop ended before running it
+            raise RuntimeError(f"experiment {self.exp_id} is not running") from None  # the loop is closed
+        finally:
+            with self._calls_lock:
+                self._pending_calls.discard(future)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the experiment ended; False on timeout."""
