@@ -16,53 +16,18 @@ are used, ``generate_parameters`` raises ``NoMoreTrialError``.
 """
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from expmgr.algorithms.search_space import (
-    CHOICE,
-    QLOGUNIFORM,
-    QUNIFORM,
-    RANDINT,
     Key,
     ParameterSpec,
     format_parameters,
+    grid_values,
     parse_search_space,
 )
+from expmgr.algorithms.tried_points import TriedPoints, tried_in
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, OptimizeMode, Tuner
-
-CONTINUOUS_GRID_POINTS = 5
-"""How many points a continuous (uniform, loguniform, normal, ...) parameter is tried at."""
-
-
-def grid_values(spec: ParameterSpec) -> list:
-    """The flat values GridSearch tries for one parameter (option indices for a choice)."""
-    if spec.type == CHOICE:
-        return list(range(len(spec.values)))
-    if spec.type == RANDINT:
-        return list(range(int(spec.values[0]), int(spec.values[1])))
-    if spec.type in (QUNIFORM, QLOGUNIFORM):
-        q = spec.q
-        steps = range(int(np.round(spec.low / q)), int(np.round(spec.high / q)) + 1)
-        raw = [k * q for k in steps]
-    elif spec.normal:
-        offsets = np.linspace(-2.0, 2.0, CONTINUOUS_GRID_POINTS)
-        raw = [spec.mu + k * spec.sigma for k in offsets]
-        if spec.log:
-            raw = [math.exp(z) for z in raw]
-    elif spec.log:
-        raw = list(np.geomspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
-    else:
-        raw = list(np.linspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
-    return list(dict.fromkeys(spec.finish(float(x)) for x in raw))
-
-
-def _canonical(params: dict) -> str:
-    return json.dumps(params, sort_keys=True)
 
 
 class GridSearchTuner(Tuner):
@@ -72,18 +37,19 @@ class GridSearchTuner(Tuner):
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
         self._combinations: Iterator[dict] | None = None
-        self._used: set[str] = set()
+        self._tried = TriedPoints("GridSearch tuner")
 
     def update_search_space(self, search_space: dict) -> None:
-        self._combinations = self._enumerate(parse_search_space(search_space))
+        specs = parse_search_space(search_space)
+        self._tried.update_search_space(specs)
+        self._combinations = self._enumerate(specs)
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
         if self._combinations is None:
             raise AlgorithmError("GridSearch tuner: update_search_space must be called before generate_parameters")
         for params in self._combinations:
-            key = _canonical(params)
-            if key not in self._used:
-                self._used.add(key)
+            if params not in self._tried:
+                self._tried.add(params)
                 return params
         raise NoMoreTrialError("GridSearch tuner: every combination of the search space has been tried")
 
@@ -91,9 +57,10 @@ class GridSearchTuner(Tuner):
         """Grid search does not learn from results."""
 
     def import_data(self, data: list[dict]) -> None:
-        """Mark the imported parameters as tried, so they are not generated again."""
-        for record in data:
-            self._used.add(_canonical(record["parameter"]))
+        """Mark the imported parameters as tried, so they are not generated again
+        (compared by value: an imported ``4`` is the grid's ``4.0``)."""
+        for parameters in tried_in(data):
+            self._tried.add(parameters)
 
     @staticmethod
     def _enumerate(specs: list[ParameterSpec]) -> Iterator[dict]:

@@ -241,6 +241,33 @@ def deformat_parameters(params: dict, specs: list[ParameterSpec]) -> dict[Key, A
     return flat
 
 
+CONTINUOUS_GRID_POINTS = 5
+"""How many points a continuous (uniform, loguniform, normal, ...) parameter is tried at."""
+
+
+def grid_values(spec: ParameterSpec) -> list:
+    """The flat values GridSearch tries for one parameter (option indices for a choice);
+    for choice, randint and q types, every value it can take."""
+    if spec.type == CHOICE:
+        return list(range(len(spec.values)))
+    if spec.type == RANDINT:
+        return list(range(int(spec.values[0]), int(spec.values[1])))
+    if spec.type in (QUNIFORM, QLOGUNIFORM):
+        q = spec.q
+        steps = range(int(np.round(spec.low / q)), int(np.round(spec.high / q)) + 1)
+        raw = [k * q for k in steps]
+    elif spec.normal:
+        offsets = np.linspace(-2.0, 2.0, CONTINUOUS_GRID_POINTS)
+        raw = [spec.mu + k * spec.sigma for k in offsets]
+        if spec.log:
+            raw = [math.exp(z) for z in raw]
+    elif spec.log:
+        raw = list(np.geomspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
+    else:
+        raw = list(np.linspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
+    return list(dict.fromkeys(spec.finish(float(x)) for x in raw))
+
+
 def make_rng(seed: Any) -> np.random.Generator:
     """The random generator of a tuner's ``seed`` class argument (an integer, or None for fresh entropy)."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

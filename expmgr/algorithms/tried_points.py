@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from expmgr.algorithms.gridsearch_tuner import grid_values
 from expmgr.algorithms.search_space import (
     CHOICE,
     QLOGUNIFORM,
@@ -22,6 +21,7 @@ from expmgr.algorithms.search_space import (
     ParameterSpec,
     deformat_parameters,
     format_parameters,
+    grid_values,
 )
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, extract_scalar_reward
 

@@ -95,6 +95,13 @@ def test_duplicate_options_and_imported_parameters_are_skipped():
     assert tuner.generate_multiple_parameters([0, 1, 2, 3]) == [{"x": "a"}, {"x": "c"}]
 
 
+def test_imported_points_match_grid_points_by_value_not_by_spelling():
+    tuner = GridSearchTuner()
+    tuner.update_search_space({"x": {"_type": "quniform", "_value": [0, 10, 2]}})
+    tuner.import_data([{"parameter": {"x": 4}, "value": None}, {"parameter": {"x": 8.0}, "value": 1}])
+    assert [p["x"] for p in tuner.generate_multiple_parameters(list(range(9)))] == [0.0, 2.0, 6.0, 10.0]
+
+
 def test_invalid_optimize_mode_is_an_error():
     with pytest.raises(AlgorithmError, match="optimize_mode"):
         GridSearchTuner(optimize_mode="sideways")
