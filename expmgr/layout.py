@@ -29,6 +29,11 @@ class ExperimentPaths:
         return self.root / "config.yml"
 
     @property
+    def access_file(self) -> Path:
+        """Host, url prefix and access token of its server (mode 0600; see manager/auth.py)."""
+        return self.root / "access.json"
+
+    @property
     def database(self) -> Path:
         return self.root / "db" / "experiment.sqlite"
 

@@ -28,6 +28,7 @@ ENV_ATTEMPT = "EXPMGR_TRIAL_ATTEMPT"
 ENV_TRIAL_DIR = "EXPMGR_TRIAL_DIR"
 ENV_MANAGER_HOST = "EXPMGR_MANAGER_HOST"
 ENV_MANAGER_PORT = "EXPMGR_MANAGER_PORT"
+ENV_MANAGER_URL_PREFIX = "EXPMGR_MANAGER_URL_PREFIX"
 ENV_TOKEN = "EXPMGR_TRIAL_TOKEN"
 ENV_LOG_LEVEL = "EXPMGR_LOG_LEVEL"
 
@@ -49,6 +50,7 @@ class _TrialContext:
         self.trial_dir = env.get(ENV_TRIAL_DIR)
         self.host = env.get(ENV_MANAGER_HOST, "127.0.0.1")
         self.port = int(env.get(ENV_MANAGER_PORT, "0"))
+        self.url_prefix = env.get(ENV_MANAGER_URL_PREFIX, "")
         self.token = env.get(ENV_TOKEN, "")
         self.parameters: dict[str, object] | None = None
         self.next_sequence = 0
@@ -236,8 +238,9 @@ def _report(kind: str, metric: object) -> None:
 def _send(ctx: _TrialContext, body: bytes) -> None:
     """POST one report to the manager; on failure say so on stderr and go on,
     since the line in metrics.jsonl is picked up later."""
-    path = METRICS_ROUTE.format(trial_id=ctx.trial_id)
-    request = (f"POST {path} HTTP/1.1\r\nHost: {ctx.host}:{ctx.port}\r\n"
+    path = ctx.url_prefix + METRICS_ROUTE.format(trial_id=ctx.trial_id)
+    host = f"[{ctx.host}]" if ":" in ctx.host else ctx.host  # an IPv6 address in a Host header
+    request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{ctx.port}\r\n"
                f"Content-Type: application/json\r\n{TOKEN_HEADER}: {ctx.token}\r\n"
                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
     try:

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from expmgr.layout import default_home
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
+
+if TYPE_CHECKING:
+    from expmgr.manager.auth import Access
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 
@@ -66,11 +69,25 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False) -> Regis
     return matches[0]
 
 
+def access_of(entry: RegistryEntry) -> "Access":
+    """The host, url prefix and token of the experiment's server (its access file);
+    CliError when it cannot be read (another user's experiment)."""
+    from pathlib import Path
+
+    from expmgr.layout import ExperimentPaths
+    from expmgr.manager.auth import Access, AccessError
+    try:
+        return Access.load(ExperimentPaths(Path(entry.dir)).access_file)
+    except AccessError as error:
+        raise CliError(error.problem, EXIT_FAILED) from None
+
+
 def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -> Any:
-    """Call a running experiment's REST API; CliError with its message when it refuses."""
+    """Call a running experiment's REST API (with its token); CliError with its message
+    when it refuses."""
     from expmgr.experiment.remote import RestRefused, rest_call as call
     try:
-        return call(entry.port, method, route, body)
+        return call(entry.port, method, route, body, access=access_of(entry))
     except RestRefused as refused:
         raise CliError(str(refused), EXIT_BAD_INPUT if refused.status in (400, 404, 409) else EXIT_FAILED) from None
 

@@ -1,6 +1,7 @@
 """``expctl stop``: stop running experiments, gracefully or (``--cancel``) at once.
 
-A stop is SIGTERM to the experiment's process, which stops it as Ctrl+C does;
+A stop is SIGTERM to the experiment's process, which stops it as Ctrl+C does (so only
+its owner can: the REST route that stops it needs the access token when there is one);
 ``--cancel`` sends a second SIGTERM once it is stopping, which kills its trials
 without waiting out ``trialGracePeriod``.
 """
@@ -55,7 +56,11 @@ def run(args: argparse.Namespace) -> int:
 def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
     grace = _grace_period(entry)
     deadline = time.monotonic() + (timeout if timeout is not None else grace + _STOP_TIMEOUT_AFTER_GRACE)
-    os.kill(entry.pid, signal.SIGTERM)
+    try:
+        os.kill(entry.pid, signal.SIGTERM)
+    except PermissionError:
+        raise CliError(f"experiment {entry.id} runs as another user (pid {entry.pid}); only its owner can "
+                       "stop it", status=1) from None
     if cancel:
         # A second signal sent before the first was handled would be merged into it.
         _wait_for(entry, lambda e: e.status in (ExperimentState.STOPPING,) or e.status.is_finished(), deadline)

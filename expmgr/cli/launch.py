@@ -6,7 +6,10 @@ in this process until Ctrl+C).
 The daemon is this same command run with ``--foreground`` in a new session. Until
 its experiment runs, its output comes back through a pipe (so an early error is
 shown here); then it moves its output to ``logs/daemon.log`` and this command
-returns once the experiment's REST server answers.
+returns once the experiment's REST server answers, printing its address (with
+``?token=`` when it has an access token, see expmgr/manager/auth.py). The daemon is
+given ``--host`` and ``--url-prefix`` as arguments and the token in ``$EXPMGR_TOKEN``,
+never on its command line.
 """
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, find_experiment,
-                               is_running, port_number)
+from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
+                               find_experiment, is_running, port_number)
+from expmgr.layout import ExperimentPaths
+from expmgr.manager import auth
 from expmgr.manager.registry import Registry
 
 if TYPE_CHECKING:
@@ -42,6 +47,16 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     view.add_argument("id", help="experiment id or a unique prefix")
     view.add_argument("--port", "-p", type=port_number, default=8080, help="REST port (default 8080)")
     view.set_defaults(handler=view_experiment)
+    for parser in (create, resume, view):
+        parser.add_argument("--host", default=auth.DEFAULT_HOST,
+                            help="address to listen on (default 127.0.0.1, this machine only; e.g. 0.0.0.0, "
+                                 "::, a LAN address: then an access token is required, and generated if not given)")
+        parser.add_argument("--url-prefix", default="", metavar="PREFIX",
+                            help="serve the web UI and every REST route under this path, e.g. /expmgr")
+        parser.add_argument("--token", default=None,
+                            help=f"access token every client must give (default: ${auth.TOKEN_ENV}; none on "
+                                 f"loopback, generated elsewhere); at least {auth.MIN_TOKEN_LENGTH} characters "
+                                 "of letters, digits and ._~-")
     for parser in (create, resume):
         parser.add_argument("--port", "-p", type=port_number, default=8080,
                             help="REST and web UI port (default 8080)")
@@ -60,7 +75,7 @@ def create_experiment(args: argparse.Namespace) -> int:
     if args.foreground:
         def start() -> Experiment:
             experiment = Experiment(config, id=args.experiment_id)
-            experiment.start(port=args.port)
+            experiment.start(port=args.port, **_access_arguments(args))
             return experiment
         return _run_here(args, start)
     exp_id = new_experiment_id()
@@ -76,31 +91,50 @@ def resume_experiment(args: argparse.Namespace) -> int:
         raise CliError(f"experiment {entry.id} is running (pid {entry.pid}); stop it first")
     if args.foreground:
         return _run_here(args, lambda: Experiment.resume(entry.id, port=args.port, wait_completion=False,
-                                                         home=Path(entry.dir).parent))
+                                                         home=Path(entry.dir).parent, **_access_arguments(args)))
     return _start_daemon(args, ["resume", entry.id], entry.id, Path(entry.dir).parent)
 
 
 def view_experiment(args: argparse.Namespace) -> int:
-    from expmgr.experiment import Experiment, PortInUseError
+    from expmgr.experiment import Experiment, HostError, PortInUseError
     entry = find_experiment(args.id)
     try:
-        Experiment.view(entry.id, port=args.port, home=Path(entry.dir).parent)
+        Experiment.view(entry.id, port=args.port, home=Path(entry.dir).parent, **_access_arguments(args))
     except PortInUseError as error:
         raise CliError(f"--port {args.port}: {error}") from None
+    except (HostError, auth.AccessError) as error:
+        raise CliError(_flag_error(error)) from None
     return EXIT_OK
+
+
+def _access_arguments(args: argparse.Namespace) -> dict[str, str | None]:
+    """``host``, ``url_prefix`` and ``token`` (``--token``, else $EXPMGR_TOKEN) for Experiment."""
+    token = args.token if args.token is not None else (os.environ.get(auth.TOKEN_ENV) or None)
+    return {"host": args.host, "url_prefix": args.url_prefix, "token": token}
+
+
+def _flag_error(error: Exception) -> str:
+    """An AccessError or HostError naming its flag (``url_prefix: ...`` -> ``--url-prefix: ...``)."""
+    field, _, problem = str(error).partition(": ")
+    return f"--{field.replace('_', '-')}: {problem}"
 
 
 def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experiment]) -> int:
     """Start the experiment in this process, wait for its end, print how it ended."""
-    from expmgr.experiment import ExperimentError, PortInUseError
+    from expmgr.experiment import ExperimentError, HostError, PortInUseError
     try:
         experiment = start_experiment()
     except PortInUseError as error:
         raise CliError(f"--port {args.port}: {error}") from None
+    except (HostError, auth.AccessError) as error:
+        raise CliError(_flag_error(error)) from None
     except ExperimentError as error:
         raise CliError(str(error), EXIT_FAILED) from None
     if args.daemon:
         _move_output_to_log(experiment)
+    elif experiment.access.token:  # the log leaves the token out: show it here, to the user only
+        print("its web UI, with the access token: " + "  ".join(experiment.access.urls(experiment.port)),
+              flush=True)
     succeeded = experiment.wait_completion()
     status = experiment.get_status()
     print(f"experiment {experiment.id} {status}")
@@ -126,10 +160,15 @@ def _move_output_to_log(experiment: Experiment) -> None:
 
 
 def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, home: Path) -> int:
-    _check_port_free(args.port)
-    command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port), "--foreground", "--daemon"]
+    access = _access_arguments(args)
+    _check_can_serve(args.port, access)
+    command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port),
+               "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon"]
+    env = {key: value for key, value in os.environ.items() if key != auth.TOKEN_ENV}
+    if access["token"]:
+        env[auth.TOKEN_ENV] = access["token"]
     daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+                              stderr=subprocess.STDOUT, start_new_session=True, env=env)
     # The pipe closes when the daemon moved its output to its log, or when it died.
     early_output = daemon.stdout.read().decode(errors="replace")
     daemon.stdout.close()
@@ -149,24 +188,29 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
                        EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED)
     entry = experiments.get(exp_id)
     log_dir = home / exp_id / "logs"
-    print(f"experiment {exp_id} {'created' if arguments[0] == 'create' else 'resumed'}: "
-          f"http://127.0.0.1:{entry.port}")
+    first, *others = access_of(entry).urls(entry.port)
+    print(f"experiment {exp_id} {'created' if arguments[0] == 'create' else 'resumed'}: {first}")
+    for url in others:
+        print(f"  from elsewhere:  {url}")
     print(f"  follow its log:  tail -f {log_dir / 'experiment.log'}")
     print(f"  its trials:      expctl trial ls {exp_id}")
     print(f"  stop it:         expctl stop {exp_id}")
     return EXIT_OK
 
 
-def _check_port_free(port: int) -> None:
-    if port == 0:
-        return
-    from tornado.netutil import bind_sockets
+def _check_can_serve(port: int, access: dict[str, str | None]) -> None:
+    """Refuse here what the daemon would refuse: a taken port, a bad --host, --url-prefix
+    or --token (the experiment's own checks, on sockets closed again at once)."""
+    from expmgr.experiment import HostError, PortInUseError
+    from expmgr.experiment.experiment import server_sockets
     try:
-        for sock in bind_sockets(port, "127.0.0.1"):
-            sock.close()
-    except OSError as error:
-        raise CliError(f"--port {port}: cannot listen on 127.0.0.1:{port}: {error.strerror}; "
-                       "choose another port") from None
+        sockets, _ = server_sockets(port, access["host"], access["url_prefix"], access["token"])
+    except PortInUseError as error:
+        raise CliError(f"--port {port}: {error}") from None
+    except (HostError, auth.AccessError) as error:
+        raise CliError(_flag_error(error)) from None
+    for sock in sockets:
+        sock.close()
 
 
 def _wait_until_serving(exp_id: str, daemon: subprocess.Popen, experiments: Registry) -> bool:
@@ -175,12 +219,14 @@ def _wait_until_serving(exp_id: str, daemon: subprocess.Popen, experiments: Regi
     while time.monotonic() < deadline and daemon.poll() is None:
         entry = experiments.get(exp_id)
         if entry is not None and entry.port:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{entry.port}/api/v1/nni/check-status",
-                                            timeout=5) as response:
+            try:  # an access file left by an earlier run may be read first: a refusal means not yet
+                access = auth.Access.load(ExperimentPaths(Path(entry.dir)).access_file)
+                request = urllib.request.Request(access.base_url(entry.port) + "api/v1/nni/check-status",
+                                                 headers=access.headers())
+                with urllib.request.urlopen(request, timeout=5) as response:
                     if response.status == 200:
                         return True
-            except OSError:
+            except (OSError, auth.AccessError):
                 pass
         time.sleep(0.05)
     return False

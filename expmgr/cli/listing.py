@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, print_table, registry, shown_status
+from expmgr.cli.common import (EXIT_OK, CliError, access_of, find_experiment, is_running, print_table, registry,
+                               shown_status)
 from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import views
@@ -41,7 +42,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     export.set_defaults(handler=export_experiment)
     webui = commands.add_parser("webui", help="the web address of a running experiment")
     webui_commands = webui.add_subparsers(dest="webui_command", required=True, metavar="COMMAND")
-    url = webui_commands.add_parser("url", help="print the experiment's address")
+    url = webui_commands.add_parser("url", help="print the experiment's addresses (with ?token= when it has one)")
     url.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
     url.set_defaults(handler=webui_url)
     delete = experiment_commands.add_parser("delete", help="delete a stopped experiment and its files")
@@ -138,7 +139,8 @@ def webui_url(args: argparse.Namespace) -> int:
     if not is_running(entry):
         raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); "
                        f"expctl view {entry.id} serves it read-only")
-    print(f"http://127.0.0.1:{entry.port}")
+    for url in access_of(entry).urls(entry.port):
+        print(url)
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, registry
+from expmgr.cli.common import EXIT_OK, CliError, access_of, find_experiment, is_running, registry
 from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.registry import RegistryEntry
@@ -62,7 +62,7 @@ def _render_one(entry: RegistryEntry) -> str:
     scores = [(_score(final.value), trial_id) for trial_id, final in finals.items()]
     best = (max if maximize else min)(scores, default=None)
     limit = profile.config.get("maxTrialNumber")
-    lines = [f"{entry.id}  {entry.name or ''}  {profile.status.value}  http://127.0.0.1:{entry.port}",
+    lines = [f"{entry.id}  {entry.name or ''}  {profile.status.value}  {_address(entry)}",
              f"  trials {len(trials)}{f'/{limit}' if limit else ''}: "
              + ", ".join(f"{state.value.lower()} {count}" for state, count in counts.items() if count)
              + (f"   best {best[0]:g} ({best[1]})" if best else "")]
@@ -72,6 +72,14 @@ def _render_one(entry: RegistryEntry) -> str:
             lines.append(f"  {trial.trial_id}  running {now - (trial.start_time or now):6.1f}s  "
                          f"attempt {trial.attempts}  {trial.parameters}")
     return "\n".join(lines) + "\n"
+
+
+def _address(entry: RegistryEntry) -> str:
+    """The web UI's local address (the token is left out: `top` is often on a shared screen)."""
+    try:
+        return access_of(entry).base_url(entry.port) if entry.port else ""
+    except CliError:
+        return f"http://127.0.0.1:{entry.port}/"
 
 
 def _score(value: object) -> float:

@@ -2,6 +2,7 @@
 
     exp = Experiment(ExperimentConfig.load("config.yml"))
     succeeded = exp.run(port=8080)        # blocks; Ctrl+C or SIGTERM stop it cleanly
+    exp.start(port=8080, host="0.0.0.0")  # or: reachable from elsewhere, with a token (exp.url)
     exp.logger.info("best: %s", exp.best_trial())
 
 ``start()`` returns once the experiment runs; the query methods read the store
@@ -10,10 +11,12 @@ and work while it runs and after it ended.
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import secrets
 import signal
+import socket
 import string
 import threading
 import time
@@ -29,6 +32,7 @@ from expmgr.layout import ExperimentPaths, default_home
 from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
                         pop_experiment, push_experiment)
 from expmgr.manager import views
+from expmgr.manager.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
@@ -63,6 +67,10 @@ class PortInUseError(ExperimentError):
     """The REST port is taken (or not allowed); nothing was created."""
 
 
+class HostError(ExperimentError):
+    """The address to listen on (``host``) is not one of this machine's; nothing was created."""
+
+
 class _StopSignal(BaseException):
     """Raised in the main thread by SIGTERM during ``run()``, like KeyboardInterrupt by SIGINT."""
 
@@ -82,6 +90,8 @@ class Experiment:
         self.id = id or new_experiment_id()
         _experiments[self.id] = self
         self.port: int | None = None
+        self.access: Access | None = None
+        """Its server's host, url prefix and access token, once started (or connected)."""
         self.paths: ExperimentPaths | None = None
         self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
@@ -103,18 +113,28 @@ class Experiment:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self, port: int = 8080) -> None:
+    @property
+    def url(self) -> str | None:
+        """The web UI's address with ``?token=`` when there is a token; None before start."""
+        return None if self.access is None or self.port is None else self.access.urls(self.port)[0]
+
+    def start(self, port: int = 8080, *, host: str = DEFAULT_HOST, url_prefix: str = "",
+              token: str | None = None) -> None:
         """Validate the config, create the experiment on disk and start it.
 
-        The REST server listens on 127.0.0.1 only (other addresses will need a
-        token, which is not built yet). Raises ConfigError for a bad config and
-        ExperimentError when the port is taken; in both cases nothing is written to disk.
+        The server listens on ``host`` (default 127.0.0.1, this machine only) and serves
+        every route under ``url_prefix`` (NNI's url_prefix, e.g. ``/expmgr``). With a
+        ``token`` every client but the trials must give it (see ``url``); listening
+        elsewhere than loopback requires one and generates it when ``token`` is None.
+        Raises ConfigError for a bad config, AccessError for a bad ``url_prefix`` or
+        ``token``, HostError or PortInUseError when it cannot listen; in each case
+        nothing is written to disk.
         """
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = self.config.canonical(with_strategy=self.strategy is not None)
         self._canonical = config
-        sockets = _listen(port)
+        sockets, access = server_sockets(port, host, url_prefix, token)
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(self._resume_from or home / self.id)
         if self._resume_from is None and paths.root.exists():
@@ -123,6 +143,7 @@ class Experiment:
             raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
         self.port = sockets[0].getsockname()[1]
         self.paths = paths
+        self.access = access
         now = time.time()
         if self._resume_from is None:
             paths.create()
@@ -134,13 +155,15 @@ class Experiment:
         else:
             store = ExperimentStore.open(paths.database)
             store.reopen()
+        access.save(paths.access_file)  # before the registry lists it: clients read it from then on
         registry = Registry(home)
         registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
         self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
         self._started_on = push_experiment(self.id)
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
-                                with_strategy=self.strategy is not None, resumed=self._resume_from is not None)
+                                with_strategy=self.strategy is not None, resumed=self._resume_from is not None,
+                                access=access)
         self._manager.start()
         if self.strategy is not None:
             self._strategy_thread = threading.Thread(target=self._run_strategy, name=f"strategy-{self.id}",
@@ -148,15 +171,18 @@ class Experiment:
             self._strategy_thread.start()
         # A script that starts an experiment and returns must not leave trials running.
         atexit.register(self.stop)
-        self.logger.info("experiment %s started: http://127.0.0.1:%d", self.id, self.port)
+        self.logger.info("experiment %s started: %s%s", self.id, access.base_url(self.port),
+                         " (access token: Experiment.url, expctl webui url)" if access.token else "")
 
     @classmethod
     def resume(cls, exp_id: str, port: int = 8080, *, wait_completion: bool = True,
-               home: Path | None = None) -> "Experiment":
+               home: Path | None = None, host: str = DEFAULT_HOST, url_prefix: str = "",
+               token: str | None = None) -> "Experiment":
         """Continue a stopped, failed or crashed experiment from its store: trials that
         did not finish run again first (same parameters, next attempt), the tuner is
         given every stored result, and maxTrialNumber and maxExperimentDuration count
         what was done before. Runs it to the end unless ``wait_completion`` is False.
+        ``host``, ``url_prefix`` and ``token`` as for ``start`` (this run's, not the last one's).
 
         Raises ExperimentError when the experiment is unknown or still running.
         """
@@ -165,7 +191,7 @@ class Experiment:
             raise ExperimentError(f"experiment {exp_id} is running (pid {entry.pid}); stop it first")
         experiment = cls(config, id=exp_id)
         experiment._resume_from = Path(entry.dir)
-        experiment.start(port)
+        experiment.start(port, host=host, url_prefix=url_prefix, token=token)
         if wait_completion:
             experiment.wait_completion()
         return experiment
@@ -173,7 +199,8 @@ class Experiment:
     @classmethod
     def connect(cls, port: int, *, home: Path | None = None) -> "Experiment":
         """The experiment running (in another process) on ``port``: its query methods read
-        its store, ``update_*`` and ``kill_trial_job`` go through its REST API, ``stop()``
+        its store, ``update_*`` and ``kill_trial_job`` go through its REST API (with the
+        host, url prefix and token in its access file), ``stop()``
         stops it as ``expctl stop`` does, ``wait()`` waits for its end.
 
         Raises ExperimentError when no running experiment of the registry uses that port.
@@ -187,32 +214,42 @@ class Experiment:
         experiment = cls(config, id=entry.id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
         experiment.port = port
+        try:
+            experiment.access = Access.load(experiment.paths.access_file)
+        except AccessError as error:
+            raise ExperimentError(str(error)) from None
         experiment._connected = (registry, entry)
         return experiment
 
     @classmethod
     def view(cls, exp_id: str, port: int = 8080, *, non_blocking: bool = False,
-             home: Path | None = None) -> "Experiment":
+             home: Path | None = None, host: str = DEFAULT_HOST, url_prefix: str = "",
+             token: str | None = None) -> "Experiment":
         """Serve a stored experiment read-only: NNI's REST routes, no tuner, no trials
         (the trial channel refuses reports). Blocks until Ctrl+C or SIGTERM unless
         ``non_blocking``; then ``stop()`` ends it. The query methods work as usual.
+        ``host``, ``url_prefix`` and ``token`` as for ``start``; the address with the
+        token is ``url``, and is logged (the access file is not written: it belongs to the runs).
         """
         entry, config = _stored_experiment(exp_id, home)
         experiment = cls(config, id=exp_id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
-        experiment._viewer = Viewer(experiment.paths, _listen(port), exp_id)
+        sockets, experiment.access = server_sockets(port, host, url_prefix, token)
+        experiment._viewer = Viewer(experiment.paths, sockets, exp_id, experiment.access)
         experiment._viewer.start()
         experiment.port = experiment._viewer.port
         ensure_stdout_logging()
-        announce = "viewing experiment %s (read-only): http://127.0.0.1:%d"
+        # With the token: a view logs to stdout only (no experiment.log), for the user to open.
+        announce = "viewing experiment %s (read-only): %s"
+        where = ("  ".join(experiment.access.urls(experiment.port)),)
         if non_blocking:
-            experiment.logger.info(announce, exp_id, experiment.port)
+            experiment.logger.info(announce, exp_id, *where)
         else:
             previous_handler = None
             if threading.current_thread() is threading.main_thread():
                 previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
             try:
-                experiment.logger.info(announce, exp_id, experiment.port)  # a Ctrl+C may follow at once
+                experiment.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
                 threading.Event().wait()  # until Ctrl+C or SIGTERM
             except (KeyboardInterrupt, _StopSignal):
                 pass
@@ -222,10 +259,11 @@ class Experiment:
                 experiment.stop()
         return experiment
 
-    def run(self, port: int = 8080) -> bool:
-        """Start, then block until the experiment ends (``wait_completion``); True if it
-        ended DONE."""
-        self.start(port)
+    def run(self, port: int = 8080, *, host: str = DEFAULT_HOST, url_prefix: str = "",
+            token: str | None = None) -> bool:
+        """Start (see ``start``), then block until the experiment ends (``wait_completion``);
+        True if it ended DONE."""
+        self.start(port, host=host, url_prefix=url_prefix, token=token)
         return self.wait_completion()
 
     def wait_completion(self) -> bool:
@@ -356,11 +394,12 @@ class Experiment:
         from expmgr.manager.rest import UPDATE_TYPES
         try:
             if method is TrialRunner.kill_trial:
-                rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}")
+                rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}", access=self.access)
             else:
                 field, value = args
                 update_type = next(kind for kind, name in UPDATE_TYPES.items() if name == field)
-                rest_call(self.port, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}})
+                rest_call(self.port, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}},
+                          access=self.access)
         except RestRefused as refused:
             raise ExperimentError(str(refused)) from None
 
@@ -473,14 +512,30 @@ class Experiment:
         return max(results, key=score)
 
 
-def _listen(port: int) -> list:
-    """Sockets bound to 127.0.0.1:port; PortInUseError when that fails."""
+def server_sockets(port: int, host: str, url_prefix: str | None, token: str | None) -> tuple[list, Access]:
+    """Sockets bound to host:port and the access of a server on them; AccessError,
+    HostError or PortInUseError (nothing left open) when that cannot be."""
     from tornado.netutil import bind_sockets
+    normalize_url_prefix(url_prefix)  # a bad prefix or token is refused before anything listens
+    if token:
+        validate_token(token)
     try:
-        return bind_sockets(port, "127.0.0.1")
+        sockets = bind_sockets(port, host)
+    except socket.gaierror as error:
+        raise HostError(f"host: cannot listen on {host!r}: {error.strerror}; give an address of this "
+                        "machine, such as 127.0.0.1, 0.0.0.0 or ::") from error
     except OSError as error:
-        raise PortInUseError(f"cannot listen on 127.0.0.1:{port}: {error.strerror}; "
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise HostError(f"host: cannot listen on {host}: {error.strerror}; it is not an address of this "
+                            "machine") from error
+        raise PortInUseError(f"cannot listen on {host}:{port}: {error.strerror}; "
                              "choose another port (--port)") from error
+    try:
+        return sockets, Access.decide(host, url_prefix, token, sockets)
+    except AccessError:
+        for sock in sockets:
+            sock.close()
+        raise
 
 
 def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, ExperimentConfig]:

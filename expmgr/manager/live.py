@@ -26,7 +26,7 @@ import tornado.ioloop
 import tornado.websocket
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import views
+from expmgr.manager import auth, views
 from expmgr.manager.reader import StoreReader
 from expmgr.manager.store import Changes, ExperimentStore
 from expmgr.manager.tails import Tail, TailError, log_file, read_tail
@@ -235,6 +235,9 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
         self.hub = hub
         self.cursor = ""
         self.follows: dict[tuple[str, str | None], _Follow] = {}
+
+    def prepare(self) -> None:
+        auth.check(self)  # before the upgrade: a refused client gets a plain 401
 
     def open(self) -> None:
         self.hub.connected(self, self.get_query_argument("since", None))

@@ -21,6 +21,7 @@ import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
+from expmgr.manager.auth import Access
 from expmgr.manager.live import LiveHub
 from expmgr.manager.registry import Registry
 from expmgr.manager.rest import make_app
@@ -39,8 +40,10 @@ class Manager:
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
                  sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
-                 logger: logging.Logger, with_strategy: bool = False, resumed: bool = False) -> None:
+                 logger: logging.Logger, with_strategy: bool = False, resumed: bool = False,
+                 access: Access = Access()) -> None:
         self.exp_id = exp_id
+        self.access = access
         self.config = config
         self.paths = paths
         self.port = sockets[0].getsockname()[1]
@@ -86,11 +89,13 @@ class Manager:
     async def _main(self) -> None:
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
                              on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
-                             resumed=self._resumed)
+                             resumed=self._resumed, manager_host=self.access.local_host,
+                             url_prefix=self.access.url_prefix)
         self._runner = runner
         hub = LiveHub(self._store, self.paths, read_only=False)
         hub.start()
-        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner, hub))
+        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner, hub,
+                                                        token=self.access.token, url_prefix=self.access.url_prefix))
         server.add_sockets(self._sockets)
         self._started.set()
         try:

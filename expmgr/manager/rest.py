@@ -22,7 +22,7 @@ import tornado.web
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import tails, views
+from expmgr.manager import auth, tails, views
 from expmgr.manager.live import LiveHub, LiveSocket
 from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
 from expmgr.manager.static import ui_routes
@@ -50,6 +50,9 @@ class _Handler(tornado.web.RequestHandler):
         self.paths = paths
         self.runner = runner
         self.hub = hub
+
+    def prepare(self) -> None:
+        auth.check(self)
 
     def send_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -247,6 +250,8 @@ class ExportDataHandler(_Handler):
 class TrialMetricsHandler(_Handler):
     """The trial channel: one report per POST, stored before it is acknowledged."""
 
+    requires_access_token = False  # the runner checks the trial's own token instead
+
     def post(self, trial_id: str) -> None:
         if self.runner is None:
             self.send_json({"error": READ_ONLY}, 409)
@@ -263,8 +268,11 @@ class TrialMetricsHandler(_Handler):
 
 
 def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
-             webui_dir: Path | None = None) -> tornado.web.Application:
-    """The server's routes; ``webui_dir`` holds the built UI (default: the installed one)."""
+             webui_dir: Path | None = None, *, token: str | None = None,
+             url_prefix: str = "") -> tornado.web.Application:
+    """The server's routes, under ``url_prefix`` (as auth.normalize_url_prefix gives it);
+    ``webui_dir`` holds the built UI (default: the installed one); with a ``token``,
+    every request but a trial's report must carry it (auth.check)."""
     context = {"store": store, "paths": paths, "runner": runner, "hub": hub}
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
@@ -283,7 +291,10 @@ def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner
         (f"{EXPMGR_API}/tail", TailHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
+    served = ([(path, handler, context) for path, handler in routes]
+              + [(f"{EXPMGR_API}/ws", LiveSocket, {"hub": hub})] + ui_routes(webui_dir))
+    # The page at <prefix>/ loads everything relative to itself; <prefix> alone goes there.
+    redirect = [(re.escape(url_prefix), tornado.web.RedirectHandler, {"url": f"{url_prefix}/"})] if url_prefix else []
     return tornado.web.Application(
-        [(path, handler, context) for path, handler in routes]
-        + [(f"{EXPMGR_API}/ws", LiveSocket, {"hub": hub})] + ui_routes(webui_dir),
-        websocket_ping_interval=20)
+        [(re.escape(url_prefix) + path, *rest) for path, *rest in served] + redirect,
+        websocket_ping_interval=20, **auth.settings(token, url_prefix))

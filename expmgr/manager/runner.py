@@ -143,8 +143,11 @@ class TrialRunner:
     def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
-                 with_strategy: bool = False, resumed: bool = False) -> None:
+                 with_strategy: bool = False, resumed: bool = False,
+                 manager_host: str = "127.0.0.1", url_prefix: str = "") -> None:
         self.exp_id = exp_id
+        self.manager_host, self.url_prefix = manager_host, url_prefix
+        """Where trials send their reports: the server's local address and url prefix."""
         self.config = config
         self.store = store
         self.paths = paths
@@ -510,7 +513,8 @@ class TrialRunner:
             trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
             trial_api.ENV_ATTEMPT: str(attempt),
             trial_api.ENV_TRIAL_DIR: str(trial_dir),
-            trial_api.ENV_MANAGER_HOST: "127.0.0.1",
+            trial_api.ENV_MANAGER_HOST: self.manager_host,
+            trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
             trial_api.ENV_MANAGER_PORT: str(self.port),
             trial_api.ENV_TOKEN: token,
             trial_api.ENV_LOG_LEVEL: self.config.log_level,

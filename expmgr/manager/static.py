@@ -1,5 +1,6 @@
 """Serving the built web UI (``expmgr/webui/``, built from ``ts/webui/``): ``GET /`` is its
-``index.html``, never cached; ``GET /assets/<file>`` its hashed assets, cached for a year.
+``index.html``, never cached (and, with an access token, given only to holders of it);
+``GET /assets/<file>`` its hashed assets, cached for a year (open: they hold no data).
 Without a build, ``/`` says so::
 
     app = tornado.web.Application(api_routes + ui_routes())
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import tornado.web
+
+from expmgr.manager import auth
 
 WEBUI_DIR = Path(__file__).resolve().parents[1] / "webui"
 
@@ -26,6 +29,9 @@ which ships it. The REST API works without it: <a href="api/v1/nni/experiment">a
 class IndexHandler(tornado.web.RequestHandler):
     def initialize(self, webui_dir: Path) -> None:
         self.index = webui_dir / "index.html"
+
+    def prepare(self) -> None:
+        auth.check(self, page=True)  # a ?token= link sets the cookie the page's requests carry
 
     def get(self) -> None:
         try:

@@ -15,6 +15,7 @@ import threading
 import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
+from expmgr.manager.auth import Access
 from expmgr.manager.live import LiveHub
 from expmgr.manager.rest import make_app
 from expmgr.manager.store import ExperimentStore
@@ -23,8 +24,10 @@ from expmgr.manager.store import ExperimentStore
 class Viewer:
     """A REST server over a read-only store, on its own event-loop thread."""
 
-    def __init__(self, paths: ExperimentPaths, sockets: list[socket.socket], exp_id: str) -> None:
+    def __init__(self, paths: ExperimentPaths, sockets: list[socket.socket], exp_id: str,
+                 access: Access = Access()) -> None:
         self.paths = paths
+        self.access = access
         self.port = sockets[0].getsockname()[1]
         self._sockets = sockets
         self._exp_id = exp_id
@@ -51,7 +54,8 @@ class Viewer:
         store = ExperimentStore.open(self.paths.database, readonly=True)
         hub = LiveHub(store, self.paths, read_only=True)
         hub.start()
-        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None, hub))
+        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None, hub, token=self.access.token,
+                                                        url_prefix=self.access.url_prefix))
         server.add_sockets(self._sockets)
         self._stopped = asyncio.Event()
         self._started.set()
