@@ -77,9 +77,9 @@ def _render_one(entry: RegistryEntry) -> str:
 def _address(entry: RegistryEntry) -> str:
     """The web UI's local address (the token is left out: `top` is often on a shared screen)."""
     try:
-        return access_of(entry).base_url(entry.port) if entry.port else ""
+        return access_of(entry).address(entry.port) if entry.port else ""
     except CliError:
-        return f"http://127.0.0.1:{entry.port}/"
+        return f"http://127.0.0.1:{entry.port}"
 
 
 def _score(value: object) -> float:

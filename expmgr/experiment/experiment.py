@@ -2,7 +2,7 @@
 
     exp = Experiment(ExperimentConfig.load("config.yml"))
     succeeded = exp.run(port=8080)        # blocks; Ctrl+C or SIGTERM stop it cleanly
-    exp.start(port=8080, host="0.0.0.0")  # or: reachable from elsewhere, with a token (exp.url)
+    # exp.run(port=8080, host="0.0.0.0"): reachable from elsewhere, with a generated token (exp.url)
     exp.logger.info("best: %s", exp.best_trial())
 
 ``start()`` returns once the experiment runs; the query methods read the store
@@ -171,7 +171,7 @@ class Experiment:
             self._strategy_thread.start()
         # A script that starts an experiment and returns must not leave trials running.
         atexit.register(self.stop)
-        self.logger.info("experiment %s started: %s%s", self.id, access.base_url(self.port),
+        self.logger.info("experiment %s started: %s%s", self.id, access.address(self.port),
                          " (access token: Experiment.url, expctl webui url)" if access.token else "")
 
     @classmethod

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import tornado.log
 import tornado.web
 
 DEFAULT_HOST = "127.0.0.1"
@@ -154,18 +155,24 @@ class Access:
                                         "only the experiment's owner can reach it when it has a token") from None
         return cls(**{key: data[key] for key in ("host", "url_prefix", "token", "local_host") if key in data})
 
+    def address(self, port: int, host: str | None = None) -> str:
+        """``http://host:port[/prefix]``, as logged (``host`` default: the local address)."""
+        return f"http://{_url_host(host or self.local_host)}:{port}{self.url_prefix}"
+
     def base_url(self, port: int, host: str | None = None) -> str:
-        """``http://host:port/prefix/`` (``host`` default: the local address)."""
-        return f"http://{_url_host(host or self.local_host)}:{port}{self.url_prefix}/"
+        """``address`` + ``/``: what the routes' paths (``api/v1/...``) follow."""
+        return self.address(port, host) + "/"
 
     def urls(self, port: int) -> list[str]:
-        """The web UI's addresses, each with ``?token=`` when there is one: the local one
-        first, then (listening on every address) one per address of this machine."""
+        """The web UI's addresses as shown to the user, the page itself (``.../prefix/``,
+        with ``?token=`` when there is one): the local one first, then (listening on every
+        address) one per address of this machine."""
         hosts = [self.local_host]
         if self.host not in (self.local_host, "localhost") and not _is_loopback_name(self.host):
             hosts += _machine_addresses(self.host) if _is_unspecified(self.host) else [self.host]
-        query = f"?{TOKEN_QUERY}={self.token}" if self.token else ""
-        return [self.base_url(port, host) + query for host in dict.fromkeys(hosts)]
+        return [self.base_url(port, host) + f"?{TOKEN_QUERY}={self.token}" if self.token
+                else self.base_url(port, host) if self.url_prefix else self.address(port, host)
+                for host in dict.fromkeys(hosts)]
 
     def headers(self) -> dict[str, str]:
         """What a client sends to be let in."""
@@ -260,6 +267,19 @@ def _set_cookie_and_redirect(handler: tornado.web.RequestHandler, token: str) ->
     raise tornado.web.Finish()
 
 
+_TOKEN_IN_QUERY = re.compile(rf"([?&]{TOKEN_QUERY}=)[^&]*")
+
+
+def _log_request(handler: tornado.web.RequestHandler) -> None:
+    """tornado's access log line, with the value of a ``?token=`` left out."""
+    status = handler.get_status()
+    log = (tornado.log.access_log.info if status < 400 else tornado.log.access_log.warning if status < 500
+           else tornado.log.access_log.error)
+    request = handler.request
+    log("%d %s %s (%s) %.2fms", status, request.method, _TOKEN_IN_QUERY.sub(r"\1...", request.uri or ""),
+        request.remote_ip, 1000.0 * request.request_time())
+
+
 def settings(token: str | None, url_prefix: str) -> dict[str, Any]:
-    """The tornado application settings ``check`` reads."""
-    return {TOKEN_SETTING: token, PREFIX_SETTING: url_prefix}
+    """The tornado application settings ``check`` reads, and an access log without tokens."""
+    return {TOKEN_SETTING: token, PREFIX_SETTING: url_prefix, "log_function": _log_request}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import os
 import pwd
 import shutil
@@ -120,7 +121,8 @@ def test_without_the_token_every_route_the_websocket_and_the_page_answer_401(gua
     assert guarded.get_experiment_profile()["params"]["trialConcurrency"] == 2
 
 
-def test_the_token_lets_in_by_header_bearer_and_the_cookie_of_a_token_link(guarded):
+def test_the_token_lets_in_by_header_bearer_and_the_cookie_of_a_token_link(guarded, caplog):
+    caplog.set_level(logging.INFO, logger="tornado.access")
     port = guarded.port
     for headers in ({"X-Expmgr-Token": TOKEN}, {"Authorization": f"Bearer {TOKEN}"}):
         for route in READ_ROUTES:
@@ -138,6 +140,7 @@ def test_the_token_lets_in_by_header_bearer_and_the_cookie_of_a_token_link(guard
     assert request(port, "GET", "/api/v1/nni/trial-jobs", with_cookie)[0] == 200
     assert websocket_status(port, "/api/v1/expmgr/ws", with_cookie) == "open"
     assert request(port, "GET", "/?token=wrong-token-wrong-token")[0] == 401
+    assert "302 GET /?token=... (127.0.0.1)" in caplog.text and TOKEN not in caplog.text, "not in the access log"
     # The trials reported without it: their per-trial tokens are their own business.
     status, _, body = request(port, "GET", "/api/v1/nni/metric-data", with_cookie)
     assert sorted(json.loads(json.loads(m["data"])) for m in json.loads(body)) == [10, 20]
