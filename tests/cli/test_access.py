@@ -4,8 +4,11 @@ daemons, real HTTP."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -15,7 +18,7 @@ import pytest
 from expmgr.manager.registry import Registry
 from expmgr.states import ExperimentState
 from tests.cli.test_daemon import created_id, entry, expctl, project  # noqa: F401 - the fixture
-from tests.conftest import wait_until
+from tests.conftest import REPO, wait_until
 
 TOKEN = "a-token-from-the-environment-0123"
 SLOW_CONFIG = """\
@@ -118,3 +121,39 @@ def test_bad_access_flags_are_refused_with_exit_2_and_nothing_created(project, f
         assert "Traceback" not in result.stderr
         assert not home.exists() or not [p for p in home.iterdir() if p.is_dir()], "nothing on disk"
     assert not Registry(home).entries()
+
+
+def read_line(process: subprocess.Popen, pattern: str) -> re.Match:
+    """The first match of ``pattern`` in the process's output lines (read until it ends)."""
+    for line in process.stdout:
+        found = re.search(pattern, line)
+        if found:
+            return found
+    raise AssertionError(f"no line matching {pattern!r}; exit status {process.wait()}")
+
+
+def test_resume_and_view_take_their_own_host_prefix_and_token(slow_project):
+    cwd, home = slow_project
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--token", TOKEN))
+    assert expctl(home, cwd, "stop", exp_id).returncode == 0
+    resumed = expctl(home, cwd, "resume", exp_id, "--port", "0", "--host", "0.0.0.0", "--url-prefix", "again")
+    assert resumed.returncode == 0, resumed.stderr
+    port = entry(home, exp_id).port
+    token = re.search(rf"resumed: http://127\.0\.0\.1:{port}/again/\?token=(\S+)", resumed.stdout).group(1)
+    assert token != TOKEN, "a new token, generated for the wildcard address"
+    assert expctl(home, cwd, "webui", "url", exp_id).stdout.splitlines()[0].endswith(f"/again/?token={token}")
+    assert status(f"http://127.0.0.1:{port}/again/api/v1/nni/experiment", TOKEN) == 401
+    assert status(f"http://127.0.0.1:{port}/again/api/v1/nni/experiment", token) == 200
+    (cwd / "release").touch()
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), "EXPMGR_TOKEN": TOKEN}
+    view = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "view", exp_id, "--port", "0", "--url-prefix", "/v"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = read_line(view, rf"read-only\): (http://127\.0\.0\.1:\d+/v/)\?token={TOKEN}").group(1)
+        assert status(base + "api/v1/nni/check-status") == 401
+        assert status(base + "api/v1/nni/check-status", TOKEN) == 200
+    finally:
+        view.terminate()
+        view.wait(timeout=30)

@@ -12,6 +12,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -196,7 +197,7 @@ def test_a_bad_url_prefix_is_refused_before_anything_is_created(tmp_path, code_d
 def _this_machines_lan_address() -> str | None:
     for addresses in psutil.net_if_addrs().values():
         for address in addresses:
-            if address.family == __import__("socket").AF_INET and not address.address.startswith("127."):
+            if address.family == socket.AF_INET and not address.address.startswith("127."):
                 return address.address
     return None
 
