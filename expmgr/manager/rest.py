@@ -93,7 +93,7 @@ class _Handler(tornado.web.RequestHandler):
         """The request's JSON body, or NOT_JSON after answering 400."""
         try:
             return json.loads(self.request.body)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
             self.send_json({"error": f"body: not JSON ({error})"}, 400)
             return NOT_JSON
 
