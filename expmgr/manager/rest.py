@@ -109,7 +109,11 @@ class ImportDataHandler(_Handler):
 
 class CheckStatusHandler(_Handler):
     def get(self) -> None:
-        self.send_json(views.check_status_view(self.store))
+        view = views.check_status_view(self.store)
+        if self.runner is not None and self.runner.store_unwritable is not None:
+            view["storeUnwritable"] = (f"launching new trials is paused: {self.store.path} cannot be written "
+                                       f"({self.runner.store_unwritable})")
+        self.send_json(view)
 
 
 # NNI's update types (PUT experiment?update_type=...) and the config field each changes.
