@@ -209,3 +209,65 @@ def test_resume_ends_a_trial_process_that_outlived_its_manager(tmp_path: Path, c
         if survivor.poll() is None:
             survivor.kill()
             survivor.wait()
+
+
+def test_resume_after_a_dispatcher_crash_reruns_the_trials_the_crash_cancelled(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import time, expmgr
+        x = expmgr.get_next_parameter()["x"]
+        if expmgr.get_attempt() == 1:
+            time.sleep(120)  # until the crash cancels it
+        expmgr.report_final_result(x * 10)
+    """)
+    first = Experiment(grid_config(tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": [1, 2]}},
+                                   max_trial_number=2))
+    first.start(port=0)
+    wait_until(lambda: [t.status for t in first.list_trial_jobs()].count("RUNNING") == 2, what="two running")
+    [dispatcher] = [p for p in psutil.Process().children(recursive=True)
+                    if "expmgr.dispatcher" in " ".join(p.cmdline())]
+    dispatcher.kill()
+    assert first.wait(timeout=60)
+    assert first.get_status() == "ERROR"
+    assert [t.status for t in first.list_trial_jobs()] == ["SYS_CANCELED", "SYS_CANCELED"]
+
+    resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
+    assert resumed.get_status() == "DONE", resumed.get_error()
+    trials = resumed.list_trial_jobs()
+    assert [(t.status, t.attempts) for t in trials] == [("SUCCEEDED", 2), ("SUCCEEDED", 2)]
+    assert sorted(r.value for r in resumed.export_data()) == [10, 20]
+
+
+def test_a_line_another_trial_appends_to_a_trials_metrics_file_is_not_its_result(tmp_path: Path, code_dir: Path):
+    """metrics.jsonl lines carry a MAC under the attempt's token: a line written by
+    another process (here another trial, knowing the format but not the token) is
+    skipped and named, and the trial's own result stands."""
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        x = expmgr.get_next_parameter()["x"]
+        mine = os.environ["EXPMGR_TRIAL_DIR"]
+        trials = os.path.dirname(mine)
+        code = os.getcwd()
+        if x == 0:  # the forger
+            while not [d for d in os.listdir(trials) if d != os.path.basename(mine)]:
+                time.sleep(0.02)
+            [victim] = [d for d in os.listdir(trials) if d != os.path.basename(mine)]
+            with open(os.path.join(trials, victim, "metrics.jsonl"), "a") as file:
+                file.write('{"attempt": 1, "sequence": 99, "type": "FINAL", "value": 1000, "mac": "' + "0" * 64 + '"}\\n')
+            open(os.path.join(code, "forged"), "w").close()
+        else:
+            while not os.path.exists(os.path.join(code, "forged")):
+                time.sleep(0.02)
+        expmgr.report_final_result(x)
+    """)
+    experiment = Experiment(grid_config(tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": [0, 1]}},
+                                        max_trial_number=2))
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=60)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    victim = next(t for t in experiment.list_trial_jobs() if t.parameters["x"] == 1)
+    assert victim.finalMetric == 1, "the forged line is not the victim's result"
+    trial_log = (experiment.paths.trial_dir(victim.trialJobId) / "trial.log").read_text()
+    assert "metrics.jsonl:1: report skipped: not signed with attempt 1's token" in trial_log
