@@ -91,6 +91,10 @@ def _assert_every_report_stored(experiment: Experiment) -> None:
     assert len(trials) == 6 and all(t.status == "SUCCEEDED" for t in trials)
     assert _count_metrics(experiment) == {x: REPORTS for x in range(6)}, "every report each trial made is stored"
     assert sorted(t.finalMetric for t in trials) == [0, 10, 20, 30, 40, 50]
+    blocked = [t for t in trials if t.parameters["x"] < 4]
+    for trial in blocked:  # told, not failed: the 503 is a warning at the trial
+        stderr = (experiment.paths.trial_dir(trial.trialJobId) / "stderr").read_text()
+        assert "could not store a metric report yet; it is kept in metrics.jsonl" in stderr
 
 
 def test_store_held_exclusively_while_trials_report_loses_no_report_and_pauses_launching(
