@@ -47,7 +47,10 @@ def report_mac(token: str, body: bytes) -> str:
     its MAC, closed with ``}``) under the attempt's token. The manager takes a line from
     metrics.jsonl only when it matches, so another process cannot add results to a
     trial it does not hold the token of."""
-    from _hashlib import hmac_digest  # the C function; `hmac` would import `hashlib` and more
+    try:
+        from _hashlib import hmac_digest  # the C function; `hmac` would import `hashlib` and more
+    except ImportError:  # a Python built without OpenSSL
+        from hmac import digest as hmac_digest
     return hmac_digest(token.encode(), body, "sha256").hex()
 
 

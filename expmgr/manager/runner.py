@@ -425,6 +425,9 @@ class TrialRunner:
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
                     self._retries.append((record, 1))
                     return
+            if self._pending:  # the store refused to record it: it starts once the store takes writes
+                self._retries.append((record, 1))
+                return
             await self._launch_attempt(record, attempt=1)
 
     def _reserve_trial(self) -> int:
@@ -733,7 +736,10 @@ class TrialRunner:
             final = ExperimentState.DONE
         self._set_state(final, error=error, end_time=time.time())
         self._commit(self._end_run, time.time())
-        if not await self._drain_pending(write_deadline):
+        unrecorded = not await self._drain_pending(write_deadline)
+        if self._retrier is not None:
+            self._retrier.cancel()
+        if unrecorded:
             self.logger.error(
                 "the experiment ended %s, but %s could not be written for %gs (%s): its last %d change(s) "
                 "(trial and experiment states, results) are not recorded there; the trials' reports are kept "
@@ -789,9 +795,10 @@ class TrialRunner:
     async def _retry_pending(self) -> None:
         try:
             delay = _RETRY_FIRST
-            while self._pending and not self._flush_pending():
+            while self._pending:
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, _RETRY_MAX)
+                self._flush_pending()
         except Exception:
             self._handler_failed("_retry_pending")
 
