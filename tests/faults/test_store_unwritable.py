@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -129,3 +130,75 @@ def test_store_folder_made_read_only_pauses_launching_until_it_is_writable_again
 
     experiment = _run_with_store_blocked(tmp_path, code_dir, block, unblock)
     _assert_every_report_stored(experiment)
+
+
+LONG_TRIAL = """
+    import time, expmgr
+    expmgr.get_next_parameter()
+    expmgr.report_intermediate_result(1)
+    time.sleep(120)
+"""
+
+
+def _stop_in_background(experiment: Experiment) -> threading.Thread:
+    """``experiment.stop()`` blocks until the end: called from a thread of its own."""
+    thread = threading.Thread(target=experiment.stop, daemon=True)
+    thread.start()
+    return thread
+
+
+def _hold_exclusive(database: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(database, isolation_level=None, timeout=10)
+    conn.execute("BEGIN EXCLUSIVE")
+    return conn
+
+
+def test_a_stop_while_the_store_is_locked_stops_the_trials_and_records_the_end_once_it_is_released(
+        tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", LONG_TRIAL)
+    experiment = Experiment(_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    try:
+        wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 4,
+                   what="four trials running")
+        lock = _hold_exclusive(experiment.paths.database)
+        try:
+            stopping = _stop_in_background(experiment)
+            wait_until(lambda: "launching new trials is paused" in experiment.paths.experiment_log.read_text(),
+                       what="the store's refusal noticed")
+            time.sleep(1)  # the stop waits on the store, it does not fail
+            assert not experiment.wait(0)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert experiment.wait(timeout=30)
+        stopping.join(timeout=30)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "STOPPED"
+    assert [t.status for t in experiment.list_trial_jobs()] == ["USER_CANCELED"] * 4
+
+
+def test_a_store_locked_past_the_final_patience_still_lets_the_experiment_end_with_a_clear_error(
+        tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    from expmgr.manager import runner
+    monkeypatch.setattr(runner, "FINAL_WRITE_PATIENCE", 1.0)  # not 60 s: a short test
+    write_script(code_dir, "trial.py", LONG_TRIAL)
+    experiment = Experiment(_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    lock = None
+    try:
+        wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 4,
+                   what="four trials running")
+        lock = _hold_exclusive(experiment.paths.database)
+        _stop_in_background(experiment).join(timeout=30)
+        assert experiment.wait(timeout=1), "an unwritable store must not keep the experiment from ending"
+    finally:
+        if lock is not None:
+            lock.execute("ROLLBACK")
+            lock.close()
+        experiment.stop()
+    log = experiment.paths.experiment_log.read_text()
+    assert f"the experiment ended STOPPED, but {experiment.paths.database} could not be written" in log
+    assert "database is locked" in log and "Traceback" not in log
+    # the autouse fixture checks that no trial process is left behind
