@@ -43,3 +43,28 @@ def test_a_failing_trial_exit_handler_ends_the_experiment_in_error_with_its_trac
     assert "trial_exited failed" in error and "Traceback" in error
     assert "InjectedFault: injected fault in end_attempt" in error
     # the autouse fixture checks that no trial process is left behind
+
+
+def test_a_failing_wait_task_of_the_training_service_ends_the_experiment_in_error(
+        tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    from expmgr.training import local
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(1)\n")
+    real_exit_of = local._exit_of
+
+    async def failing_exit_of(process):  # fault injection: the wait for the trial's exit breaks
+        await real_exit_of(process)
+        raise InjectedFault("injected fault in the trial's wait task")
+
+    monkeypatch.setattr(local, "_exit_of", failing_exit_of)
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1, tuner={"name": "GridSearch"},
+        trial_grace_period=1, experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=60), "a failing wait task must end the experiment, not hang it"
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "ERROR"
+    assert "the training service failed" in experiment.get_error()
+    assert "InjectedFault: injected fault in the trial's wait task" in experiment.get_error()
