@@ -271,3 +271,48 @@ def test_a_line_another_trial_appends_to_a_trials_metrics_file_is_not_its_result
     assert victim.finalMetric == 1, "the forged line is not the victim's result"
     trial_log = (experiment.paths.trial_dir(victim.trialJobId) / "trial.log").read_text()
     assert "metrics.jsonl:1: report skipped: not signed with attempt 1's token" in trial_log
+
+
+def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_the_resume(
+        tmp_path: Path, code_dir: Path):
+    """The line is signed with the attempt's token; the resume derives the same token
+    (from the experiment's secret), so it takes the line as that attempt's."""
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        expmgr.get_next_parameter()
+        if expmgr.get_attempt() == 1:
+            expmgr.report_intermediate_result(1)
+            while not os.path.exists("go"):
+                time.sleep(0.02)
+            expmgr.report_intermediate_result(101)  # written, but the manager is frozen
+            time.sleep(120)
+        expmgr.report_final_result(2)
+    """)
+    (tmp_path / "config.yml").write_text(
+        "searchSpace: {x: {_type: choice, _value: [0]}}\ntrialCommand: python3 trial.py\n"
+        f"trialCodeDirectory: {code_dir}\ntrialConcurrency: 1\nmaxTrialNumber: 1\ntuner: {{name: GridSearch}}\n")
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "expmgr.cli"]
+    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        database = wait_until(lambda: next(home.glob("*/db/experiment.sqlite"), None), what="the database")
+        query = "SELECT attempt, sequence, value_json FROM metrics ORDER BY attempt, sequence"
+        wait_until(lambda: sqlite3.connect(database).execute(query).fetchall(), what="the first report stored")
+        manager.send_signal(signal.SIGSTOP)
+        (code_dir / "go").touch()
+        metrics_file = next(home.glob("*/trials/*/metrics.jsonl"))
+        wait_until(lambda: len(metrics_file.read_text().splitlines()) == 2, what="the second line written")
+        manager.kill()
+        manager.wait(timeout=30)
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+            manager.wait()
+    exp_id = database.parent.parent.name
+    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sqlite3.connect(database).execute(query).fetchall() == [(1, 0, "1"), (1, 1, "101"), (2, 0, "2")]
+    assert "report skipped" not in (database.parent.parent / "logs" / "experiment.log").read_text()
