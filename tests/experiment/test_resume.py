@@ -299,7 +299,13 @@ def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_
     try:
         database = wait_until(lambda: next(home.glob("*/db/experiment.sqlite"), None), what="the database")
         query = "SELECT attempt, sequence, value_json FROM metrics ORDER BY attempt, sequence"
-        wait_until(lambda: sqlite3.connect(database).execute(query).fetchall(), what="the first report stored")
+
+        def stored() -> list:
+            try:
+                return sqlite3.connect(database).execute(query).fetchall()
+            except sqlite3.OperationalError:  # the schema is not there yet
+                return []
+        wait_until(stored, what="the first report stored")
         manager.send_signal(signal.SIGSTOP)
         (code_dir / "go").touch()
         metrics_file = next(home.glob("*/trials/*/metrics.jsonl"))
