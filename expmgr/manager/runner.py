@@ -693,7 +693,7 @@ class TrialRunner:
         ``mark_preempting()``; the experiment stops, resumable, preempted trials first."""
         if not self._stop_requested:
             self._preempted = True
-            self.store.record_preemption()
+            self._commit(self.store.record_preemption)
             self.logger.warning("experiment %s is preempted; its trials are told with SIGUSR1", self.exp_id)
         self.request_stop()
 
