@@ -252,7 +252,8 @@ def test_a_line_another_trial_appends_to_a_trials_metrics_file_is_not_its_result
                 time.sleep(0.02)
             [victim] = [d for d in os.listdir(trials) if d != os.path.basename(mine)]
             with open(os.path.join(trials, victim, "metrics.jsonl"), "a") as file:
-                file.write('{"attempt": 1, "sequence": 99, "type": "FINAL", "value": 1000, "mac": "' + "0" * 64 + '"}\\n')
+                forged = '{"attempt": 1, "sequence": 99, "type": "FINAL", "value": 1000, "mac": "' + "0" * 64 + '"}'
+                file.write(forged + "\\n")
             open(os.path.join(code, "forged"), "w").close()
         else:
             while not os.path.exists(os.path.join(code, "forged")):

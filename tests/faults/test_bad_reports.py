@@ -84,7 +84,8 @@ def test_reports_the_store_cannot_take_are_refused_to_the_trial_with_400_and_the
         import expmgr
         from expmgr import trial
         expmgr.get_next_parameter()
-        url = f"http://127.0.0.1:{os.environ['EXPMGR_MANAGER_PORT']}/api/v1/expmgr/trials/{expmgr.get_trial_id()}/metrics"
+        port, trial_id = os.environ["EXPMGR_MANAGER_PORT"], expmgr.get_trial_id()
+        url = f"http://127.0.0.1:{port}/api/v1/expmgr/trials/{trial_id}/metrics"
         def post(body):
             request = urllib.request.Request(url, body, method="POST", headers={
                 "Content-Type": "application/json", trial.TOKEN_HEADER: os.environ[trial.ENV_TOKEN]})
@@ -119,7 +120,8 @@ def test_reports_the_store_cannot_take_are_refused_to_the_trial_with_400_and_the
     stdout = files.stdout.read_text()
     answers = {line.split()[1]: line.split(" ", 3)[2:] for line in stdout.splitlines() if line.startswith("ANSWER")}
     assert answers["oversized"][0] == "400" and "a report holds at most 65536" in answers["oversized"][1]
-    assert answers["huge_sequence"][0] == "400" and "sequence: expected a non-negative integer" in answers["huge_sequence"][1]
+    status, text = answers["huge_sequence"]
+    assert status == "400" and "sequence: expected a non-negative integer" in text
     assert answers["too_deep"][0] == "400" and "body: not JSON" in answers["too_deep"][1]
     assert "REFUSED a report is at most 65536 bytes" in stdout
     assert len(files.metrics.read_text().splitlines()) == 1, "the refused report never reached metrics.jsonl"
