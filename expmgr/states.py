@@ -62,7 +62,9 @@ TRIAL_TRANSITIONS: dict[TrialState, frozenset[TrialState]] = {
     # stopped with its experiment: a resume runs it again
     _S.USER_CANCELED: frozenset({_S.WAITING}),
     _S.SUCCEEDED: frozenset(), _S.FAILED: frozenset(), _S.CRASHED: frozenset(),
-    _S.EARLY_STOPPED: frozenset(), _S.SYS_CANCELED: frozenset(),
+    _S.EARLY_STOPPED: frozenset(),
+    # cancelled by its experiment's end (a failure, maxExperimentDuration): a resume runs it again
+    _S.SYS_CANCELED: frozenset({_S.WAITING}),
 }
 """Every move a trial's state may make; the store refuses any other."""
 del _S

@@ -36,6 +36,37 @@ TOKEN_HEADER = "X-Expmgr-Trial-Token"
 METRICS_ROUTE = "/api/v1/expmgr/trials/{trial_id}/metrics"
 STANDALONE = "STANDALONE"
 _SEND_TIMEOUT = 30.0
+MAX_REPORT_BYTES = 64 * 1024
+"""The largest report: its line in metrics.jsonl (the JSON record with its MAC), in bytes.
+A larger one is refused here, before it is written; the manager skips or refuses it too."""
+MAC_FIELD = "mac"
+_MAC_SUFFIX_LENGTH = len(', "mac": "') + 64 + len('"}')
+
+
+def report_mac(token: str, body: bytes) -> str:
+    """The keyed digest a report line carries: HMAC-SHA256 of the record (the line up to
+    its MAC, closed with ``}``) under the attempt's token. The manager takes a line from
+    metrics.jsonl only when it matches, so another process cannot add results to a
+    trial it does not hold the token of."""
+    try:
+        from _hashlib import hmac_digest  # the C function; `hmac` would import `hashlib` and more
+    except ImportError:  # a Python built without OpenSSL
+        from hmac import digest as hmac_digest
+    return hmac_digest(token.encode(), body, "sha256").hex()
+
+
+def signed_line(token: str, record_json: str) -> str:
+    """``record_json`` (a JSON object) with its MAC as the last field."""
+    return f'{record_json[:-1]}, "{MAC_FIELD}": "{report_mac(token, record_json.encode())}"}}'
+
+
+def unsigned_record(line: bytes) -> bytes | None:
+    """The record a signed line's MAC is over, or None if the line does not end with one."""
+    line = line.rstrip(b"\r\n")
+    if len(line) < _MAC_SUFFIX_LENGTH or not line.endswith(b'"}') or \
+            line[-_MAC_SUFFIX_LENGTH:-66] != b', "mac": "':
+        return None
+    return line[:-_MAC_SUFFIX_LENGTH] + b"}"
 
 
 class _TrialContext:
@@ -228,8 +259,11 @@ def _report(kind: str, metric: object) -> None:
         _standalone_logger().info("%s result: %s", "final" if kind == "FINAL" else "intermediate", metric)
         return
     record = {"attempt": ctx.attempt, "sequence": ctx.next_sequence, "type": kind, "value": metric}
+    line = signed_line(ctx.token, _json_dumps(record))
+    if len(line) + 1 > MAX_REPORT_BYTES:  # ASCII: _json_dumps escapes the rest
+        raise ValueError(f"a report is at most {MAX_REPORT_BYTES} bytes of JSON; this one is {len(line) + 1}; "
+                         "report fewer or smaller values")
     ctx.next_sequence += 1
-    line = _json_dumps(record)
     with open(os.path.join(ctx.trial_dir or ".", "metrics.jsonl"), "a", encoding="utf-8") as file:
         file.write(line + "\n")
     _send(ctx, line.encode())
@@ -254,7 +288,7 @@ def _send(ctx: _TrialContext, body: bytes) -> None:
             conn.connect(address)
             conn.sendall(request)
             response = b""
-            while b"\r\n" not in response:
+            while len(response) < 65536:  # the whole (short) answer: its status and error
                 chunk = conn.recv(4096)
                 if not chunk:
                     break
@@ -262,8 +296,12 @@ def _send(ctx: _TrialContext, body: bytes) -> None:
         finally:
             conn.close()
         status = response.split(b" ", 2)[1] if response.count(b" ") >= 2 else b"?"
-        if status != b"200":
-            _warn(f"the manager refused a metric report (HTTP {status.decode(errors='replace')})")
+        if status == b"503":  # the manager's store is busy or unwritable for now
+            _warn("the manager could not store a metric report yet; it is kept in metrics.jsonl "
+                  "and picked up when the trial ends")
+        elif status != b"200":
+            reason = response.partition(b"\r\n\r\n")[2][:500].decode(errors="replace")
+            _warn(f"the manager refused a metric report (HTTP {status.decode(errors='replace')}): {reason}")
     except OSError as error:  # _socket.error and timeouts are OSErrors
         _warn(f"could not send a metric report to the manager ({error}); it is kept in metrics.jsonl")
 

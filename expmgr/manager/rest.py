@@ -96,7 +96,7 @@ class _Handler(tornado.web.RequestHandler):
         """The request's JSON body, or NOT_JSON after answering 400."""
         try:
             return json.loads(self.request.body)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
             self.send_json({"error": f"body: not JSON ({error})"}, 400)
             return NOT_JSON
 
@@ -112,7 +112,11 @@ class ImportDataHandler(_Handler):
 
 class CheckStatusHandler(_Handler):
     def get(self) -> None:
-        self.send_json(views.check_status_view(self.store))
+        view = views.check_status_view(self.store)
+        if self.runner is not None and self.runner.store_unwritable is not None:
+            view["storeUnwritable"] = (f"launching new trials is paused: {self.store.path} cannot be written "
+                                       f"({self.runner.store_unwritable})")
+        self.send_json(view)
 
 
 # NNI's update types (PUT experiment?update_type=...) and the config field each changes.

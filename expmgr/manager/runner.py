@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
+import hmac
 import json
 import logging
 import os
 import secrets
 import shutil
 import signal
+import sqlite3
 import string
 import time
 import traceback
@@ -38,6 +41,20 @@ if TYPE_CHECKING:
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 METRIC_TYPES = ("PERIODICAL", "FINAL")
+MAX_REPORT_BYTES = trial_api.MAX_REPORT_BYTES
+"""A report's size limit: a line of metrics.jsonl, or a POSTed value's JSON (64 KiB)."""
+_SQLITE_INTEGERS = range(-2**63, 2**63)
+
+WRITE_BUSY_TIMEOUT_MS = 100
+"""How long a write on the event loop waits for another connection's lock; after
+that it is queued and retried (``_RETRY_FIRST`` s, doubling to ``_RETRY_MAX`` s)."""
+_RETRY_FIRST, _RETRY_MAX = 0.1, 5.0
+FINAL_WRITE_PATIENCE = 60.0
+"""How long an ending experiment keeps retrying writes the store refuses, before it
+ends anyway and says in experiment.log what could not be recorded."""
+TRIAL_SECRET_FILE = "trial-secret"
+"""In the experiment folder (mode 0600): the key each attempt's token is derived from,
+so a resume knows the tokens that signed the lines of metrics.jsonl."""
 
 
 class SubmissionRefused(Exception):
@@ -45,9 +62,10 @@ class SubmissionRefused(Exception):
 
 
 _REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
-                                 TrialState.PREEMPTED})
-"""Trials a resume runs again: those the previous run did not let finish (not those the
-user killed one by one)."""
+                                 TrialState.SYS_CANCELED, TrialState.PREEMPTED})
+"""Trials a resume runs again: those the previous run did not let finish, whether it was
+stopped or ended by a failure (a dispatcher crash cancels its trials SYS_CANCELED), but
+not those the user killed one by one."""
 
 
 UPDATABLE_FIELDS = {"trialConcurrency": "trial_concurrency", "maxTrialNumber": "max_trial_number",
@@ -65,6 +83,10 @@ class UpdateRefused(Exception):
 
 class _StrategyFailed(Exception):
     """The strategy raised; its traceback is the message."""
+
+
+class _HandlerFailed(Exception):
+    """An event handler of the loop raised (a bug of ours); its traceback is the message."""
 
 
 class MetricRejected(Exception):
@@ -88,7 +110,9 @@ class _LiveTrial:
     """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
     stop_reason: TrialState | None = None
     reported: set[int] = field(default_factory=set)
-    """Sequence numbers of this attempt's reports already stored."""
+    """Sequence numbers of this attempt's reports already stored (committed)."""
+    skipped_lines: set[int] = field(default_factory=set)
+    """Lines of metrics.jsonl already skipped as bad (each is warned about once)."""
     final_value: Any = None
     has_final: bool = False
     """The attempt's last FINAL result, told to the tuner when the attempt ends
@@ -137,6 +161,20 @@ def check_metric_value(value: Any, field: str = "value") -> None:
         raise MetricRejected(400, f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
 
 
+def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """An event handler of the loop (a trial event, a timer, a queued write): whatever it
+    raises ends the experiment in ERROR with the traceback instead of being lost
+    (which would leave a trial RUNNING and the experiment hanging)."""
+    @functools.wraps(handler)
+    def run(self: "TrialRunner", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(self, *args, **kwargs)
+        except Exception:
+            self._handler_failed(handler.__name__)
+            return None
+    return run
+
+
 class TrialRunner:
     """Drives one experiment's trials to the end; see the module docstring."""
 
@@ -168,7 +206,15 @@ class TrialRunner:
         self._strategy_running = with_strategy
         self._resumed = resumed
         self._strategy_error: str | None = None
-        self._tokens: dict[str, str] = {}
+        self._handler_error: str | None = None
+        self._trial_ids: set[str] = set()
+        self._secret = b""  # set by run(): see TRIAL_SECRET_FILE
+        self._pending: deque[Callable[[], Any]] = deque()
+        """Writes the store refused (locked, read-only, full), in order, each with what
+        depends on it; replayed by ``_retry_pending`` once the store takes writes again."""
+        self._unwritable: str | None = None
+        """Why the store cannot be written, while it cannot: no trial is launched meanwhile."""
+        self._retrier: asyncio.Task | None = None
         self._ended: dict[TrialState, int] = {}
         self._progress = _BestResult(minimize=config.minimizes)
         self._wake = asyncio.Event()
@@ -189,10 +235,12 @@ class TrialRunner:
     async def run(self) -> ExperimentState:
         """Run until DONE, STOPPED or ERROR; returns that state, committed."""
         error: str | None = None
-        # maxExperimentDuration counts the time earlier runs (before a resume) took too.
-        self._start = time.time() - self.store.seconds_run()
-        self._run_id = self.store.begin_run(time.time())
+        self.store.set_busy_timeout(WRITE_BUSY_TIMEOUT_MS)
         try:
+            self._secret = self._trial_secret()
+            # maxExperimentDuration counts the time earlier runs (before a resume) took too.
+            self._start = time.time() - self.store.seconds_run()
+            self._commit(self._begin_run, time.time())
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
             await self._loop()
@@ -200,11 +248,38 @@ class TrialRunner:
             error = f"the tuner failed:\n{failure}"
         except _StrategyFailed as failure:
             error = f"the strategy failed:\n{failure}"
+        except _HandlerFailed as failure:
+            error = str(failure)
         except TrainingServiceError as failure:
             error = str(failure)
         except Exception:  # a bug of ours: the experiment must still end cleanly
             error = traceback.format_exc()
         return await self._finish(error)
+
+    def _begin_run(self, started: float) -> None:
+        self._run_id = self.store.begin_run(started)
+
+    def _end_run(self, ended: float) -> None:
+        if self._run_id is not None:
+            self.store.end_run(self._run_id, ended)
+
+    def _trial_secret(self) -> bytes:
+        """The experiment's key for attempt tokens, made on its first run (see TRIAL_SECRET_FILE)."""
+        path = self.paths.root / TRIAL_SECRET_FILE
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        secret = secrets.token_bytes(32)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(secret)
+        return secret
+
+    def _attempt_token(self, trial_id: str, attempt: int) -> str:
+        """The token of one attempt: it authenticates the attempt's reports (HTTP header)
+        and signs its lines in metrics.jsonl; derived, so a resume knows it again."""
+        return hmac.new(self._secret, f"{trial_id}:{attempt}".encode(), "sha256").hexdigest()[:32]
 
     async def _start_components(self) -> None:
         if self.dispatcher is not None:
@@ -227,17 +302,20 @@ class TrialRunner:
         killed = self.store.killed_trials()
         history = []
         for record in self.store.trials():
-            self._tokens[record.trial_id] = secrets.token_hex(16)
+            self._trial_ids.add(record.trial_id)
             if record.status in _REQUEUED_ON_RESUME and record.trial_id not in killed:
                 open_attempt = open_attempts.get(record.trial_id)
                 if open_attempt is not None:  # its manager died under it
                     self._end_leftover_process(record.trial_id, open_attempt)
                     attempt = open_attempt.attempt
-                    self._ingest_metrics_file(_LiveTrial(record, attempt, "", None, last_activity=now))
-                    self.store.end_attempt(record.trial_id, attempt, TrialState.CRASHED, now, None, None,
-                                           trial_status=TrialState.WAITING)
+                    live = _LiveTrial(record, attempt, self._attempt_token(record.trial_id, attempt), None,
+                                      last_activity=now)
+                    self._commit(self._ingest_metrics_file, live)
+                    self._commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
+                                                   TrialState.CRASHED, now, None, None,
+                                                   trial_status=TrialState.WAITING))
                 else:
-                    self.store.set_trial_status(record.trial_id, TrialState.WAITING)
+                    self._commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
                 requeue((record, record.attempts + 1))
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
@@ -276,6 +354,8 @@ class TrialRunner:
                 raise self.dispatcher.failure
             if self._strategy_error is not None:
                 raise _StrategyFailed(self._strategy_error)
+            if self._handler_error is not None:
+                raise _HandlerFailed(self._handler_error)
             if self._stop_requested:
                 return
             now = time.time()
@@ -285,11 +365,12 @@ class TrialRunner:
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
-            if self._tuner_waiting and not (self._live or self._retries):
+            if self._tuner_waiting and not (self._live or self._retries or self._pending):
                 self.logger.warning("the tuner waits for results but no trial is running; it has no more trials")
                 self._no_more_trials = True
             no_more_trials = not self._tuner_has_more() and not self._strategy_running
-            if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy):
+            if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy
+                                       or self._pending):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
@@ -311,7 +392,7 @@ class TrialRunner:
 
     def _has_free_slot(self) -> bool:
         return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
-                and not self._stop_requested)
+                and not self._stop_requested and self._unwritable is None and not self._pending)
 
     async def _fill_slots(self) -> None:
         while self._retries and self._has_free_slot():
@@ -347,6 +428,9 @@ class TrialRunner:
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
                     self._retries.append((record, 1))
                     return
+            if self._pending:  # the store refused to record it: it starts once the store takes writes
+                self._retries.append((record, 1))
+                return
             await self._launch_attempt(record, attempt=1)
 
     def _reserve_trial(self) -> int:
@@ -365,7 +449,7 @@ class TrialRunner:
         """A new WAITING trial, stored, with its parameter.json; ``source`` is NNI's
         ``parameter_source``: "algorithm" (the tuner) or "customized" (a strategy)."""
         trial_id = self._new_trial_id()
-        self._tokens[trial_id] = secrets.token_hex(16)
+        self._trial_ids.add(trial_id)
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
                              status=TrialState.WAITING, submit_time=time.time())
         files = TrialFiles(self.paths.trial_dir(trial_id))
@@ -375,7 +459,7 @@ class TrialRunner:
         files.parameter_file.write_text(json.dumps({
             "parameter_id": record.sequence_id, "parameter_source": source,
             "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
-        self.store.add_trial(record)
+        self._commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
     def _checkpoint_source(self, parameter_id: Any) -> TrialRecord | None:
@@ -396,7 +480,7 @@ class TrialRunner:
         target_dir = TrialFiles(self.paths.trial_dir(record.trial_id)).checkpoint_dir
         if source_dir.is_dir():
             await asyncio.to_thread(shutil.copytree, source_dir, target_dir)
-        self.store.record_checkpoint_source(record.trial_id, source.trial_id)
+        self._commit(self.store.record_checkpoint_source, record.trial_id, source.trial_id)
         self.logger.info("trial %s starts from the checkpoint of trial %s", record.trial_id, source.trial_id)
 
     # -- changes while running (expctl update, trial kill) ---------------------------
@@ -459,7 +543,7 @@ class TrialRunner:
                                 f"no trial {trial_id!r}" if known is None
                                 else f"trial {trial_id} is not running ({known.status.value})")
         self.logger.info("trial %s is killed on request", trial_id)
-        self.store.record_kill(trial_id)
+        self._commit(self.store.record_kill, trial_id)
         self._stop_trial(live, TrialState.USER_CANCELED)
 
     def _refuse_unless_running(self) -> None:
@@ -500,7 +584,7 @@ class TrialRunner:
             outcome.set_result((status, value))
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
-        token = self._tokens[record.trial_id]
+        token = self._attempt_token(record.trial_id, attempt)
         now = time.time()
         deadline = None
         if self.config.max_trial_duration is not None:
@@ -527,14 +611,17 @@ class TrialRunner:
             self._live.pop(record.trial_id, None)
             self.logger.error("trial %s could not start: %s", record.trial_id, error)
             now = time.time()
-            self.store.start_attempt(record.trial_id, attempt, now)
-            self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
-            self._trial_ended(record, TrialState.FAILED, None, has_final=False)
+            self._commit(self.store.start_attempt, record.trial_id, attempt, now)
+            self._commit(self._launch_failed, record, attempt, now)
+
+    def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
+        self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
+        self._trial_ended(record, TrialState.FAILED, None, has_final=False)
 
     def _new_trial_id(self) -> str:
         while True:
             trial_id = "".join(secrets.choice(_TRIAL_ID_ALPHABET) for _ in range(5))
-            if trial_id not in self._tokens and not self.paths.trial_dir(trial_id).exists():
+            if trial_id not in self._trial_ids and not self.paths.trial_dir(trial_id).exists():
                 return trial_id
 
     # -- limits -------------------------------------------------------------
@@ -590,6 +677,7 @@ class TrialRunner:
         asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
                                               live.record.trial_id, live.attempt)
 
+    @_loop_handler
     def _kill_if_alive(self, trial_id: str, attempt: int) -> None:
         live = self._live.get(trial_id)
         if live is not None and live.attempt == attempt:
@@ -609,7 +697,7 @@ class TrialRunner:
         ``mark_preempting()``; the experiment stops, resumable, preempted trials first."""
         if not self._stop_requested:
             self._preempted = True
-            self.store.record_preemption()
+            self._commit(self.store.record_preemption)
             self.logger.warning("experiment %s is preempted; its trials are told with SIGUSR1", self.exp_id)
         self.request_stop()
 
@@ -636,10 +724,13 @@ class TrialRunner:
         self._retries.clear()
         self._submitted_by_strategy.clear()
         for record in never_run:
-            self.store.set_trial_status(record.trial_id, reason, end_time=time.time())
-            self._trial_ended(record, reason, None, has_final=False)
+            self._commit(self._never_run, record, reason, time.time())
+        write_deadline = time.monotonic() + FINAL_WRITE_PATIENCE
+        await self._drain_pending(write_deadline)  # trial ends reach the tuner before it stops
         if self.dispatcher is not None:
             await self.dispatcher.stop()
+        if error is None and self._handler_error is not None:  # a handler failed while trials stopped
+            error = self._handler_error
         if error is not None:
             self.logger.error("experiment failed: %s", error)
             final = ExperimentState.ERROR
@@ -648,28 +739,135 @@ class TrialRunner:
         else:
             final = ExperimentState.DONE
         self._set_state(final, error=error, end_time=time.time())
-        if self._run_id is not None:
-            self.store.end_run(self._run_id, time.time())
+        self._commit(self._end_run, time.time())
+        unrecorded = not await self._drain_pending(write_deadline)
+        if self._retrier is not None:
+            self._retrier.cancel()
+        if unrecorded:
+            self.logger.error(
+                "the experiment ended %s, but %s could not be written for %gs (%s): its last %d change(s) "
+                "(trial and experiment states, results) are not recorded there; the trials' reports are kept "
+                "in their metrics.jsonl", final.value, self.store.path, FINAL_WRITE_PATIENCE,
+                self._unwritable, len(self._pending))
         return final
+
+    def _never_run(self, record: TrialRecord, reason: TrialState, end_time: float) -> None:
+        self.store.set_trial_status(record.trial_id, reason, end_time=end_time)
+        self._trial_ended(record, reason, None, has_final=False)
 
     def _set_state(self, state: ExperimentState, *, error: str | None = None,
                    end_time: float | None = None) -> None:
         self.state = state
-        self.store.set_experiment_status(state, error=error, end_time=end_time)
+        self._commit(functools.partial(self.store.set_experiment_status, state, error=error, end_time=end_time))
         self._on_state_change(state)
         self.logger.info("experiment %s is %s", self.exp_id, state.value)
 
+    # -- writes the store refuses, and handlers that fail ------------------------------
+
+    @property
+    def store_unwritable(self) -> str | None:
+        """Why the store cannot be written now (launching is paused meanwhile), or None."""
+        return self._unwritable
+
+    def _commit(self, write: Callable[..., Any], *args: Any) -> bool:
+        """Run ``write(*args)`` (one store write and what depends on it) now, or, while
+        the store refuses writes, queue it behind the earlier ones to be replayed in
+        order; True if it ran now. A queued write is run again from the start, so
+        what it does before its write must be harmless to repeat."""
+        if not self._pending:
+            try:
+                write(*args)
+                return True
+            except sqlite3.OperationalError as error:  # locked, busy, read-only, disk full, I/O error
+                self._pending.append(functools.partial(write, *args))
+                self._store_unwritable(error)
+                return False
+        self._pending.append(functools.partial(write, *args))
+        return False
+
+    def _store_unwritable(self, error: sqlite3.Error) -> None:
+        """Pause launching, say so once, and retry (with the outage recorded) until a write succeeds."""
+        if self._unwritable is None:
+            self._unwritable = str(error)
+            since = time.time()
+            self.logger.warning("launching new trials is paused: %s cannot be written (%s); "
+                                "retrying until it can", self.store.path, error)
+            self._pending.append(lambda: self.store.record_store_outage(since, str(error)))
+        if self._retrier is None or self._retrier.done():
+            self._retrier = asyncio.get_running_loop().create_task(self._retry_pending())
+
+    async def _retry_pending(self) -> None:
+        try:
+            delay = _RETRY_FIRST
+            while self._pending:
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, _RETRY_MAX)
+                self._flush_pending()
+        except Exception:
+            self._handler_failed("_retry_pending")
+
+    async def _drain_pending(self, deadline: float) -> bool:
+        """Retry the queued writes until they are all done (True) or ``deadline`` passes."""
+        delay = _RETRY_FIRST
+        while not self._flush_pending():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(2 * delay, _RETRY_MAX)
+        return True
+
+    def _flush_pending(self) -> bool:
+        """Replay the queued writes in order; True once none is left."""
+        while self._pending:
+            write = self._pending[0]
+            try:
+                write()
+            except sqlite3.OperationalError as error:
+                self._unwritable = str(error)
+                return False
+            except Exception:
+                self._handler_failed(getattr(write, "func", write).__name__)
+            self._pending.popleft()
+        if self._unwritable is not None:
+            self._unwritable = None
+            self.logger.info("%s can be written again; launching new trials goes on", self.store.path)
+            self._wake.set()
+        return True
+
+    def _handler_failed(self, handler: str) -> None:
+        """An event handler raised: the experiment ends in ERROR with its traceback."""
+        if self._handler_error is None:
+            self._handler_error = f"the manager's {handler} failed:\n{traceback.format_exc()}"
+        self.logger.error("%s failed; the experiment ends in ERROR", handler, exc_info=True)
+        self._wake.set()
+
     # -- events from the training service (TrialEvents) ------------------------
 
+    @_loop_handler
     def trial_started(self, trial_id: str, attempt: int, pid: int | None) -> None:
-        self.store.start_attempt(trial_id, attempt, time.time(), pid, _process_start_time(pid))
+        self._commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, _process_start_time(pid))
         self.logger.debug("trial %s attempt %d started (pid %s)", trial_id, attempt, pid)
 
+    @_loop_handler
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None) -> None:
         live = self._live.pop(trial_id)
+        self._commit(self._conclude_exit, live, time.time(), exit_code, signum)
+        self._wake.set()
+
+    @_loop_handler
+    def service_failed(self, error: str) -> None:
+        """The training service broke (a bug of ours): the experiment ends in ERROR."""
+        if self._handler_error is None:
+            self._handler_error = f"the training service failed:\n{error}"
+        self._wake.set()
+
+    def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
+        """Store what the attempt left in metrics.jsonl, then its end; queued as one
+        write while the store refuses writes (the lines already stored are skipped)."""
+        trial_id, attempt = live.record.trial_id, live.attempt
         self._ingest_metrics_file(live)
         if exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED and self._marked_preempting(live):
-            self._trial_preempted(live, exit_code, signum)
+            self._trial_preempted(live, ended, exit_code, signum)
             return
         if live.stop_reason is not None:
             status = live.stop_reason
@@ -682,7 +880,7 @@ class TrialRunner:
         # Only failures count against maxTrialRetries (preemptions and stops do not).
         retry = (status in (TrialState.FAILED, TrialState.CRASHED) and not self._stop_requested
                  and self.store.failed_attempts(trial_id) < self.config.max_trial_retries)
-        self.store.end_attempt(trial_id, attempt, status, time.time(), exit_code, signum,
+        self.store.end_attempt(trial_id, attempt, status, ended, exit_code, signum,
                                trial_status=TrialState.WAITING if retry else status)
         how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
         if retry:
@@ -700,11 +898,11 @@ class TrialRunner:
         except (FileNotFoundError, UnicodeDecodeError):
             return False
 
-    def _trial_preempted(self, live: _LiveTrial, exit_code: int | None, signum: int | None) -> None:
+    def _trial_preempted(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
         """PREEMPTED: run again first, same parameters and checkpoint folder, next attempt,
         counted neither as a failure nor as a new trial; after a stop, on resume."""
         trial_id, requeue = live.record.trial_id, not self._stop_requested
-        self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, time.time(), exit_code, signum,
+        self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, ended, exit_code, signum,
                                trial_status=TrialState.WAITING if requeue else TrialState.PREEMPTED)
         self.logger.info("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
                          "it runs again first" if requeue else "a resume runs it again first")
@@ -742,6 +940,7 @@ class TrialRunner:
         self.logger.info("progress: %d%s trials ended (%s), %d running%s", done, f"/{limit}" if limit else "",
                          counts, len(self._live), self._progress.describe())
 
+    @_loop_handler
     def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
         self.logger.warning("trial %s was lost: %s", trial_id, reason)
         self.trial_exited(trial_id, attempt, None, signal.SIGKILL)
@@ -751,8 +950,19 @@ class TrialRunner:
     def receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
         """Store a report POSTed by a running trial and tell the tuner or assessor.
 
-        Raises MetricRejected (with the HTTP status) for a wrong token or a bad field.
+        Raises MetricRejected (with the HTTP status) for a wrong token or a bad field
+        (4xx), and 503 when the store cannot take it now (the trial's line in
+        metrics.jsonl is stored when the trial ends).
         """
+        try:
+            self._receive_metric(trial_id, token, report)
+        except MetricRejected:
+            raise
+        except Exception:
+            self._handler_failed("receive_metric")
+            raise MetricRejected(500, "the manager failed on this report; the experiment ends in ERROR") from None
+
+    def _receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
         live = self._live.get(trial_id)
         if live is None or token is None or not secrets.compare_digest(token, live.token):
             raise MetricRejected(403, f"no running trial {trial_id!r} with this token")
@@ -761,27 +971,46 @@ class TrialRunner:
         metric = self._parse_report(trial_id, report)
         if metric.attempt != live.attempt:
             raise MetricRejected(409, f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
-        self._accept_metric(live, metric)
+        if metric.sequence in live.reported:
+            return  # seen before: reports are idempotent
+        not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
+                   "metrics.jsonl and stored when the trial ends")
+        if self._unwritable is not None or self._pending:
+            raise MetricRejected(503, not_now.format(self._unwritable or "earlier writes wait"))
+        try:
+            self._accept_metric(live, metric)
+        except sqlite3.OperationalError as error:
+            self._store_unwritable(error)
+            raise MetricRejected(503, not_now.format(error)) from None
 
     def _parse_report(self, trial_id: str, report: dict[str, Any]) -> MetricRecord:
         for name in ("attempt", "sequence"):
             value = report.get(name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise MetricRejected(400, f"{name}: expected a non-negative integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value not in _SQLITE_INTEGERS or value < 0:
+                raise MetricRejected(400, f"{name}: expected a non-negative integer below 2**63, got {value!r}")
         if report.get("type") not in METRIC_TYPES:
             raise MetricRejected(400, f"type: expected one of {', '.join(METRIC_TYPES)}, got {report.get('type')!r}")
         if "value" not in report:
             raise MetricRejected(400, "value: missing")
         check_metric_value(report["value"])
+        try:
+            size = len(json.dumps(report["value"]))  # ASCII: json.dumps escapes the rest
+        except (ValueError, TypeError, RecursionError) as error:
+            raise MetricRejected(400, f"value: cannot be stored as JSON ({error})") from None
+        if size > MAX_REPORT_BYTES:
+            raise MetricRejected(400, f"value: {size} bytes of JSON; a report holds at most {MAX_REPORT_BYTES}")
         return MetricRecord(trial_id=trial_id, attempt=report["attempt"], sequence=report["sequence"],
                             type=report["type"], value=report["value"])
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
+        """Store the metric (an OperationalError if the store refuses it: then it is not
+        seen, and its line in metrics.jsonl is read again later)."""
         if metric.sequence in live.reported:
             return  # seen before: reports are idempotent
-        live.reported.add(metric.sequence)
+        stored = self.store.add_metric(metric)
+        live.reported.add(metric.sequence)  # only now: the report counts as seen once committed
         live.last_activity = time.time()
-        if not self.store.add_metric(metric):
+        if not stored:
             return
         if metric.type == "FINAL":
             live.final_value, live.has_final = metric.value, True
@@ -789,6 +1018,12 @@ class TrialRunner:
             asyncio.get_running_loop().create_task(self._assess(live))
 
     async def _assess(self, live: _LiveTrial) -> None:
+        try:
+            await self._assess_now(live)
+        except Exception:
+            self._handler_failed("_assess")
+
+    async def _assess_now(self, live: _LiveTrial) -> None:
         assert self.dispatcher is not None
         history = [m.value for m in self.store.metrics(live.record.trial_id)
                    if m.type == "PERIODICAL" and m.attempt == live.attempt]
@@ -801,18 +1036,72 @@ class TrialRunner:
             self._stop_trial(live, TrialState.EARLY_STOPPED)
 
     def _ingest_metrics_file(self, live: _LiveTrial) -> None:
-        """Pick up reports the trial wrote but could not send."""
-        path = TrialFiles(self.paths.trial_dir(live.record.trial_id)).metrics
+        """Pick up reports the trial wrote but could not send: lines of this attempt whose
+        MAC matches its token. A bad line (not UTF-8, not JSON, a bad field, over
+        MAX_REPORT_BYTES, not signed by this attempt) is skipped with a warning naming
+        its line, in experiment.log and the trial's trial.log."""
+        files = TrialFiles(self.paths.trial_dir(live.record.trial_id))
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            file = open(files.metrics, "rb")
         except FileNotFoundError:
             return
-        for number, line in enumerate(lines, start=1):
+        with file:
+            for number, line in enumerate(_bounded_lines(file, MAX_REPORT_BYTES), start=1):
+                try:
+                    if line is None:
+                        raise ValueError(f"longer than {MAX_REPORT_BYTES} bytes")
+                    metric = self._parse_line(live, line)
+                except (ValueError, RecursionError, MetricRejected) as error:
+                    self._skip_line(live, files, number, str(error))
+                    continue
+                if metric is not None:
+                    self._accept_metric(live, metric)
+
+    def _parse_line(self, live: _LiveTrial, line: bytes) -> MetricRecord | None:
+        """The metric of one line of metrics.jsonl, None when it is another attempt's;
+        ValueError or MetricRejected when it is bad."""
+        report = json.loads(line.decode("utf-8"))
+        if not isinstance(report, dict):
+            raise ValueError("not a JSON object")
+        metric = self._parse_report(live.record.trial_id, report)
+        if metric.attempt != live.attempt:
+            return None
+        record = trial_api.unsigned_record(line)
+        mac = report.get(trial_api.MAC_FIELD)
+        if record is None or not isinstance(mac, str) or not hmac.compare_digest(
+                mac, trial_api.report_mac(live.token, record)):
+            raise ValueError(f"not signed with attempt {live.attempt}'s token: not written by this trial")
+        return metric
+
+    def _skip_line(self, live: _LiveTrial, files: TrialFiles, number: int, reason: str) -> None:
+        if number in live.skipped_lines:
+            return
+        live.skipped_lines.add(number)
+        message = f"{files.metrics}:{number}: report skipped: {reason}"
+        self.logger.warning("trial %s: %s", live.record.trial_id, message)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        try:  # one O_APPEND write, as the trial's own lines are
+            descriptor = os.open(files.trial_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                report = json.loads(line)
-                metric = self._parse_report(live.record.trial_id, report)
-            except (ValueError, MetricRejected) as error:
-                self.logger.warning("%s:%d: skipped a malformed report (%s)", path, number, error)
-                continue
-            if metric.attempt == live.attempt:
-                self._accept_metric(live, metric)
+                os.write(descriptor, f"[{stamp}] WARNING (expmgr.manager) {message}\n".encode())
+            finally:
+                os.close(descriptor)
+        except OSError:
+            pass  # experiment.log has it
+
+
+def _bounded_lines(file: Any, limit: int) -> Any:
+    """The lines of a binary file, each at most ``limit`` bytes (newline aside); a longer
+    one is read past and given as None, so a huge line costs no memory."""
+    while True:
+        line = file.readline(limit + 2)
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) > limit:
+            while not line.endswith(b"\n"):
+                line = file.readline(1 << 16)
+                if not line:
+                    break
+            yield None
+        else:
+            yield line

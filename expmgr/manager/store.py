@@ -252,6 +252,11 @@ class ExperimentStore:
         last_run = self._conn.execute("SELECT MAX(started) FROM runs").fetchone()
         return row[0] is not None and (last_run[0] is None or row[0] >= last_run[0])
 
+    def record_store_outage(self, since: float, error: str) -> None:
+        """This database could not be written from ``since`` until now (kept as an event)."""
+        with self._write():
+            self._event(None, "store_unwritable", {"since": since, "error": error})
+
     def record_kill(self, trial_id: str) -> None:
         """The user killed this trial (``expctl trial kill``): a resume does not rerun it."""
         with self._write():
@@ -373,9 +378,15 @@ class ExperimentStore:
                 "INSERT OR IGNORE INTO metrics (trial_id, attempt, sequence, type, value_json, time, value) "
                 "VALUES (?,?,?,?,?,?,?)",
                 (metric.trial_id, metric.attempt, metric.sequence, metric.type,
-                 json.dumps(metric.value), metric.time, metric_number(metric.value)),
+                 json.dumps(metric.value), metric.time, _as_real(metric_number(metric.value))),
             )
             return cursor.rowcount == 1
+
+    def set_busy_timeout(self, milliseconds: int) -> None:
+        """How long a write waits for another connection's lock before it fails with
+        ``sqlite3.OperationalError`` (5 s by default; the runner, on the event loop,
+        waits briefly and retries later instead)."""
+        self._conn.execute(f"PRAGMA busy_timeout={int(milliseconds)}")
 
     def _event(self, trial_id: str | None, kind: str, detail: dict[str, Any]) -> None:
         self._conn.execute("INSERT INTO events (time, trial_id, kind, detail_json) VALUES (?,?,?,?)",
@@ -613,6 +624,12 @@ def metric_number(value: Any) -> float | None:
     return number
 
 
+def _as_real(number: float | None) -> float | None:
+    """``metrics.value`` is a REAL, for sorting: an integer outside SQLite's 64-bit range
+    (2**64 - 1) could not be bound as one; ``value_json`` keeps the exact value."""
+    return None if number is None else float(number)
+
+
 def _metric_number_of_json(value_json: str) -> float | None:
     try:
         return metric_number(json.loads(value_json))
@@ -664,10 +681,20 @@ class _transaction:
     def __enter__(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
 
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
-            self._conn.execute("ROLLBACK")
+            self._rollback()
             return
-        self._conn.execute("COMMIT")
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error:
+            # A COMMIT refused (database locked, disk full) leaves the transaction open;
+            # the next write would fail with "cannot start a transaction within a transaction".
+            self._rollback()
+            raise
         for listener in self._listeners:
             listener()

@@ -43,6 +43,9 @@ class TrialEvents(Protocol):
     def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
         """The attempt can no longer be reached (a lost node): it counts as crashed."""
 
+    def service_failed(self, error: str) -> None:
+        """The service itself broke (``error`` is its traceback): the experiment ends in ERROR."""
+
 
 class TrainingService(abc.ABC):
     """Runs trials as processes; ``stop()`` is idempotent and leaves none behind."""

@@ -13,6 +13,7 @@ import signal as signals
 import subprocess
 import sys
 import threading
+import traceback
 from typing import TYPE_CHECKING
 
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
@@ -148,6 +149,12 @@ class LocalTrainingService(TrainingService):
         waiter.add_done_callback(self._waiters.discard)
 
     async def _wait(self, trial: TrialLaunch, process: subprocess.Popen) -> None:
+        try:
+            await self._wait_for_exit(trial, process)
+        except Exception:  # a task's exception would be lost, the trial left RUNNING
+            self._events.service_failed(traceback.format_exc())
+
+    async def _wait_for_exit(self, trial: TrialLaunch, process: subprocess.Popen) -> None:
         returncode = await _exit_of(process)
         # The trial's process is gone; children it left in its group go with it.
         _kill_group(process.pid, signals.SIGKILL)

@@ -209,3 +209,117 @@ def test_resume_ends_a_trial_process_that_outlived_its_manager(tmp_path: Path, c
         if survivor.poll() is None:
             survivor.kill()
             survivor.wait()
+
+
+def test_resume_after_a_dispatcher_crash_reruns_the_trials_the_crash_cancelled(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import time, expmgr
+        x = expmgr.get_next_parameter()["x"]
+        if expmgr.get_attempt() == 1:
+            time.sleep(120)  # until the crash cancels it
+        expmgr.report_final_result(x * 10)
+    """)
+    first = Experiment(grid_config(tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": [1, 2]}},
+                                   max_trial_number=2))
+    first.start(port=0)
+    wait_until(lambda: [t.status for t in first.list_trial_jobs()].count("RUNNING") == 2, what="two running")
+    [dispatcher] = [p for p in psutil.Process().children(recursive=True)
+                    if "expmgr.dispatcher" in " ".join(p.cmdline())]
+    dispatcher.kill()
+    assert first.wait(timeout=60)
+    assert first.get_status() == "ERROR"
+    assert [t.status for t in first.list_trial_jobs()] == ["SYS_CANCELED", "SYS_CANCELED"]
+
+    resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
+    assert resumed.get_status() == "DONE", resumed.get_error()
+    trials = resumed.list_trial_jobs()
+    assert [(t.status, t.attempts) for t in trials] == [("SUCCEEDED", 2), ("SUCCEEDED", 2)]
+    assert sorted(r.value for r in resumed.export_data()) == [10, 20]
+
+
+def test_a_line_another_trial_appends_to_a_trials_metrics_file_is_not_its_result(tmp_path: Path, code_dir: Path):
+    """metrics.jsonl lines carry a MAC under the attempt's token: a line written by
+    another process (here another trial, knowing the format but not the token) is
+    skipped and named, and the trial's own result stands."""
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        x = expmgr.get_next_parameter()["x"]
+        mine = os.environ["EXPMGR_TRIAL_DIR"]
+        trials = os.path.dirname(mine)
+        code = os.getcwd()
+        if x == 0:  # the forger
+            while not [d for d in os.listdir(trials) if d != os.path.basename(mine)]:
+                time.sleep(0.02)
+            [victim] = [d for d in os.listdir(trials) if d != os.path.basename(mine)]
+            with open(os.path.join(trials, victim, "metrics.jsonl"), "a") as file:
+                forged = '{"attempt": 1, "sequence": 99, "type": "FINAL", "value": 1000, "mac": "' + "0" * 64 + '"}'
+                file.write(forged + "\\n")
+            open(os.path.join(code, "forged"), "w").close()
+        else:
+            while not os.path.exists(os.path.join(code, "forged")):
+                time.sleep(0.02)
+        expmgr.report_final_result(x)
+    """)
+    experiment = Experiment(grid_config(tmp_path, code_dir, search_space={"x": {"_type": "choice", "_value": [0, 1]}},
+                                        max_trial_number=2))
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=60)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    victim = next(t for t in experiment.list_trial_jobs() if t.parameters["x"] == 1)
+    assert victim.finalMetric == 1, "the forged line is not the victim's result"
+    trial_log = (experiment.paths.trial_dir(victim.trialJobId) / "trial.log").read_text()
+    assert "metrics.jsonl:1: report skipped: not signed with attempt 1's token" in trial_log
+
+
+def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_the_resume(
+        tmp_path: Path, code_dir: Path):
+    """The line is signed with the attempt's token; the resume derives the same token
+    (from the experiment's secret), so it takes the line as that attempt's."""
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        expmgr.get_next_parameter()
+        if expmgr.get_attempt() == 1:
+            expmgr.report_intermediate_result(1)
+            while not os.path.exists("go"):
+                time.sleep(0.02)
+            expmgr.report_intermediate_result(101)  # written, but the manager is frozen
+            time.sleep(120)
+        expmgr.report_final_result(2)
+    """)
+    (tmp_path / "config.yml").write_text(
+        "searchSpace: {x: {_type: choice, _value: [0]}}\ntrialCommand: python3 trial.py\n"
+        f"trialCodeDirectory: {code_dir}\ntrialConcurrency: 1\nmaxTrialNumber: 1\ntuner: {{name: GridSearch}}\n")
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "expmgr.cli"]
+    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        database = wait_until(lambda: next(home.glob("*/db/experiment.sqlite"), None), what="the database")
+        query = "SELECT attempt, sequence, value_json FROM metrics ORDER BY attempt, sequence"
+
+        def stored() -> list:
+            try:
+                return sqlite3.connect(database).execute(query).fetchall()
+            except sqlite3.OperationalError:  # the schema is not there yet
+                return []
+        wait_until(stored, what="the first report stored")
+        manager.send_signal(signal.SIGSTOP)
+        (code_dir / "go").touch()
+        metrics_file = next(home.glob("*/trials/*/metrics.jsonl"))
+        wait_until(lambda: len(metrics_file.read_text().splitlines()) == 2, what="the second line written")
+        manager.kill()
+        manager.wait(timeout=30)
+    finally:
+        if manager.poll() is None:
+            manager.kill()
+            manager.wait()
+    exp_id = database.parent.parent.name
+    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sqlite3.connect(database).execute(query).fetchall() == [(1, 0, "1"), (1, 1, "101"), (2, 0, "2")]
+    assert "report skipped" not in (database.parent.parent / "logs" / "experiment.log").read_text()

@@ -97,7 +97,6 @@ def test_store_refuses_a_trial_state_change_the_transition_table_does_not_allow(
     store.end_attempt("t1", 1, TrialState.SUCCEEDED, time.time(), 0, None)
     with pytest.raises(StoreError, match="cannot go from SUCCEEDED to RUNNING"):
         store.start_attempt("t1", 2, time.time())
-    final = {TrialState.SUCCEEDED, TrialState.FAILED, TrialState.CRASHED, TrialState.EARLY_STOPPED,
-             TrialState.SYS_CANCELED}
+    final = {TrialState.SUCCEEDED, TrialState.FAILED, TrialState.CRASHED, TrialState.EARLY_STOPPED}
     assert {state for state in TrialState if not TRIAL_TRANSITIONS[state]} == final
     assert TrialState.PREEMPTED.can_become(TrialState.WAITING) and not TrialState.FAILED.can_become(TrialState.WAITING)

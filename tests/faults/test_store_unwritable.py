@@ -1,0 +1,204 @@
+"""Nothing is lost when the store cannot be written: while another connection holds
+``BEGIN EXCLUSIVE`` on the experiment's SQLite file (or its folder is read-only),
+trials keep reporting, launching pauses and says so, and once the store takes writes
+again every report is stored and the experiment goes on to DONE."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from expmgr import Experiment, ExperimentConfig
+from tests.conftest import wait_until, write_script
+
+REPORTS = 5  # per trial: 4 intermediate, 1 final
+HOLD_SECONDS = 15.0
+
+TRIAL = f"""
+    import os, time, expmgr
+    x = expmgr.get_next_parameter()["x"]
+    code = os.getcwd()
+    while x < 4 and not os.path.exists(os.path.join(code, "go")):  # the first four report under the lock
+        time.sleep(0.05)
+    for step in range({REPORTS - 1}):
+        expmgr.report_intermediate_result(x + step / 10)
+        time.sleep(0.05)
+    expmgr.report_final_result(x * 10)
+    open(os.path.join(code, f"done-{{x}}"), "w").close()
+"""
+
+
+def _config(tmp_path: Path, code_dir: Path) -> ExperimentConfig:
+    return ExperimentConfig(search_space={"x": {"_type": "choice", "_value": list(range(6))}},
+                            trial_command="python3 trial.py", trial_code_directory=code_dir, trial_concurrency=4,
+                            max_trial_number=6, tuner={"name": "GridSearch"}, trial_grace_period=1,
+                            experiment_working_directory=tmp_path / "home")
+
+
+def _check_status(experiment: Experiment) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{experiment.port}/api/v1/nni/check-status", timeout=5) as answer:
+        return json.load(answer)
+
+
+def _count_metrics(experiment: Experiment) -> dict[int, int]:
+    conn = sqlite3.connect(f"file:{experiment.paths.database}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT t.parameters_json, COUNT(m.id) FROM trials t LEFT JOIN metrics m "
+                            "ON m.trial_id = t.trial_id GROUP BY t.trial_id").fetchall()
+    finally:
+        conn.close()
+    return {json.loads(parameters)["x"]: count for parameters, count in rows}
+
+
+def _run_with_store_blocked(tmp_path: Path, code_dir: Path, block, unblock) -> Experiment:
+    """Start 4 trials, block the store, let them report 5 times each and exit, check
+    that launching is paused, unblock after HOLD_SECONDS, and wait for the end."""
+    write_script(code_dir, "trial.py", TRIAL)
+    experiment = Experiment(_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    try:
+        wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 4,
+                   what="four trials running")
+        held_since = time.monotonic()
+        block(experiment)
+        try:
+            (code_dir / "go").touch()
+            wait_until(lambda: all((code_dir / f"done-{x}").exists() for x in range(4)), timeout=60,
+                       what="the four trials to report and end")
+            log = experiment.paths.experiment_log
+            wait_until(lambda: "launching new trials is paused" in log.read_text(), what="the pause in experiment.log")
+            assert str(experiment.paths.database) in log.read_text()
+            assert "storeUnwritable" in _check_status(experiment)
+            time.sleep(max(0.0, HOLD_SECONDS - (time.monotonic() - held_since)))
+            assert len(experiment.list_trial_jobs()) == 4, "no trial is launched while the store is unwritable"
+        finally:
+            unblock(experiment)
+        assert experiment.wait(timeout=90)
+    finally:
+        experiment.stop()
+    assert "can be written again; launching new trials goes on" in experiment.paths.experiment_log.read_text()
+    return experiment
+
+
+def _assert_every_report_stored(experiment: Experiment) -> None:
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    trials = experiment.list_trial_jobs()
+    assert len(trials) == 6 and all(t.status == "SUCCEEDED" for t in trials)
+    assert _count_metrics(experiment) == {x: REPORTS for x in range(6)}, "every report each trial made is stored"
+    assert sorted(t.finalMetric for t in trials) == [0, 10, 20, 30, 40, 50]
+    blocked = [t for t in trials if t.parameters["x"] < 4]
+    for trial in blocked:  # told, not failed: the 503 is a warning at the trial
+        stderr = (experiment.paths.trial_dir(trial.trialJobId) / "stderr").read_text()
+        assert "could not store a metric report yet; it is kept in metrics.jsonl" in stderr
+
+
+def test_store_held_exclusively_while_trials_report_loses_no_report_and_pauses_launching(
+        tmp_path: Path, code_dir: Path):
+    holder: dict[str, sqlite3.Connection] = {}
+
+    def block(experiment: Experiment) -> None:
+        conn = sqlite3.connect(experiment.paths.database, isolation_level=None, timeout=10)
+        conn.execute("BEGIN EXCLUSIVE")
+        holder["conn"] = conn
+
+    def unblock(experiment: Experiment) -> None:
+        conn = holder.pop("conn", None)
+        if conn is not None:
+            conn.execute("ROLLBACK")
+            conn.close()
+
+    experiment = _run_with_store_blocked(tmp_path, code_dir, block, unblock)
+    _assert_every_report_stored(experiment)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only files and folders: chmod cannot "
+                                              "make the store unwritable (the locked-store test covers the pause)")
+def test_store_folder_made_read_only_pauses_launching_until_it_is_writable_again(tmp_path: Path, code_dir: Path):
+    def block(experiment: Experiment) -> None:
+        for path in [experiment.paths.database.parent, *experiment.paths.database.parent.iterdir()]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+
+    def unblock(experiment: Experiment) -> None:
+        for path in [experiment.paths.database.parent, *experiment.paths.database.parent.iterdir()]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+    experiment = _run_with_store_blocked(tmp_path, code_dir, block, unblock)
+    _assert_every_report_stored(experiment)
+
+
+LONG_TRIAL = """
+    import time, expmgr
+    expmgr.get_next_parameter()
+    expmgr.report_intermediate_result(1)
+    time.sleep(120)
+"""
+
+
+def _stop_in_background(experiment: Experiment) -> threading.Thread:
+    """``experiment.stop()`` blocks until the end: called from a thread of its own."""
+    thread = threading.Thread(target=experiment.stop, daemon=True)
+    thread.start()
+    return thread
+
+
+def _hold_exclusive(database: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(database, isolation_level=None, timeout=10)
+    conn.execute("BEGIN EXCLUSIVE")
+    return conn
+
+
+def test_a_stop_while_the_store_is_locked_stops_the_trials_and_records_the_end_once_it_is_released(
+        tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", LONG_TRIAL)
+    experiment = Experiment(_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    try:
+        wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 4,
+                   what="four trials running")
+        lock = _hold_exclusive(experiment.paths.database)
+        try:
+            stopping = _stop_in_background(experiment)
+            wait_until(lambda: "launching new trials is paused" in experiment.paths.experiment_log.read_text(),
+                       what="the store's refusal noticed")
+            time.sleep(1)  # the stop waits on the store, it does not fail
+            assert not experiment.wait(0)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert experiment.wait(timeout=30)
+        stopping.join(timeout=30)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "STOPPED"
+    assert [t.status for t in experiment.list_trial_jobs()] == ["USER_CANCELED"] * 4
+
+
+def test_a_store_locked_past_the_final_patience_still_lets_the_experiment_end_with_a_clear_error(
+        tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    from expmgr.manager import runner
+    monkeypatch.setattr(runner, "FINAL_WRITE_PATIENCE", 1.0)  # not 60 s: a short test
+    write_script(code_dir, "trial.py", LONG_TRIAL)
+    experiment = Experiment(_config(tmp_path, code_dir))
+    experiment.start(port=0)
+    lock = None
+    try:
+        wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 4,
+                   what="four trials running")
+        lock = _hold_exclusive(experiment.paths.database)
+        _stop_in_background(experiment).join(timeout=30)
+        assert experiment.wait(timeout=1), "an unwritable store must not keep the experiment from ending"
+    finally:
+        if lock is not None:
+            lock.execute("ROLLBACK")
+            lock.close()
+        experiment.stop()
+    log = experiment.paths.experiment_log.read_text()
+    assert f"the experiment ended STOPPED, but {experiment.paths.database} could not be written" in log
+    assert "database is locked" in log and "Traceback" not in log
+    # the autouse fixture checks that no trial process is left behind
