@@ -101,3 +101,63 @@ def test_python_and_expctl_updates_have_the_same_limits(running: Experiment, tmp
     profile = running.get_experiment_profile()
     assert profile["params"]["trialConcurrency"] == 1 and profile["params"]["searchSpace"] == SPACE
     assert profile["status"] == "RUNNING"
+
+
+REPORTING_TRIAL = """
+    import os, time
+    import expmgr
+    expmgr.get_next_parameter()
+    # Report every 20 ms and write how long each report took, until the test releases it.
+    gate, timings = os.environ["GATE"], os.environ["TIMINGS"]
+    step, deadline = 0, time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        started = time.monotonic()
+        expmgr.report_intermediate_result(step)
+        with open(timings, "a") as out:
+            out.write(f"{time.monotonic() - started}\\n")
+        step += 1
+        time.sleep(0.02)
+    expmgr.report_final_result(1.0)
+"""
+
+
+def test_a_large_import_goes_in_chunks_and_the_experiment_keeps_answering(tmp_path: Path, code_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    write_script(code_dir, "trial.py", REPORTING_TRIAL)
+    monkeypatch.setenv("GATE", str(tmp_path / "release"))
+    monkeypatch.setenv("TIMINGS", str(tmp_path / "timings"))
+    experiment = Experiment(ExperimentConfig(
+        search_space=SPACE, trial_command="python3 trial.py", trial_code_directory=code_dir,
+        trial_concurrency=1, max_trial_number=1, tuner={"name": "GridSearch"}, trial_grace_period=1,
+        experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        port = experiment.port
+        wait_until(lambda: (tmp_path / "timings").exists(), what="the trial reporting")
+        # 200,000 records, ~32 MB of UTF-8; JSON-escaped for the dispatcher channel they make
+        # ~80 MB, more than one frame may hold (which killed the dispatcher before).
+        note = "\N{GRINNING FACE}" * 30
+        records = [{"parameter": {"x": i % 1000, "note": note}, "value": i / 7} for i in range(200_000)]
+        body = json.dumps(records, ensure_ascii=False).encode()
+        del records
+        reports_before = len((tmp_path / "timings").read_text().splitlines())
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{API}/experiment/import-data", data=body,
+                                         method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert response.status == 200
+        del body
+        # The import is applied in chunks while the trial's reports go on being answered.
+        wait_until(lambda: "200000 results imported into the tuner" in experiment.paths.experiment_log.read_text(),
+                   timeout=120, what="the import to reach the tuner")
+        timings = [float(line) for line in (tmp_path / "timings").read_text().splitlines()]
+        assert len(timings) > reports_before + 5, "the trial kept reporting during the import"
+        assert max(timings) < 10, f"a report waited {max(timings):.1f} s"
+        print(f"reports during the import: {len(timings) - reports_before}, slowest {max(timings):.2f} s")
+        assert get(port, "experiment")["status"] == "NO_MORE_TRIAL", "not ERROR: its one trial still runs"
+        assert get(port, "trial-jobs")[0]["status"] == "RUNNING", "the trial was not cancelled"
+        (tmp_path / "release").touch()
+        assert experiment.wait(timeout=60)
+        assert experiment.get_status() == "DONE"
+    finally:
+        (tmp_path / "release").touch()
+        experiment.stop()
