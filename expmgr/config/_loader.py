@@ -131,6 +131,8 @@ def parse_yaml(text: str, shown: Path) -> Any:
         doc = YAML(typ="rt").load(text)
     except RecursionError:
         raise ConfigError("invalid YAML: nested too deeply", file=shown) from None
+    except ValueError as exc:   # e.g. an integer of more than 4,300 digits
+        raise ConfigError(f"invalid YAML: {str(exc).split(';')[0]}", file=shown) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -127,6 +127,9 @@ def _check_choice(value: object, vpath: tuple[PathSegment, ...], count: _Count, 
     if len(value) > MAX_CHOICE_OPTIONS:
         raise Problem(vpath, f"choice may have at most {MAX_CHOICE_OPTIONS:,} options, got {len(value):,}")
     for i, option in enumerate(value):
+        if _has_non_finite(option):
+            raise Problem(vpath + (i,), f"choice options must be JSON values; NaN and infinities are not, "
+                                        f"got {_shown(option)}")
         if isinstance(option, dict) and "_name" in option:
             # a nested search space: {_name: "option", param: {_type, _value}, ...}
             if depth + 1 > MAX_NESTING:
@@ -147,6 +150,16 @@ def _is_number(x: Any) -> bool:
         return math.isfinite(x)
     except OverflowError:
         return False
+
+
+def _has_non_finite(x: Any) -> bool:
+    if isinstance(x, float):
+        return not math.isfinite(x)
+    if isinstance(x, dict):
+        return any(_has_non_finite(item) for item in x.values())
+    if isinstance(x, list):
+        return any(_has_non_finite(item) for item in x)
+    return False
 
 
 def _shown(x: Any) -> str:

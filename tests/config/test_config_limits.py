@@ -148,3 +148,16 @@ def test_expctl_create_refuses_each_with_file_line_column_exit_2_and_nothing_on_
     assert "Traceback" not in result.stderr
     assert f"{where}:" in result.stderr.strip().splitlines()[-1], result.stderr
     assert not home.exists(), "a refused config leaves nothing on disk"
+
+
+def test_integer_too_long_to_read_is_an_error_not_a_traceback(tmp_path: Path):
+    err = load_error(tmp_path / "config.yml", good_with("trialConcurrency: 2", "trialConcurrency: " + "9" * 5000))
+    assert "invalid YAML: Exceeds the limit (4300 digits)" in str(err)
+
+
+def test_non_finite_choice_option_is_refused_at_its_position(tmp_path: Path):
+    path = tmp_path / "config.yml"
+    err = load_error(path, good_with("lr: {_type: loguniform, _value: [0.0001, 0.1]}",
+                                     "lr: {_type: choice, _value: [0.1, .nan]}"))
+    assert (err.line, err.field) == (3, "searchSpace.lr._value[1]"), str(err)
+    assert "NaN and infinities are not" in err.message
