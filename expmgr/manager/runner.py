@@ -448,9 +448,13 @@ class TrialRunner:
                 check_metric_value(record.get("value"), f"[{index}].value")
             except MetricRejected as error:
                 raise UpdateRefused(400, str(error)) from None
-            if metric_number(record["value"]) is None:
-                raise UpdateRefused(400, f"[{index}].value: {record['value']!r} is not a finite number; "
-                                         "tuners are given finite results only")
+            try:
+                finite = metric_number(record["value"]) is not None
+            except OverflowError:   # an integer beyond any float
+                finite = False
+            if not finite:
+                raise UpdateRefused(400, f"[{index}].value: not a finite number; tuners are given "
+                                         "finite results only")
         task = asyncio.get_running_loop().create_task(self._apply_import(records))
         self._imports.add(task)
         task.add_done_callback(self._imports.discard)

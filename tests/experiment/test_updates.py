@@ -77,6 +77,15 @@ def test_nonsense_updates_are_400s_naming_field_and_value_and_change_nothing(run
         assert status == 400, (field, value, answer)
         assert answer["error"].startswith(f"{field}") and message in answer["error"], (field, answer)
         assert get(port, "experiment")["params"] == before, f"{field} {value[:40]} changed the config"
+    for value in ("NaN", "-Infinity", '{"default": NaN}', "1" + "0" * 400):   # never given to the tuner
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{API}/experiment/import-data", method="POST",
+                                         data=f'[{{"parameter": {{"x": 1}}, "value": {value}}}]'.encode(),
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read())["error"] == "[0].value: not a finite number; tuners are given " \
+                                                            "finite results only"
     assert get(port, "experiment")["status"] == "RUNNING"
     assert len(get(port, "trial-jobs")) == 1, "no trial launched by a refused update"
     # The tuner still works: a sound update is taken and a second trial starts.
