@@ -202,7 +202,9 @@ class _Canonicalizer:
                 try:
                     algorithm.update_search_space(copy.deepcopy(out["search_space"]))
                 except (AlgorithmError, ValueError) as error:
-                    raise Problem((Key("search_space"),), f"{kind} {spec.name}: {error}") from None
+                    said = str(error)   # tuners' messages usually name them already
+                    raise Problem((Key("search_space"),),
+                                  said if said.startswith(spec.name) else f"{kind} {spec.name}: {said}") from None
 
     def _check_argument_names(self, kind: str, spec: AlgorithmConfig, apath: tuple[PathSegment, ...]) -> None:
         from expmgr.algorithms import accepted_arguments, builtin_class
