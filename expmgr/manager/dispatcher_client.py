@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,8 @@ class DispatcherClient:
         for chunk in chunks(records):
             self.notify("import_data", data=chunk)
 
-    async def import_chunks(self, records: list[Any], before_each: Any = None) -> int:
+    async def import_chunks(self, records: list[Any],
+                            before_each: Callable[[Sequence[Any]], None] | None = None) -> int:
         """``import_data`` of ``records`` in frames of IMPORT_CHUNK_RECORDS, letting the
         loop run between frames and waiting while the channel is full; ``before_each(chunk)``
         is called before a chunk is sent. Returns how many records were sent (fewer when
@@ -136,7 +138,7 @@ class DispatcherClient:
                     else:
                         self.refusals.append(str(reply["error"]))
                     if future is not None and not future.done():
-                        future.set_exception(DispatcherError(error))
+                        future.set_exception(DispatcherError(reply["error"]))
                 elif future is not None and not future.done():
                     future.set_result(reply)
         except asyncio.IncompleteReadError:

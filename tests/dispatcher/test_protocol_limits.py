@@ -64,3 +64,20 @@ def test_client_refuses_an_oversized_notification_before_writing_and_imports_in_
             await client.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_refused_request_fails_alone_and_the_experiment_channel_goes_on(tmp_path: Path):
+    async def scenario() -> None:
+        client = DispatcherClient(tmp_path / "dispatcher.log", "info")
+        await client.start()
+        try:
+            with pytest.raises(Exception, match="unknown dispatcher command 'no_such_command'"):
+                await client.request("no_such_command")
+            await client.request("initialize", search_space=GRID, tuner={"name": "GridSearch", "classArgs": {}},
+                                 assessor=None)
+            assert client.failure is None and client.refusals == ["unknown dispatcher command 'no_such_command'"]
+        finally:
+            await client.stop()
+        assert client.failure is None
+
+    asyncio.run(scenario())
