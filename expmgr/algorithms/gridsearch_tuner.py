@@ -12,7 +12,8 @@ recursively, only under the option that holds them):
   k = -2..2 (q-rounded); ``lognormal`` / ``qlognormal``: ``exp`` of those.
 
 Duplicate combinations (and those given to ``import_data``) are skipped; when all
-are used, ``generate_parameters`` raises ``NoMoreTrialError``.
+are used, ``generate_parameters`` raises ``NoMoreTrialError``. A space of more than
+``GRID_LIMIT`` (1,000,000) combinations is refused by ``update_search_space``.
 """
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from expmgr.algorithms.search_space import (
+    GRID_LIMIT,
     Key,
     ParameterSpec,
     format_parameters,
+    grid_size,
     grid_values,
     parse_search_space,
 )
@@ -41,6 +44,10 @@ class GridSearchTuner(Tuner):
 
     def update_search_space(self, search_space: dict) -> None:
         specs = parse_search_space(search_space)
+        if grid_size(specs) > GRID_LIMIT:
+            raise AlgorithmError(f"GridSearch tuner: the grid has more than {GRID_LIMIT:,} combinations "
+                                 "(the limit); narrow the randint and q ranges, give fewer choices, "
+                                 "or use a sampling tuner such as Random or TPE")
         self._tried.update_search_space(specs)
         self._combinations = self._enumerate(specs)
 

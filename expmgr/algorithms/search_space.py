@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,13 +246,18 @@ CONTINUOUS_GRID_POINTS = 5
 """How many points a continuous (uniform, loguniform, normal, ...) parameter is tried at."""
 
 
-def grid_values(spec: ParameterSpec) -> list:
+GRID_LIMIT = 1_000_000
+"""The most combinations GridSearch enumerates (docs/config.md, "Limits"): a larger grid
+is refused when the search space is given, not discovered by running out of memory."""
+
+
+def grid_values(spec: ParameterSpec) -> Sequence:
     """The flat values GridSearch tries for one parameter (option indices for a choice);
-    for choice, randint and q types, every value it can take."""
+    for choice, randint and q types, every value it can take (a lazy range for randint)."""
     if spec.type == CHOICE:
-        return list(range(len(spec.values)))
+        return range(len(spec.values))
     if spec.type == RANDINT:
-        return list(range(int(spec.values[0]), int(spec.values[1])))
+        return range(int(spec.values[0]), int(spec.values[1]))
     if spec.type in (QUNIFORM, QLOGUNIFORM):
         q = spec.q
         steps = range(int(np.round(spec.low / q)), int(np.round(spec.high / q)) + 1)
@@ -266,6 +272,36 @@ def grid_values(spec: ParameterSpec) -> list:
     else:
         raw = list(np.linspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
     return list(dict.fromkeys(spec.finish(float(x)) for x in raw))
+
+
+def grid_size(specs: list[ParameterSpec]) -> int:
+    """How many combinations GridSearch enumerates for ``specs`` (before duplicates are
+    dropped), counted without listing them; capped at ``GRID_LIMIT + 1``."""
+    children: dict[Key, list[ParameterSpec]] = {}
+    for spec in specs:
+        children.setdefault(spec.key[:-1], []).append(spec)
+
+    def combinations(prefix: Key) -> int:
+        total = 1
+        for spec in children.get(prefix, []):
+            if spec.type == CHOICE:
+                count = sum(combinations(spec.key + (index,)) for index in range(len(spec.values)))
+            else:
+                count = _grid_count(spec)
+            total = min(total * count, GRID_LIMIT + 1)
+        return total
+
+    return combinations(())
+
+
+def _grid_count(spec: ParameterSpec) -> int:
+    """How many values ``grid_values(spec)`` has at most, without listing them."""
+    if spec.type == RANDINT:
+        return int(spec.values[1]) - int(spec.values[0])
+    if spec.type in (QUNIFORM, QLOGUNIFORM):
+        steps = float(np.round(spec.high / spec.q)) - float(np.round(spec.low / spec.q)) + 1
+        return int(min(steps, GRID_LIMIT + 1)) if math.isfinite(steps) else GRID_LIMIT + 1
+    return CONTINUOUS_GRID_POINTS
 
 
 def make_rng(seed: Any) -> np.random.Generator:

@@ -17,7 +17,7 @@ from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import views
 from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import ExperimentStore
+from expmgr.manager.store import ExperimentStore, metric_number
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
@@ -100,14 +100,15 @@ def experiment_status(args: argparse.Namespace) -> int:
 
 
 def export_experiment(args: argparse.Namespace) -> int:
-    """NNI's export: one record per trial with a final result (its value decoded)."""
+    """NNI's export: one record per trial with a final result (its value decoded; a
+    non-finite number as the string "NaN", "Infinity" or "-Infinity", so the JSON is valid)."""
     store = _open_store(find_experiment(args.id))
     try:
         records = [{"trialJobId": view["trialJobId"], "parameter": view["parameter"],
                     "value": json.loads(view["value"])} for view in views.export_data_view(store)]
     finally:
         store.close()
-    text = json.dumps(records, indent=2) + "\n" if args.format == "json" else _as_csv(records)
+    text = json.dumps(records, indent=2, allow_nan=False) + "\n" if args.format == "json" else _as_csv(records)
     if args.output is None:
         sys.stdout.write(text)
     else:
@@ -197,7 +198,7 @@ def _sorted_by_result(trials: list, finals: dict, metric: str, minimize: bool) -
             return None
         value = final.value if isinstance(final.value, dict) else {"default": final.value}
         found = value.get(metric)
-        return found if isinstance(found, (int, float)) and not isinstance(found, bool) else None
+        return metric_number(found)   # NaN and infinities come last, with the trials without a result
     scored = [(number(trial), trial) for trial in trials]
     if all(score is None for score, _ in scored) and scored:
         raise CliError(f"--sort: no trial has a final result with a number under {metric!r}")

@@ -11,7 +11,7 @@ from expmgr.cli.common import EXIT_OK, CliError, access_of, find_experiment, is_
 from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import ExperimentStore, StoreError
+from expmgr.manager.store import ExperimentStore, StoreError, metric_number
 from expmgr.states import TrialState
 
 _CLEAR = "\x1b[H\x1b[2J"
@@ -59,7 +59,8 @@ def _render_one(entry: RegistryEntry) -> str:
         store.close()
     counts = {state: sum(trial.status == state for trial in trials) for state in TrialState}
     maximize = not ExperimentConfig.from_dict(profile.config).minimizes
-    scores = [(_score(final.value), trial_id) for trial_id, final in finals.items()]
+    scores = [(number, trial_id) for trial_id, final in finals.items()
+              if (number := metric_number(final.value)) is not None]   # NaN is never the best
     best = (max if maximize else min)(scores, default=None)
     limit = profile.config.get("maxTrialNumber")
     lines = [f"{entry.id}  {entry.name or ''}  {profile.status.value}  {_address(entry)}",
@@ -81,6 +82,3 @@ def _address(entry: RegistryEntry) -> str:
     except CliError:
         return f"http://127.0.0.1:{entry.port}"
 
-
-def _score(value: object) -> float:
-    return float(value["default"] if isinstance(value, dict) else value)

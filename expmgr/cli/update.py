@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, rest_call, shown_status
@@ -56,9 +57,12 @@ def _parse_value(what: str, text: str) -> object:
             raise CliError(f"{what}: expected a whole number, got {text!r}") from None
     if what == "duration":
         try:
-            return float(text)
+            seconds = float(text)
         except ValueError:
             return text  # "2h": the manager checks it as a config duration
+        if not math.isfinite(seconds):
+            raise CliError(f"duration: expected a number of seconds or a duration such as 2h, got {text!r}")
+        return seconds
     from expmgr.config import ConfigError, validate_search_space
     from expmgr.config._loader import read_search_space_file
     path = Path(text)

@@ -8,6 +8,7 @@ import math
 import re
 
 from ._errors import ConfigError
+from ._limits import MAX_DURATION_SECONDS
 
 UNITS: dict[str, float] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 EXPECTED = "expected a duration such as 30s, 10m, 1.5h or 2d (units s, m, h, d) or a number of seconds"
@@ -16,11 +17,15 @@ _PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*$")
 
 
 def parse_duration(value: object) -> float:
-    """Seconds in ``value``: a positive int/float, or a string of a positive number and a unit."""
+    """Seconds in ``value``: a positive int/float, or a string of a positive number and a unit;
+    at most ten years."""
     if isinstance(value, bool):
         raise ConfigError(f"{EXPECTED}, got {value!r}")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:   # an integer beyond any float
+            seconds = math.inf
     elif isinstance(value, str):
         match = _PATTERN.match(value)
         if match is None:
@@ -31,6 +36,14 @@ def parse_duration(value: object) -> float:
         seconds = float(match.group(1)) * UNITS[unit]
     else:
         raise ConfigError(f"{EXPECTED}, got {value!r}")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"a duration must be more than 0 seconds; {EXPECTED}, got {value!r}")
+    if math.isnan(seconds) or seconds <= 0:
+        raise ConfigError(f"a duration must be more than 0 seconds; {EXPECTED}, got {_shown(value)}")
+    if seconds > MAX_DURATION_SECONDS:   # infinity too
+        raise ConfigError(f"a duration must be at most {MAX_DURATION_SECONDS / 86400:g}d (10 years); "
+                          f"{EXPECTED}, got {_shown(value)}")
     return seconds
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -13,6 +13,7 @@ from typing import Any
 
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import norm
+from ._limits import MAX_CONFIG_BYTES, MAX_SEARCH_SPACE_BYTES, MAX_YAML_NODES
 
 
 @dataclass
@@ -101,10 +102,16 @@ def display_path(path: Path) -> Path:
         return path
 
 
-def read_text(real: Path, what: str = "config file") -> str:
-    """The UTF-8 text of ``real``; ConfigError (without a file set) when it cannot be read."""
+def read_text(real: Path, what: str = "config file", limit: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of ``real``; ConfigError (without a file set) when it cannot be read
+    or holds more than ``limit`` bytes (read no further than that)."""
     try:
-        return real.read_text(encoding="utf-8")
+        with open(real, "rb") as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise ConfigError(f"{what} is larger than the limit of {limit // (1024 * 1024)} MiB "
+                              f"(see Limits in docs/config.md)")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{what} not found") from None
     except IsADirectoryError:
@@ -121,7 +128,11 @@ def parse_yaml(text: str, shown: Path) -> Any:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     try:
-        return YAML(typ="rt").load(text)
+        doc = YAML(typ="rt").load(text)
+    except RecursionError:
+        raise ConfigError("invalid YAML: nested too deeply", file=shown) from None
+    except ValueError as exc:   # e.g. an integer of more than 4,300 digits
+        raise ConfigError(f"invalid YAML: {str(exc).split(';')[0]}", file=shown) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -131,6 +142,52 @@ def parse_yaml(text: str, shown: Path) -> Any:
         raise ConfigError(f"invalid YAML: {problem}", file=shown, line=line, column=column) from None
     except YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=shown) from None
+    _check_alias_expansion(doc, shown)
+    return doc
+
+
+def _check_alias_expansion(doc: Any, shown: Path) -> None:
+    """Refuse a document whose aliases expand it past MAX_YAML_NODES values (a "billion
+    laughs" would hang whoever walks it) or into itself. Sizes are memoized per shared
+    node, so this takes time in the document's written size, not its expanded one."""
+    sizes: dict[int, int] = {}
+    written = 0   # values as written: each container once, with its direct children
+
+    def size(node: Any) -> int:
+        nonlocal written
+        if not isinstance(node, (dict, list)):
+            return 1
+        known = sizes.get(id(node))
+        if known is not None:
+            if known < 0:
+                raise ConfigError("a YAML alias refers to a value that contains it", file=shown)
+            return known
+        sizes[id(node)] = -1   # being counted: meeting it again is a cycle
+        children = list(node.values()) if isinstance(node, dict) else node
+        written += 1 + len(children)
+        total = 1 + sum(size(child) for child in children)
+        sizes[id(node)] = total
+        return total
+
+    try:
+        expanded = size(doc)
+    except RecursionError:
+        raise ConfigError("invalid YAML: nested too deeply", file=shown) from None
+    if expanded <= MAX_YAML_NODES or expanded <= written:
+        return   # a document that large without aliases is not refused here
+    line = column = None
+    if isinstance(doc, (dict, list)) and hasattr(doc, "lc"):   # point at the top-level entry that crosses it
+        keys = list(doc) if isinstance(doc, dict) else list(range(len(doc)))
+        cumulative = 1
+        for key in keys:
+            cumulative += size(doc[key])
+            if cumulative > MAX_YAML_NODES:
+                pos = _lc(doc.lc.key(key) if isinstance(doc, dict) else doc.lc.item(key))
+                if pos is not None:
+                    line, column = pos[0] + 1, pos[1] + 1
+                break
+    raise ConfigError(f"YAML aliases expand this document to more than {MAX_YAML_NODES:,} values; "
+                      f"write the values out or use fewer aliases", file=shown, line=line, column=column)
 
 
 def to_plain(node: Any) -> Any:
@@ -214,7 +271,7 @@ def read_search_space_file(real: Path) -> tuple[Any, Source]:
 
     shown = display_path(real)
     try:
-        text = read_text(real, "search space file")
+        text = read_text(real, "search space file", MAX_SEARCH_SPACE_BYTES)
     except ConfigError as exc:
         exc.file = shown
         raise
@@ -226,6 +283,8 @@ def read_search_space_file(real: Path) -> tuple[Any, Source]:
     if is_json:
         try:
             value = json.loads(text)
+        except RecursionError:
+            raise ConfigError("invalid JSON: nested too deeply", file=shown) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(f"invalid JSON: {exc.msg}", file=shown, line=exc.lineno,
                               column=exc.colno) from None

@@ -10,6 +10,7 @@ from typing import Any
 
 from ._errors import ConfigError, PathSegment, Problem, format_path
 from ._keys import unknown_message
+from ._limits import INT64_MAX, INT64_MIN, MAX_CHOICE_OPTIONS, MAX_NESTING, MAX_PARAMETERS
 
 # _type -> names of the _value items
 SEARCH_SPACE_TYPES: dict[str, tuple[str, ...]] = {
@@ -45,18 +46,29 @@ def check_search_space(space: object, path: tuple[PathSegment, ...]) -> None:
                             f"got {_describe(space)}")
     if not space:
         raise Problem(path, "the search space is empty; give at least one parameter")
-    _check_entries(space, path)
+    _check_entries(space, path, _Count(), 0)
 
 
-def _check_entries(entries: dict, path: tuple[PathSegment, ...]) -> None:
+class _Count:
+    """Parameters seen so far, nested ones included (at most MAX_PARAMETERS)."""
+
+    def __init__(self) -> None:
+        self.parameters = 0
+
+
+def _check_entries(entries: dict, path: tuple[PathSegment, ...], count: _Count, depth: int) -> None:
     for name, entry in entries.items():
         if not isinstance(name, str) or not name:
             raise Problem(path + (str(name),), f"parameter names must be non-empty strings, got {name!r}",
                           at_key=True)
-        _check_entry(entry, path + (name,))
+        count.parameters += 1
+        if count.parameters > MAX_PARAMETERS:
+            raise Problem(path + (name,), f"a search space may have at most {MAX_PARAMETERS:,} parameters "
+                                          f"(nested ones included); this is one more", at_key=True)
+        _check_entry(entry, path + (name,), count, depth)
 
 
-def _check_entry(entry: object, path: tuple[PathSegment, ...]) -> None:
+def _check_entry(entry: object, path: tuple[PathSegment, ...], count: _Count, depth: int) -> None:
     if not isinstance(entry, dict):
         raise Problem(path, f"expected {{_type: ..., _value: [...]}}, got {_describe(entry)}")
     for key in entry:
@@ -74,7 +86,7 @@ def _check_entry(entry: object, path: tuple[PathSegment, ...]) -> None:
     value = entry["_value"]
     vpath = path + ("_value",)
     if kind == "choice":
-        _check_choice(value, vpath)
+        _check_choice(value, vpath, count, depth)
         return
     names = SEARCH_SPACE_TYPES[kind]
     shape = "[" + ", ".join(names) + "]"
@@ -85,9 +97,15 @@ def _check_entry(entry: object, path: tuple[PathSegment, ...]) -> None:
     want_int = kind == "randint"
     for i, item in enumerate(value):
         if want_int and not _is_int(item):
-            raise Problem(vpath + (i,), f"randint needs integers {shape}, got {item!r}")
+            raise Problem(vpath + (i,), f"randint needs integers {shape}, got {_shown(item)}")
+        if want_int and not INT64_MIN <= item <= INT64_MAX:
+            raise Problem(vpath + (i,), f"randint bounds must fit a 64-bit integer "
+                                        f"({INT64_MIN} to {INT64_MAX}), got {_shown(item)}")
         if not _is_number(item):
-            raise Problem(vpath + (i,), f"{kind} needs numbers {shape}, got {item!r}")
+            finite = "finite " if isinstance(item, (int, float)) and not isinstance(item, bool) else ""
+            raise Problem(vpath + (i,), f"{kind} needs {finite}numbers {shape}, got {_shown(item)}")
+    if names[0] == "low" and not math.isfinite(float(value[1]) - float(value[0])):
+        raise Problem(vpath, f"{kind}: the range {_shown(value)} is too wide for a floating-point number")
     args = dict(zip(names, value))
     if "low" in args:
         low, high = args["low"], args["high"]
@@ -103,14 +121,21 @@ def _check_entry(entry: object, path: tuple[PathSegment, ...]) -> None:
         raise Problem(vpath + (len(names) - 1,), f"{kind} needs q > 0, got q = {args['q']!r}")
 
 
-def _check_choice(value: object, vpath: tuple[PathSegment, ...]) -> None:
+def _check_choice(value: object, vpath: tuple[PathSegment, ...], count: _Count, depth: int) -> None:
     if not isinstance(value, list) or not value:
         raise Problem(vpath, f"choice needs a non-empty list of options, got {_describe(value)}")
+    if len(value) > MAX_CHOICE_OPTIONS:
+        raise Problem(vpath, f"choice may have at most {MAX_CHOICE_OPTIONS:,} options, got {len(value):,}")
     for i, option in enumerate(value):
+        if _has_non_finite(option):
+            raise Problem(vpath + (i,), f"choice options must be JSON values; NaN and infinities are not, "
+                                        f"got {_shown(option)}")
         if isinstance(option, dict) and "_name" in option:
             # a nested search space: {_name: "option", param: {_type, _value}, ...}
+            if depth + 1 > MAX_NESTING:
+                raise Problem(vpath + (i,), f"choices may be nested at most {MAX_NESTING} levels deep")
             nested = {k: v for k, v in option.items() if k != "_name"}
-            _check_entries(nested, vpath + (i,))
+            _check_entries(nested, vpath + (i,), count, depth + 1)
 
 
 def _is_int(x: Any) -> bool:
@@ -118,7 +143,34 @@ def _is_int(x: Any) -> bool:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite number; an integer too large for a float is not one."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
+def _has_non_finite(x: Any) -> bool:
+    if isinstance(x, float):
+        return not math.isfinite(x)
+    if isinstance(x, dict):
+        return any(_has_non_finite(item) for item in x.values())
+    if isinstance(x, list):
+        return any(_has_non_finite(item) for item in x)
+    return False
+
+
+def _shown(x: Any) -> str:
+    """``repr(x)``, shortened: a 4,000-digit integer is named by its size."""
+    if _is_int(x) and abs(x) >= 10**30:   # str() of a huge int is slow, and refused past 4,300 digits
+        return f"an integer of about {int(abs(x).bit_length() * 0.30103) + 1} digits"
+    if isinstance(x, list):
+        text = "[" + ", ".join(_shown(item) for item in x[:4]) + (", ..." if len(x) > 4 else "") + "]"
+    else:
+        text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _describe(x: object) -> str:

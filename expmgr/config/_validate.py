@@ -16,6 +16,8 @@ from expmgr.layout import default_home
 from ._durations import parse_duration
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, spell, unknown_message
+from ._limits import (MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER, MAX_TRIAL_RETRIES,
+                      MAX_TRIALS_PER_GPU)
 from ._loader import read_search_space_file
 from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig, public_fields
 from ._search_space import check_search_space
@@ -200,7 +202,9 @@ class _Canonicalizer:
                 try:
                     algorithm.update_search_space(copy.deepcopy(out["search_space"]))
                 except (AlgorithmError, ValueError) as error:
-                    raise Problem((Key("search_space"),), f"{kind} {spec.name}: {error}") from None
+                    said = str(error)   # tuners' messages usually name them already
+                    raise Problem((Key("search_space"),),
+                                  said if said.startswith(spec.name) else f"{kind} {spec.name}: {said}") from None
 
     def _check_argument_names(self, kind: str, spec: AlgorithmConfig, apath: tuple[PathSegment, ...]) -> None:
         from expmgr.algorithms import accepted_arguments, builtin_class
@@ -269,22 +273,22 @@ class _Canonicalizer:
     def _trial_concurrency(self, value: Any, path: tuple[PathSegment, ...]) -> int:
         if value is None:
             raise Problem(path, "required: how many trials run at once, e.g. 1")
-        return _positive_int(value, path)
+        return _positive_int(value, path, MAX_TRIAL_CONCURRENCY)
 
     def _trial_gpu_number(self, value: Any, path: tuple[PathSegment, ...]) -> int | None:
-        return _optional(value, path, _non_negative_int)
+        return None if value is None else _non_negative_int(value, path, MAX_TRIAL_GPU_NUMBER)
 
     def _max_experiment_duration(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
         return _optional(value, path, _duration)
 
     def _max_trial_number(self, value: Any, path: tuple[PathSegment, ...]) -> int | None:
-        return _optional(value, path, _positive_int)
+        return None if value is None else _positive_int(value, path, MAX_TRIAL_NUMBER)
 
     def _max_trial_duration(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
         return _optional(value, path, _duration)
 
     def _max_trial_retries(self, value: Any, path: tuple[PathSegment, ...]) -> int:
-        return 0 if value is None else _non_negative_int(value, path)
+        return 0 if value is None else _non_negative_int(value, path, MAX_TRIAL_RETRIES)
 
     def _trial_idle_timeout(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
         return _optional(value, path, _duration)
@@ -322,7 +326,13 @@ class _Canonicalizer:
     def _experiment_working_directory(self, value: Any, path: tuple[PathSegment, ...]) -> Path:
         if value is None:
             return default_home()
-        return self._path(value, path)
+        real = self._path(value, path)
+        # the experiment's folder is made inside: what exists on the way must be a folder
+        existing = next((p for p in (real, *real.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            what = "" if existing == real else f" ({existing} is a file)"
+            raise Problem(path, f"not a directory: {real}{what}")
+        return real
 
     def _path(self, value: Any, path: tuple[PathSegment, ...]) -> Path:
         if not isinstance(value, (str, Path)) or not str(value).strip():
@@ -409,7 +419,8 @@ class _Canonicalizer:
         result.platform = _platform(value.platform, path + (Key("platform"),))
         result.use_active_gpu = _bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
         result.max_trial_number_per_gpu = _positive_int(value.max_trial_number_per_gpu,
-                                                        path + (Key("max_trial_number_per_gpu"),))
+                                                        path + (Key("max_trial_number_per_gpu"),),
+                                                        MAX_TRIALS_PER_GPU)
         result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
         return result
 
@@ -436,16 +447,30 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _positive_int(value: Any, path: tuple[PathSegment, ...]) -> int:
+def _positive_int(value: Any, path: tuple[PathSegment, ...], maximum: int | None = None) -> int:
     if not _is_int(value) or value <= 0:
-        raise Problem(path, f"expected a positive integer, got {value!r}")
-    return int(value)
+        raise Problem(path, f"expected a positive integer, got {_shown(value)}")
+    return _at_most(value, path, maximum)
 
 
-def _non_negative_int(value: Any, path: tuple[PathSegment, ...]) -> int:
+def _non_negative_int(value: Any, path: tuple[PathSegment, ...], maximum: int | None = None) -> int:
     if not _is_int(value) or value < 0:
-        raise Problem(path, f"expected an integer >= 0, got {value!r}")
+        raise Problem(path, f"expected an integer >= 0, got {_shown(value)}")
+    return _at_most(value, path, maximum)
+
+
+def _at_most(value: int, path: tuple[PathSegment, ...], maximum: int | None) -> int:
+    if maximum is not None and value > maximum:
+        raise Problem(path, f"at most {maximum:,} is allowed (see Limits in docs/config.md), got {_shown(value)}")
     return int(value)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened: a 4,000-digit integer is named by its size."""
+    if _is_int(value) and abs(value) >= 10**30:   # str() of a huge int is slow, then refused
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _duration(value: Any, path: tuple[PathSegment, ...]) -> float:

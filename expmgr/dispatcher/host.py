@@ -2,7 +2,9 @@
 
 Each request is handled in order; an exception in the tuner or assessor is
 answered with its traceback and ends the process with status 1, since the
-experiment cannot go on without its tuner.
+experiment cannot go on without its tuner. A frame that cannot be used (too large,
+not JSON, an unknown command) is answered with an error marked ``"fatal": false``
+and the dispatcher goes on: it changed nothing.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, BinaryIO, Callable
 from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class
 from expmgr.algorithms.assessor import AssessResult
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
-from expmgr.dispatcher.protocol import read_frame, write_frame
+from expmgr.dispatcher.protocol import FrameTooLarge, ProtocolError, read_frame, write_frame
 
 _logger = logging.getLogger("nni.dispatcher")
 
@@ -40,7 +42,7 @@ class DispatcherHost:
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, "_cmd_" + str(message.get("cmd")), None)
         if handler is None:
-            raise ValueError(f"unknown dispatcher command {message.get('cmd')!r}")
+            raise ProtocolError(f"unknown dispatcher command {str(message.get('cmd'))[:100]!r}")
         return handler(message) or {}
 
     def _cmd_initialize(self, message: dict[str, Any]) -> None:
@@ -99,12 +101,19 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
     """Answer requests until the channel closes (0) or a handler fails (1)."""
     host = DispatcherHost()
     while True:
-        message = read_frame(channel_in)
+        try:
+            message = read_frame(channel_in)
+        except ProtocolError as error:
+            _refuse(channel_out, None, error)
+            continue
         if message is None:
             _logger.info("command channel closed; exiting")
             return 0
         try:
             reply = host.handle(message)
+        except ProtocolError as error:
+            _refuse(channel_out, message.get("id"), error)
+            continue
         except Exception:  # any failure of user or tuner code ends the experiment
             error = traceback.format_exc()
             _logger.error("command %r failed:\n%s", message.get("cmd"), error)
@@ -112,4 +121,13 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
             return 1
         if message.get("reply", True):
             reply["id"] = message.get("id")
-            write_frame(channel_out, reply)
+            try:
+                write_frame(channel_out, reply)
+            except FrameTooLarge as error:
+                _refuse(channel_out, message.get("id"), error)
+
+
+def _refuse(channel_out: BinaryIO, request_id: Any, error: ProtocolError) -> None:
+    """Answer a frame that could not be used; nothing changed, so the dispatcher goes on."""
+    _logger.error("refused a command (id %s): %s", request_id, error)
+    write_frame(channel_out, {"id": request_id, "error": str(error), "fatal": False})

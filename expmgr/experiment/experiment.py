@@ -498,18 +498,16 @@ class Experiment:
 
     def best_trial(self) -> TrialResult | None:
         """The trial with the best final result: the highest ``default`` value, or the
-        lowest when the tuner's ``optimize_mode`` is ``minimize``."""
-        results = self.export_data()
-        if not results:
-            return None
+        lowest when the tuner's ``optimize_mode`` is ``minimize``. A non-finite result
+        (NaN, an infinity) is never the best; None when no trial has a finite one."""
+        from expmgr.manager.store import metric_number
         minimize = (self._canonical or self.config).minimizes
         sign = -1 if minimize else 1
-
-        def score(result: TrialResult) -> float:
-            value = result.value["default"] if isinstance(result.value, dict) else result.value
-            return sign * value
-
-        return max(results, key=score)
+        scored = [(number, result) for result in self.export_data()
+                  if (number := metric_number(result.value)) is not None]
+        if not scored:
+            return None
+        return max(scored, key=lambda item: sign * item[0])[1]
 
 
 def server_sockets(port: int, host: str, url_prefix: str | None, token: str | None) -> tuple[list, Access]:

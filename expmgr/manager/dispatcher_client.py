@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from expmgr.dispatcher.protocol import HEADER_SIZE, decode_body, decode_length, encode_frame
+from expmgr.dispatcher.protocol import HEADER_SIZE, ProtocolError, chunks, decode_body, decode_length, encode_frame
 
 _TAIL_BYTES = 8000
 
@@ -36,6 +37,8 @@ class DispatcherClient:
         self._failure: DispatcherError | None = None
         self._stopping = False
         self.exited = asyncio.Event()
+        self.refusals: list[str] = []
+        """Frames the dispatcher refused without ending (``"fatal": false``), in order."""
 
     @property
     def pid(self) -> int | None:
@@ -70,9 +73,43 @@ class DispatcherClient:
         return await future
 
     def notify(self, cmd: str, **fields: Any) -> None:
-        """Send a command that gets no reply unless it fails; a failure shows in ``failure``."""
+        """Send a command that gets no reply unless it fails; a failure shows in ``failure``.
+        Raises ProtocolError, sending nothing, for a message over the channel's limit."""
         if self._running():
             self._write({"id": next(self._ids), "cmd": cmd, "reply": False, **fields})
+
+    def notify_import(self, records: list[Any]) -> None:
+        """``import_data`` of ``records`` in frames of IMPORT_CHUNK_RECORDS, all at once
+        (for a resume's replay; a running experiment's import uses ``import_chunks``)."""
+        for chunk in chunks(records):
+            self.notify("import_data", data=chunk)
+
+    async def import_chunks(self, records: list[Any],
+                            before_each: Callable[[Sequence[Any]], None] | None = None) -> int:
+        """``import_data`` of ``records`` in frames of IMPORT_CHUNK_RECORDS, letting the
+        loop run between frames and waiting while the channel is full; ``before_each(chunk)``
+        is called before a chunk is sent. Returns how many records were sent (fewer when
+        the dispatcher ended meanwhile)."""
+        sent = 0
+        for chunk in chunks(records):
+            if not self._running():
+                break
+            if before_each is not None:
+                before_each(chunk)
+            self.notify("import_data", data=chunk)
+            sent += len(chunk)
+            await self._drain()
+        return sent
+
+    async def _drain(self) -> None:
+        """Wait until the channel takes more (and give the loop a turn either way)."""
+        stdin = self._process.stdin if self._process is not None else None
+        try:
+            if stdin is not None and not stdin.is_closing():
+                await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader sees the end of the channel
+        await asyncio.sleep(0)
 
     def _running(self) -> bool:
         return self._failure is None and not self._stopping and not self.exited.is_set()
@@ -96,13 +133,19 @@ class DispatcherClient:
                 reply = decode_body(await stdout.readexactly(decode_length(header)))
                 future = self._pending.pop(reply.get("id"), None)
                 if "error" in reply:
-                    error = reply["error"]
+                    if reply.get("fatal", True):   # else the dispatcher refused one frame and goes on
+                        error = reply["error"]
+                    else:
+                        self.refusals.append(str(reply["error"]))
                     if future is not None and not future.done():
-                        future.set_exception(DispatcherError(error))
+                        future.set_exception(DispatcherError(reply["error"]))
                 elif future is not None and not future.done():
                     future.set_result(reply)
         except asyncio.IncompleteReadError:
             pass
+        except ProtocolError as unreadable:   # cannot happen with our dispatcher: it refuses such replies
+            error = f"the dispatcher sent an unreadable reply: {unreadable}"
+            self._process.kill()
         returncode = await self._process.wait()
         if not self._stopping and (error is not None or self._pending or returncode != 0):
             self._failure = DispatcherError(error or self._describe_exit(returncode))

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.manager.dispatcher_client import DispatcherClient, DispatcherError
-from expmgr.manager.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.manager.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord, metric_number
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingServiceError, TrialLaunch
 from expmgr.training.local import LocalTrainingService
@@ -120,14 +120,17 @@ class _LiveTrial:
 
 
 class _BestResult:
-    """The best final result seen (by its ``default`` number) and its trial."""
+    """The best final result seen (by its ``default`` number) and its trial; a non-finite
+    one (NaN, an infinity) is never the best."""
 
     def __init__(self, minimize: bool) -> None:
         self._sign = -1 if minimize else 1
         self._best: tuple[float, str] | None = None
 
     def offer(self, trial_id: str, value: Any) -> None:
-        number = value["default"] if isinstance(value, dict) else value
+        number = metric_number(value)
+        if number is None:
+            return
         if self._best is None or self._sign * number > self._sign * self._best[0]:
             self._best = (number, trial_id)
 
@@ -229,6 +232,7 @@ class TrialRunner:
         self._submitted = self._next_sequence_id
         self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
         self._run_id: int | None = None
+        self._imports: set[asyncio.Task] = set()  # import_data tasks still sending
 
     # -- the loop -----------------------------------------------------------
 
@@ -320,9 +324,10 @@ class TrialRunner:
                 requeue((record, record.attempts + 1))
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
             final = finals.get(record.trial_id)
-            history.append({"parameter": record.parameters, "value": final.value if final else None})
+            usable = final is not None and metric_number(final.value) is not None   # never NaN to the tuner
+            history.append({"parameter": record.parameters, "value": final.value if usable else None})
         if history and self.dispatcher is not None:
-            self.dispatcher.notify("import_data", data=history)
+            self.dispatcher.notify_import(history)
 
     def _end_leftover_process(self, trial_id: str, attempt: AttemptRecord) -> None:
         """A trial process that outlived its manager (the watchdog normally prevents it)
@@ -515,7 +520,9 @@ class TrialRunner:
 
     def import_data(self, records: Any) -> int:
         """Give the tuner earlier results (NNI's import: ``[{"parameter": {...}, "value": v}]``);
-        returns how many. Raises UpdateRefused naming the first bad record."""
+        returns how many. Every record is checked first (UpdateRefused names the first bad
+        one); then they are stored and sent in chunks by a task, the loop running between
+        chunks, so that a large import neither blocks the loop nor overflows the channel."""
         self._refuse_unless_running()
         if self.dispatcher is None or self.config.tuner is None:
             raise UpdateRefused(409, f"experiment {self.exp_id} has no tuner to import results into")
@@ -528,10 +535,29 @@ class TrialRunner:
                 check_metric_value(record.get("value"), f"[{index}].value")
             except MetricRejected as error:
                 raise UpdateRefused(400, str(error)) from None
-        self.store.record_import(records)
-        self.dispatcher.notify("import_data", data=records)
-        self.logger.info("%d results imported into the tuner", len(records))
+            try:
+                finite = metric_number(record["value"]) is not None
+            except OverflowError:   # an integer beyond any float
+                finite = False
+            if not finite:
+                raise UpdateRefused(400, f"[{index}].value: not a finite number; tuners are given "
+                                         "finite results only")
+        task = asyncio.get_running_loop().create_task(self._apply_import(records))
+        self._imports.add(task)
+        task.add_done_callback(self._imports.discard)
         return len(records)
+
+    async def _apply_import(self, records: list[dict[str, Any]]) -> None:
+        assert self.dispatcher is not None
+        try:
+            sent = await self.dispatcher.import_chunks(records, before_each=self.store.record_import)
+        except Exception:  # the import's problem (say the store refused a write), not the experiment's
+            self.logger.error("importing %d results failed:\n%s", len(records), traceback.format_exc())
+            return
+        if sent < len(records):
+            self.logger.warning("%d of %d imported results reached the tuner before it ended", sent, len(records))
+        else:
+            self.logger.info("%d results imported into the tuner", len(records))
 
     def kill_trial(self, trial_id: str) -> None:
         """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""
@@ -925,11 +951,17 @@ class TrialRunner:
             return
         self._tuner_waiting = False  # what it waited for may have come
         self._ends_told += 1
-        if has_final:
+        # A non-finite result (NaN from a diverging trial) would poison the tuner's model:
+        # the tuner hears of that trial as a failure, without the result.
+        usable = has_final and metric_number(final_value) is not None
+        if usable:
             self.dispatcher.notify("report", parameter_id=record.sequence_id,
                                    parameters=record.parameters, value=final_value)
+        elif has_final:
+            self.logger.warning("trial %s: its final result %s is not a finite number; the tuner "
+                                "is told the trial failed", record.trial_id, final_value)
         self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
-                               success=status == TrialState.SUCCEEDED)
+                               success=status == TrialState.SUCCEEDED and (usable or not has_final))
 
     def _log_progress(self) -> None:
         """One line a trial: how many ended how, how many run, and the best result so far."""

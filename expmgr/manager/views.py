@@ -2,11 +2,14 @@
 
 NNI's quirks are kept on purpose so its clients work unchanged: times are
 milliseconds since the epoch, ``hyperParameters`` items are JSON strings, and
-a metric's ``data`` is a JSON string of a JSON string.
+a metric's ``data`` is a JSON string of a JSON string. A non-finite number a trial
+reported (NaN, infinities), which JSON cannot carry, is shown as the string ``"NaN"``,
+``"Infinity"`` or ``"-Infinity"`` (docs/architecture.md, "Non-finite results").
 """
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
 
@@ -19,6 +22,21 @@ def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else int(seconds * 1000)
 
 
+_NON_FINITE_NAMES = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with each non-finite float replaced by its name as a string (``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``), so that it is valid JSON; finite values unchanged."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE_NAMES[str(value)]
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    return value
+
+
 def metric_view(metric: MetricRecord, parameter_id: int) -> dict[str, Any]:
     return {
         "timestamp": _ms(metric.time),
@@ -26,7 +44,7 @@ def metric_view(metric: MetricRecord, parameter_id: int) -> dict[str, Any]:
         "parameterId": str(parameter_id),
         "type": metric.type,
         "sequence": metric.sequence,
-        "data": json.dumps(json.dumps(metric.value)),
+        "data": json.dumps(json.dumps(json_safe(metric.value), allow_nan=False)),
     }
 
 
@@ -98,9 +116,11 @@ def job_statistics_view(store: ExperimentStore) -> list[dict[str, Any]]:
 
 
 def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
-    """NNI's export: one entry per trial with a final result, ``value`` as a JSON string."""
+    """NNI's export: one entry per trial with a final result, ``value`` as a JSON string
+    (a non-finite number in it as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``)."""
     finals = store.final_metrics()
-    return [{"parameter": trial.parameters, "value": json.dumps(finals[trial.trial_id].value),
+    return [{"parameter": json_safe(trial.parameters),
+             "value": json.dumps(json_safe(finals[trial.trial_id].value), allow_nan=False),
              "trialJobId": trial.trial_id}
             for trial in store.trials() if trial.trial_id in finals]
 

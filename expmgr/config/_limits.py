@@ -1,0 +1,28 @@
+"""Upper bounds on config values and config files, documented in docs/config.md ("Limits").
+
+The same bounds hold for a config file, an ``ExperimentConfig`` built in Python and every
+change made while the experiment runs (REST, ``expctl update``, ``Experiment.update_*``).
+"""
+from __future__ import annotations
+
+MAX_TRIAL_CONCURRENCY = 10_000
+MAX_TRIAL_NUMBER = 10**9
+MAX_TRIAL_RETRIES = 1_000
+MAX_TRIAL_GPU_NUMBER = 1_024
+MAX_TRIALS_PER_GPU = 1_000
+MAX_DURATION_SECONDS = 3650 * 86400.0
+"""Ten years: longer durations are almost surely a typo (and overflow timers)."""
+
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_SEARCH_SPACE_BYTES = 16 * 1024 * 1024
+MAX_YAML_NODES = 1_000_000
+"""How many values YAML aliases may expand a document to (a "billion laughs" stops here);
+a document without aliases is never refused by it."""
+
+MAX_PARAMETERS = 10_000
+"""Parameters in a search space, nested ones included."""
+MAX_CHOICE_OPTIONS = 100_000
+MAX_NESTING = 16
+"""Levels of choices nested in choices."""
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+"""``randint`` bounds must fit a 64-bit integer, which tuners sample with."""
