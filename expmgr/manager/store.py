@@ -619,9 +619,13 @@ def metric_number(value: Any) -> float | None:
     """A metric's number: the value, or its ``default``; None when that is not a finite
     number (NaN reported by a diverging trial), which JSON cannot carry."""
     number = value.get("default") if isinstance(value, dict) else value
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
         return None
-    return number
+    try:
+        finite = math.isfinite(number)
+    except OverflowError:  # an integer beyond any float (10**400): kept exactly in value_json only
+        return None
+    return number if finite else None
 
 
 def _as_real(number: float | None) -> float | None:

@@ -22,6 +22,8 @@ BAD_LINES = {
     "not_a_number": b'{"attempt": 1, "sequence": 5, "type": "FINAL", "value": "high"}',
 }
 HUGE = 2**64 - 1
+BEYOND_FLOAT = 10**400
+"""An integer no float can hold: stored exactly, never a number to sort by."""
 
 TRIAL = f"""
     import os, expmgr
@@ -31,8 +33,8 @@ TRIAL = f"""
     if kind in BAD_LINES:
         with open(os.path.join(os.environ["EXPMGR_TRIAL_DIR"], "metrics.jsonl"), "ab") as file:
             file.write(BAD_LINES[kind] + b"\\n")
-    # an integer SQLite cannot bind: stored exactly
-    expmgr.report_final_result({HUGE} if kind == "huge_integer" else 3)
+    # integers SQLite cannot bind, or no float can hold: stored exactly
+    expmgr.report_final_result({{"huge_integer": {HUGE}, "beyond_float": {BEYOND_FLOAT}}}.get(kind, 3))
 """
 
 
@@ -46,7 +48,8 @@ def _config(tmp_path: Path, code_dir: Path, kinds: list[str]) -> ExperimentConfi
 def test_each_kind_of_bad_metrics_line_is_skipped_and_named_and_the_experiment_finishes_and_resumes(
         tmp_path: Path, code_dir: Path):
     write_script(code_dir, "trial.py", TRIAL)
-    kinds = [*BAD_LINES, "huge_integer"]
+    kinds = [*BAD_LINES, "huge_integer", "beyond_float"]
+    exact = {"huge_integer": HUGE, "beyond_float": BEYOND_FLOAT}
     experiment = Experiment(_config(tmp_path, code_dir, kinds))
     experiment.start(port=0)
     try:
@@ -60,15 +63,15 @@ def test_each_kind_of_bad_metrics_line_is_skipped_and_named_and_the_experiment_f
     for trial in trials:
         kind = trial.parameters["kind"]
         files = TrialFiles(experiment.paths.trial_dir(trial.trialJobId))
-        if kind == "huge_integer":
-            assert trial.finalMetric == HUGE and isinstance(trial.finalMetric, int), "stored exactly"
+        if kind in exact:
+            assert trial.finalMetric == exact[kind] and isinstance(trial.finalMetric, int), "stored exactly"
             continue
         assert trial.finalMetric == 3, f"{kind}: the good reports after the bad line are kept"
         skipped = f"{files.metrics}:2: report skipped"
         assert skipped in files.trial_log.read_text(), kind
         assert skipped in log, kind
     assert sorted(r.value for r in experiment.export_data()) \
-        == [3] * len(BAD_LINES) + [HUGE]
+        == [3] * len(BAD_LINES) + [HUGE, BEYOND_FLOAT]
 
     resumed = Experiment.resume(experiment.id, port=0, home=tmp_path / "home")
     assert resumed.get_status() == "DONE", resumed.get_error()
