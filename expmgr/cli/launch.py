@@ -81,12 +81,14 @@ def resume_experiment(args: argparse.Namespace) -> int:
 
 
 def view_experiment(args: argparse.Namespace) -> int:
-    from expmgr.experiment import Experiment, PortInUseError
+    from expmgr.experiment import Experiment, ExperimentError, PortInUseError
     entry = find_experiment(args.id)
     try:
         Experiment.view(entry.id, port=args.port, home=Path(entry.dir).parent)
     except PortInUseError as error:
         raise CliError(f"--port {args.port}: {error}") from None
+    except ExperimentError as error:  # e.g. its database is damaged
+        raise CliError(str(error), EXIT_FAILED) from None
     return EXIT_OK
 
 

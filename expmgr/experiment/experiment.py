@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import signal
+import sqlite3
 import string
 import threading
 import time
@@ -25,14 +26,14 @@ from typing import Any, Callable
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
-from expmgr.layout import ExperimentPaths, default_home
+from expmgr.layout import ExperimentPaths, default_home, make_private_files
 from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
                         pop_experiment, push_experiment)
 from expmgr.manager import views
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError
+from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
 from expmgr.manager.viewer import Viewer
 from expmgr.states import ExperimentState
 
@@ -131,6 +132,7 @@ class Experiment:
                 id=self.id, name=config.experiment_name, config=config.to_dict(),
                 status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
                 port=self.port, log_dir=str(paths.root)))
+            make_private_files(*paths.database_files)  # SQLite made them 0644 less the umask
         else:
             store = ExperimentStore.open(paths.database)
             store.reopen()
@@ -489,14 +491,17 @@ def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, E
     entry = registry.get(exp_id)
     if entry is None:
         raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
+    database = ExperimentPaths(Path(entry.dir)).database
     try:
-        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+        store = ExperimentStore.open(database, readonly=True)
+        try:
+            return entry, ExperimentConfig.from_dict(store.profile().config)
+        except sqlite3.DatabaseError as error:  # damaged beyond its first page
+            raise unreadable_store(database, error) from None
+        finally:
+            store.close()
     except StoreError as error:
         raise ExperimentError(f"cannot open experiment {exp_id}: {error}") from None
-    try:
-        return entry, ExperimentConfig.from_dict(store.profile().config)
-    finally:
-        store.close()
 
 
 class _PreemptSignal(BaseException):
