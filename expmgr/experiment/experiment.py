@@ -31,7 +31,7 @@ from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_
                         pop_experiment, push_experiment)
 from expmgr.manager import views
 from expmgr.manager.manager import Manager
-from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
+from expmgr.manager.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
 from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
 from expmgr.manager.viewer import Viewer
@@ -118,10 +118,14 @@ class Experiment:
         sockets = _listen(port)
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(self._resume_from or home / self.id)
-        if self._resume_from is None and paths.root.exists():
+        try:
+            if self._resume_from is None and paths.root.exists():
+                raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
+            Registry(home).entries()  # a damaged registry fails here, before anything is written
+        except (ExperimentError, RegistryError):
             for sock in sockets:
                 sock.close()
-            raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
+            raise
         self.port = sockets[0].getsockname()[1]
         self.paths = paths
         now = time.time()

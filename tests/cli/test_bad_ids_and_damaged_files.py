@@ -111,10 +111,12 @@ def test_a_damaged_registry_is_one_clear_message_naming_the_file(finished):
                                             "trialCommand: 'true'\ntrialConcurrency: 1\nmaxTrialNumber: 1\n"
                                             "tuner: {name: Random}\n")
     for command in (("experiment", "list", "--all"), ("trial", "ls", exp_id), ("stop", "--all"),
-                    ("experiment", "delete", exp_id, "--yes"), ("top", "--once")):
+                    ("experiment", "delete", exp_id, "--yes"), ("top", "--once"),
+                    ("create", "--config", "config.yml", "--port", "0", "--foreground")):
         result = expctl(home, *command)
         assert result.returncode == 1, (command, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr, (command, result.stderr)
         assert f"{registry}: not a valid expmgr registry (file is not a database); move it aside" \
                in result.stderr, (command, result.stderr)
-    assert (home / exp_id).is_dir(), "nothing deleted"
+    assert sorted(path.name for path in home.iterdir()) == [exp_id, "registry.sqlite"], \
+        "nothing deleted, no experiment created"
