@@ -54,13 +54,25 @@ def marked_processes(value: str, *, prefix: bool = False) -> list[int]:
         try:
             if os.stat(f"/proc/{name}").st_uid != uid:
                 continue
-            with open(f"/proc/{name}/environ", "rb") as file:
-                environ = file.read()
+            environ = _read(f"/proc/{name}/environ")
         except OSError:  # gone meanwhile, or not readable (another user, not dumpable)
             continue
         if needle in b"\0" + environ:
             found.append(int(name))
     return found
+
+
+def _read(path: str) -> bytes:
+    """The whole file, through bare file descriptors: a tenth of ``open()``'s cost, which
+    counts when it is every process of the user."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def kill_marked(value: str, *, prefix: bool = False) -> int:
