@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from expmgr.layout import REGISTRY_FILE, make_private_dir
+from expmgr.layout import PRIVATE_FILE_MODE, REGISTRY_FILE, make_private_dir
 from expmgr.states import ExperimentState
 
 _SCHEMA = """
@@ -99,7 +99,7 @@ class Registry:
                     conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(_SCHEMA)
                 break
-            except sqlite3.DatabaseError as error:
+            except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() > deadline:
                     conn.close()
                     raise
@@ -112,11 +112,11 @@ class Registry:
         an empty file is an empty SQLite database, and SQLite gives its ``-wal`` and
         ``-shm`` files the same mode."""
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
         except FileExistsError:
             return
         try:
-            os.fchmod(fd, 0o600)
+            os.fchmod(fd, PRIVATE_FILE_MODE)
         finally:
             os.close(fd)
 
