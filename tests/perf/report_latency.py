@@ -12,8 +12,8 @@ over a kept-alive connection. Phases of ``--seconds`` each, alternating so that 
 idle, ..., idle (``--rounds`` followed phases):
 - idle: no websocket client;
 - followed: ``--clients`` clients of ``/api/v1/expmgr/ws`` (tornado's client: default
-  Host, no Origin), each following one trial's stdout (spread over the trials);
-  they connect before the phase starts.
+  Host, no Origin), each following one trial's stdout (spread over the trials) from
+  its last 4 KiB, as the web UI does; they connect before the phase starts.
 Prints a row per phase, the totals of each kind, and the ratios followed / idle;
 target: p99 of reports within 2x of idle. Not part of the test run: it measures,
 it does not assert.
@@ -39,6 +39,9 @@ import tornado.websocket  # noqa: E402
 
 from expmgr import Experiment, ExperimentConfig  # noqa: E402
 
+
+FOLLOW_FROM_END = 4096
+"""Clients follow from the last bytes, as the web UI does after its REST tail."""
 
 # Reports as fast as it can; the phase is read from $LATENCY_CONTROL every 0.1 s, each
 # report's latency kept per phase and written to $LATENCY_OUT/<trial id>.json at "stop".
@@ -146,7 +149,7 @@ def follow(port: int, count: int, trial_ids: list[str]) -> None:
         for index in range(count):
             conn = await tornado.websocket.websocket_connect(url)
             connections.append(conn)
-            conn.write_message(json.dumps({"type": "follow", "file": "stdout",
+            conn.write_message(json.dumps({"type": "follow", "file": "stdout", "offset": -FOLLOW_FROM_END,
                                            "trial": trial_ids[index % len(trial_ids)]}))
             loop.create_task(read(conn))
         while counts["following"] < count:
