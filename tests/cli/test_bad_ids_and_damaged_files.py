@@ -30,14 +30,16 @@ def finished(tmp_path: Path) -> tuple[Path, str]:
     return home, fill_experiment(home, trials=3, metrics_per_trial=2, exp_id="done0001")
 
 
-def _commands_taking_an_id(bad: str, exp_id: str, results: Path) -> list[tuple[str, ...]]:
-    """Every command that names an experiment or a trial, with ``bad`` as that name."""
-    return [("experiment", "delete", bad, "--yes"), ("stop", bad), ("resume", bad, "--port", "0"),
-            ("view", bad, "--port", "0"), ("experiment", "show", bad), ("experiment", "status", bad),
-            ("experiment", "export", bad), ("experiment", "import", bad, str(results)), ("trial", "ls", bad),
-            ("trial", "kill", bad, "f0001"), ("trial", "kill", exp_id, bad), ("log", "experiment", bad),
-            ("log", "stdout", bad, "f0001"), ("log", "stdout", exp_id, bad),
-            ("update", bad, "concurrency", "2"), ("top", bad, "--once"), ("webui", "url", bad)]
+def _commands_taking_an_id(bad: str, exp_id: str, results: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """Every command that names an experiment (ID) or a trial (TRIAL), with ``bad`` as that name."""
+    experiment_commands = [("experiment", "delete", bad, "--yes"), ("stop", bad), ("resume", bad, "--port", "0"),
+                           ("view", bad, "--port", "0"), ("experiment", "show", bad), ("experiment", "status", bad),
+                           ("experiment", "export", bad), ("experiment", "import", bad, str(results)),
+                           ("trial", "ls", bad), ("trial", "kill", bad, "f0001"), ("log", "experiment", bad),
+                           ("log", "stdout", bad, "f0001"), ("update", bad, "concurrency", "2"),
+                           ("top", bad, "--once"), ("webui", "url", bad)]
+    trial_commands = [("trial", "kill", exp_id, bad), ("log", "stdout", exp_id, bad)]
+    return [("ID", command) for command in experiment_commands] + [("TRIAL", command) for command in trial_commands]
 
 
 @pytest.mark.parametrize("bad", ["", "  "], ids=["empty", "blank"])
@@ -45,10 +47,9 @@ def test_an_empty_or_blank_id_is_refused_by_every_command_and_deletes_nothing(fi
     home, exp_id = finished
     results = home.parent / "results.json"
     results.write_text("[]")
-    for command in _commands_taking_an_id(bad, exp_id, results):
+    for argument, command in _commands_taking_an_id(bad, exp_id, results):
         result = expctl(home, *command)
         assert result.returncode == 2, (command, result.stdout, result.stderr)
-        argument = "TRIAL" if command[-1] == bad and command[0] in ("trial", "log") and exp_id in command else "ID"
         assert f"{argument}: expected an id or a unique prefix of one, got {bad!r}" in result.stderr, (
             command, result.stderr)
         assert "Traceback" not in result.stderr
