@@ -11,6 +11,30 @@ from pathlib import Path
 
 HOME_ENV = "EXPMGR_HOME"
 REGISTRY_FILE = "registry.sqlite"
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) readable by its owner only: 0700 whatever
+    the umask. A folder that exists already keeps its mode (the user chose it)."""
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=PRIVATE_DIR_MODE)
+    except FileExistsError:
+        return  # made by another process in between, or not a folder: the caller's open says so
+    os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask
+
+
+def make_private_files(*paths: Path) -> None:
+    """Make the files among ``paths`` that exist readable by their owner only (0600)."""
+    for path in paths:
+        try:
+            os.chmod(path, PRIVATE_FILE_MODE)
+        except FileNotFoundError:
+            pass
 
 
 def default_home() -> Path:
@@ -56,9 +80,18 @@ class ExperimentPaths:
     def trial_dir(self, trial_id: str) -> Path:
         return self.trials_dir / trial_id
 
+    @property
+    def database_files(self) -> tuple[Path, ...]:
+        """The database and the files SQLite keeps beside it (WAL, shared memory)."""
+        return (self.database, *(self.database.with_name(self.database.name + suffix)
+                                 for suffix in ("-wal", "-shm", "-journal")))
+
     def create(self) -> None:
-        for folder in (self.database.parent, self.log_dir, self.trials_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+        """The experiment's folders, readable by their owner only (0700): whatever is
+        written below them, trials' folders and logs included, is private through them."""
+        make_private_dir(self.root.parent)
+        for folder in (self.root, self.database.parent, self.log_dir, self.trials_dir):
+            make_private_dir(folder)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ import argparse
 import sys
 
 from expmgr.cli import control, launch, listing, logs, top, update
-from expmgr.cli.common import EXIT_BAD_INPUT, CliError
+from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError
+from expmgr.manager.registry import RegistryError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as error:
         print(f"expctl {args.command}: {error}", file=sys.stderr)
         return error.status
+    except RegistryError as error:  # a damaged registry.sqlite: every command reads it
+        print(f"expctl {args.command}: {error}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
-"""What every expctl command shares: exit statuses, the error type, finding experiments."""
+"""What every expctl command shares: exit statuses, the error type, finding experiments
+and reading their stores."""
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 
-from expmgr.layout import default_home
+from expmgr.layout import ExperimentPaths, default_home
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
+from expmgr.manager.store import ExperimentStore, StoreError, unreadable_store
 
 if TYPE_CHECKING:
     from expmgr.manager.auth import Access
@@ -47,9 +52,12 @@ def shown_status(entry: RegistryEntry) -> str:
     return "GONE"  # its process died without recording an end (SIGKILL, a reboot)
 
 
-def find_experiment(id_or_prefix: str | None, *, running: bool = False) -> RegistryEntry:
-    """The experiment whose id starts with ``id_or_prefix``; without one, the only
-    running experiment. Raises CliError naming what was wrong."""
+def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument: str = "ID") -> RegistryEntry:
+    """The experiment whose id starts with ``id_or_prefix``; without one (None), the only
+    running experiment. Raises CliError naming ``argument`` when the id is empty, unknown
+    or ambiguous: an empty prefix would match every experiment."""
+    if id_or_prefix is not None:
+        check_id(id_or_prefix, argument)
     entries = registry().entries()
     if id_or_prefix is None:
         candidates = [entry for entry in entries if is_running(entry)]
@@ -63,23 +71,56 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False) -> Regis
     if running:
         matches = [entry for entry in matches if is_running(entry)] or matches
     if not matches:
-        raise CliError(f"no experiment {id_or_prefix!r} in {registry().path}")
+        raise CliError(f"{argument}: no experiment {id_or_prefix!r} in {registry().path}")
     if len(matches) > 1:
-        raise CliError(f"{id_or_prefix!r} is ambiguous: " + ", ".join(entry.id for entry in matches))
+        raise CliError(f"{argument}: {id_or_prefix!r} is ambiguous: " + ", ".join(entry.id for entry in matches))
     return matches[0]
 
 
 def access_of(entry: RegistryEntry) -> "Access":
     """The host, url prefix and token of the experiment's server (its access file);
     CliError when it cannot be read (another user's experiment)."""
-    from pathlib import Path
-
-    from expmgr.layout import ExperimentPaths
     from expmgr.manager.auth import Access, AccessError
     try:
         return Access.load(ExperimentPaths(Path(entry.dir)).access_file)
     except AccessError as error:
         raise CliError(error.problem, EXIT_FAILED) from None
+
+
+def check_id(text: str, argument: str) -> str:
+    """``text`` if it can name something by its id or a prefix of it; CliError naming
+    ``argument`` when it is empty or blank (as a prefix it would match everything)."""
+    if not text.strip():
+        raise CliError(f"{argument}: expected an id or a unique prefix of one, got {text!r}")
+    return text
+
+
+@contextmanager
+def experiment_store(entry: RegistryEntry) -> Iterator[ExperimentStore]:
+    """The experiment's store, read-only, closed after the block. A missing or damaged
+    database (garbage, truncated, another program's file), at opening or at any query in
+    the block, is a CliError naming the file (exit 1), not a traceback."""
+    database = ExperimentPaths(Path(entry.dir)).database
+    try:
+        store = ExperimentStore.open(database, readonly=True)
+    except StoreError as error:
+        raise CliError(str(error), EXIT_FAILED) from None
+    try:
+        yield store
+    except sqlite3.DatabaseError as error:
+        raise CliError(str(unreadable_store(database, error)), EXIT_FAILED) from None
+    finally:
+        store.close()
+
+
+def store_problem(entry: RegistryEntry) -> str | None:
+    """Why the experiment's store cannot be read, or None when it can."""
+    try:
+        with experiment_store(entry) as store:
+            store.profile()
+    except CliError as error:
+        return str(error)
+    return None
 
 
 def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -> Any:

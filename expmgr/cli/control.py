@@ -11,9 +11,9 @@ import argparse
 import os
 import signal
 import time
-from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, port_number, registry, shown_status
+from expmgr.cli.common import (EXIT_OK, CliError, experiment_store, find_experiment, is_running, port_number,
+                               registry, shown_status)
 from expmgr.manager.registry import RegistryEntry
 from expmgr.states import ExperimentState
 
@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if sum(bool(choice) for choice in (args.id, args.all, args.port is not None)) > 1:
+    if sum(bool(choice) for choice in (args.id is not None, args.all, args.port is not None)) > 1:
         raise CliError("give one of an experiment id, --all or --port")
     if args.port is not None:
         targets = [entry for entry in registry().entries() if entry.port == args.port and is_running(entry)]
@@ -81,13 +81,10 @@ def _wait_for(entry: RegistryEntry, condition, deadline: float) -> bool:  # noqa
 
 
 def _grace_period(entry: RegistryEntry) -> float:
-    from expmgr.layout import ExperimentPaths
-    from expmgr.manager.store import ExperimentStore, StoreError
+    """The experiment's ``trialGracePeriod``; 30 s when its store cannot be read (a
+    damaged database must not keep a running experiment from being stopped)."""
     try:
-        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
-    except StoreError:
+        with experiment_store(entry) as store:
+            return float(store.profile().config.get("trialGracePeriod", 30.0))
+    except CliError:
         return 30.0
-    try:
-        return float(store.profile().config.get("trialGracePeriod", 30.0))
-    finally:
-        store.close()

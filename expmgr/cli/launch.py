@@ -96,7 +96,7 @@ def resume_experiment(args: argparse.Namespace) -> int:
 
 
 def view_experiment(args: argparse.Namespace) -> int:
-    from expmgr.experiment import Experiment, HostError, PortInUseError
+    from expmgr.experiment import Experiment, ExperimentError, HostError, PortInUseError
     entry = find_experiment(args.id)
     try:
         Experiment.view(entry.id, port=args.port, home=Path(entry.dir).parent, **_access_arguments(args))
@@ -104,6 +104,8 @@ def view_experiment(args: argparse.Namespace) -> int:
         raise CliError(f"--port {args.port}: {error}") from None
     except (HostError, auth.AccessError) as error:
         raise CliError(_flag_error(error)) from None
+    except ExperimentError as error:  # e.g. its database is damaged
+        raise CliError(str(error), EXIT_FAILED) from None
     return EXIT_OK
 
 

@@ -11,13 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from expmgr.cli.common import (EXIT_OK, CliError, access_of, find_experiment, is_running, print_table, registry,
-                               shown_status)
+from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
+                               print_table, registry, shown_status, store_problem)
 from expmgr.config import ExperimentConfig
-from expmgr.layout import ExperimentPaths
 from expmgr.manager import views
-from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import ExperimentStore, metric_number
+from expmgr.manager.store import metric_number
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
@@ -68,33 +66,33 @@ def _when(seconds: float | None) -> str:
 
 
 def list_experiments(args: argparse.Namespace) -> int:
-    rows = [{"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
-             "started": _when(entry.start_time), "ended": _when(entry.end_time), "dir": entry.dir}
-            for entry in registry().entries() if args.all or is_running(entry)]
+    """The registry's experiments; one whose database cannot be read is listed as
+    UNREADABLE (with the reason under ``error`` and on stderr), the others as usual."""
+    rows = []
+    for entry in registry().entries():
+        if not (args.all or is_running(entry)):
+            continue
+        row = {"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
+               "started": _when(entry.start_time), "ended": _when(entry.end_time), "dir": entry.dir}
+        problem = store_problem(entry)
+        if problem is not None:
+            row["status"], row["error"] = "UNREADABLE", problem
+            print(f"expctl experiment list: {entry.id}: {problem}", file=sys.stderr)
+        rows.append(row)
     print_table(rows, ["id", "name", "status", "port", "started", "ended", "dir"], args.json)
     return EXIT_OK
 
 
-def _open_store(entry: RegistryEntry) -> ExperimentStore:
-    return ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
-
-
 def show_experiment(args: argparse.Namespace) -> int:
-    store = _open_store(find_experiment(args.id))
-    try:
+    with experiment_store(find_experiment(args.id)) as store:
         print(json.dumps(views.experiment_view(store), indent=2))
-    finally:
-        store.close()
     return EXIT_OK
 
 
 def experiment_status(args: argparse.Namespace) -> int:
     entry = find_experiment(args.id)
-    store = _open_store(entry)
-    try:
+    with experiment_store(entry) as store:
         preempted = store.was_preempted()
-    finally:
-        store.close()
     print(f"{entry.id} {shown_status(entry)}{' (preempted)' if preempted else ''}")
     return EXIT_OK
 
@@ -102,12 +100,9 @@ def experiment_status(args: argparse.Namespace) -> int:
 def export_experiment(args: argparse.Namespace) -> int:
     """NNI's export: one record per trial with a final result (its value decoded; a
     non-finite number as the string "NaN", "Infinity" or "-Infinity", so the JSON is valid)."""
-    store = _open_store(find_experiment(args.id))
-    try:
+    with experiment_store(find_experiment(args.id)) as store:
         records = [{"trialJobId": view["trialJobId"], "parameter": view["parameter"],
                     "value": json.loads(view["value"])} for view in views.export_data_view(store)]
-    finally:
-        store.close()
     text = json.dumps(records, indent=2, allow_nan=False) + "\n" if args.format == "json" else _as_csv(records)
     if args.output is None:
         sys.stdout.write(text)
@@ -164,13 +159,10 @@ def delete_experiment(args: argparse.Namespace) -> int:
 def list_trials(args: argparse.Namespace) -> int:
     if args.head is not None and args.head < 0:
         raise CliError(f"--head: expected a number of trials >= 0, got {args.head}")
-    store = _open_store(find_experiment(args.id))
-    try:
+    with experiment_store(find_experiment(args.id)) as store:
         trials = store.trials()
         finals = store.final_metrics()
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
-    finally:
-        store.close()
     if args.status:
         trials = [trial for trial in trials if trial.status.value == args.status.upper()]
     if args.sort:

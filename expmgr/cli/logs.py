@@ -12,10 +12,9 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, registry
+from expmgr.cli.common import EXIT_OK, CliError, check_id, experiment_store, find_experiment, is_running, registry
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import ExperimentStore
 
 _FOLLOW_INTERVAL = 0.2
 _EXPERIMENT_LOGS = {"experiment": "experiment_log", "dispatcher": "dispatcher_log"}
@@ -45,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
     entry = find_experiment(experiment_id)
     paths = ExperimentPaths(Path(entry.dir))
     if trial_log:
-        trial_id = _find_trial(paths, args.ids[-1])
+        trial_id = _find_trial(entry, check_id(args.ids[-1], "TRIAL"))
         path = getattr(TrialFiles(paths.trial_dir(trial_id)), _TRIAL_LOGS[args.which])
-        ended = lambda: _trial_ended(paths, trial_id, entry)  # noqa: E731
+        ended = lambda: _trial_ended(trial_id, entry)  # noqa: E731
     else:
         path = getattr(paths, _EXPERIMENT_LOGS[args.which])
         ended = lambda: not is_running(registry().get(entry.id))  # noqa: E731
@@ -57,27 +56,21 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _find_trial(paths: ExperimentPaths, prefix: str) -> str:
-    store = ExperimentStore.open(paths.database, readonly=True)
-    try:
+def _find_trial(entry: RegistryEntry, prefix: str) -> str:
+    with experiment_store(entry) as store:
         matches = [trial.trial_id for trial in store.trials() if trial.trial_id.startswith(prefix)]
-    finally:
-        store.close()
     if not matches:
-        raise CliError(f"no trial {prefix!r} in experiment {paths.root.name}")
+        raise CliError(f"TRIAL: no trial {prefix!r} in experiment {entry.id}")
     if len(matches) > 1 and prefix not in matches:
-        raise CliError(f"{prefix!r} is ambiguous: " + ", ".join(matches))
+        raise CliError(f"TRIAL: {prefix!r} is ambiguous: " + ", ".join(matches))
     return prefix if prefix in matches else matches[0]
 
 
-def _trial_ended(paths: ExperimentPaths, trial_id: str, entry: RegistryEntry) -> bool:
+def _trial_ended(trial_id: str, entry: RegistryEntry) -> bool:
     if not is_running(registry().get(entry.id)):
         return True
-    store = ExperimentStore.open(paths.database, readonly=True)
-    try:
+    with experiment_store(entry) as store:
         return store.trial(trial_id).status.is_finished()
-    finally:
-        store.close()
 
 
 def _print_start(path: Path, tail: int | None) -> int:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, access_of, find_experiment, is_running, registry
+from expmgr.cli.common import EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running, registry
 from expmgr.config import ExperimentConfig
-from expmgr.layout import ExperimentPaths
 from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import ExperimentStore, StoreError, metric_number
+from expmgr.manager.store import metric_number
 from expmgr.states import TrialState
 
 _CLEAR = "\x1b[H\x1b[2J"
@@ -30,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--interval: expected a positive number of seconds, got {args.interval}")
     try:
         while True:
-            entries = [find_experiment(args.id)] if args.id else [e for e in registry().entries() if is_running(e)]
+            entries = ([find_experiment(args.id)] if args.id is not None
+                       else [e for e in registry().entries() if is_running(e)])
             view = render(entries)
             if args.once:
                 sys.stdout.write(view)
@@ -50,13 +49,10 @@ def render(entries: list[RegistryEntry]) -> str:
 
 def _render_one(entry: RegistryEntry) -> str:
     try:
-        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
-    except StoreError as error:
+        with experiment_store(entry) as store:
+            profile, trials, finals = store.profile(), store.trials(), store.final_metrics()
+    except CliError as error:  # one damaged experiment does not hide the others
         return f"{entry.id}: {error}\n"
-    try:
-        profile, trials, finals = store.profile(), store.trials(), store.final_metrics()
-    finally:
-        store.close()
     counts = {state: sum(trial.status == state for trial in trials) for state in TrialState}
     maximize = not ExperimentConfig.from_dict(profile.config).minimizes
     scores = [(number, trial_id) for trial_id, final in finals.items()

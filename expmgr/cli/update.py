@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, find_experiment, is_running, rest_call, shown_status
+from expmgr.cli.common import EXIT_OK, CliError, check_id, find_experiment, is_running, rest_call, shown_status
 
 # expctl's word -> (NNI's update type, config field)
 _UPDATES = {"concurrency": ("TRIAL_CONCURRENCY", "trialConcurrency"),
@@ -93,7 +93,8 @@ def import_results(args: argparse.Namespace) -> int:
 
 
 def kill_trial(args: argparse.Namespace) -> int:
+    trial_id = check_id(args.trial, "TRIAL")
     entry = _running(args.id)
-    rest_call(entry, "DELETE", f"trial-jobs/{args.trial}")
+    rest_call(entry, "DELETE", f"trial-jobs/{trial_id}")
     print(f"trial {args.trial} of experiment {entry.id} is being stopped")
     return EXIT_OK

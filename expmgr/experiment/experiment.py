@@ -17,6 +17,7 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import string
 import threading
 import time
@@ -28,15 +29,15 @@ from typing import Any, Callable
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
-from expmgr.layout import ExperimentPaths, default_home
+from expmgr.layout import ExperimentPaths, default_home, make_private_files
 from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
                         pop_experiment, push_experiment)
 from expmgr.manager import views
 from expmgr.manager.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
 from expmgr.manager.manager import Manager
-from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
+from expmgr.manager.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError
+from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
 from expmgr.manager.viewer import Viewer
 from expmgr.states import ExperimentState
 
@@ -137,10 +138,14 @@ class Experiment:
         sockets, access = server_sockets(port, host, url_prefix, token)
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(self._resume_from or home / self.id)
-        if self._resume_from is None and paths.root.exists():
+        try:
+            if self._resume_from is None and paths.root.exists():
+                raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
+            Registry(home).entries()  # a damaged registry fails here, before anything is written
+        except (ExperimentError, RegistryError):
             for sock in sockets:
                 sock.close()
-            raise ExperimentError(f"{paths.root} exists already; is experiment {self.id} running?")
+            raise
         self.port = sockets[0].getsockname()[1]
         self.paths = paths
         self.access = access
@@ -152,6 +157,7 @@ class Experiment:
                 id=self.id, name=config.experiment_name, config=config.to_dict(),
                 status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
                 port=self.port, log_dir=str(paths.root)))
+            make_private_files(*paths.database_files)  # SQLite made them 0644 less the umask
         else:
             store = ExperimentStore.open(paths.database)
             store.reopen()
@@ -542,14 +548,17 @@ def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, E
     entry = registry.get(exp_id)
     if entry is None:
         raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
+    database = ExperimentPaths(Path(entry.dir)).database
     try:
-        store = ExperimentStore.open(ExperimentPaths(Path(entry.dir)).database, readonly=True)
+        store = ExperimentStore.open(database, readonly=True)
+        try:
+            return entry, ExperimentConfig.from_dict(store.profile().config)
+        except sqlite3.DatabaseError as error:  # damaged beyond its first page
+            raise unreadable_store(database, error) from None
+        finally:
+            store.close()
     except StoreError as error:
         raise ExperimentError(f"cannot open experiment {exp_id}: {error}") from None
-    try:
-        return entry, ExperimentConfig.from_dict(store.profile().config)
-    finally:
-        store.close()
 
 
 class _PreemptSignal(BaseException):

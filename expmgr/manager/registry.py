@@ -6,12 +6,15 @@ Each experiment process updates its own row; ``expctl`` lists them::
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from expmgr.layout import REGISTRY_FILE
+from expmgr.layout import PRIVATE_FILE_MODE, REGISTRY_FILE, make_private_dir
 from expmgr.states import ExperimentState
 
 _SCHEMA = """
@@ -26,6 +29,10 @@ CREATE TABLE IF NOT EXISTS experiments (
     end_time REAL
 )
 """
+
+
+class RegistryError(Exception):
+    """``registry.sqlite`` cannot be read or written: damaged, overwritten, or busy."""
 
 
 @dataclass
@@ -59,8 +66,29 @@ class Registry:
     def __init__(self, home: Path) -> None:
         self.path = home / REGISTRY_FILE
 
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call; SQLite's errors become a RegistryError naming the file."""
+        conn = None
+        try:
+            conn = self._connect()
+            yield conn
+        except sqlite3.DatabaseError as error:
+            raise self._error(error) from None
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _error(self, error: sqlite3.DatabaseError) -> RegistryError:
+        if getattr(error, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            return RegistryError(f"{self.path}: busy ({error}); another process holds it, try again")
+        return RegistryError(f"{self.path}: not a valid expmgr registry ({error}); move it aside and a new, "
+                             f"empty one is made (the experiments' folders in {self.path.parent} are kept, "
+                             "but no longer listed)")
+
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)
+        self._create_private()
         conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         # Switching to WAL does not wait for a busy database the way other statements
         # do (two experiments creating the registry at once): retry it briefly.
@@ -79,32 +107,36 @@ class Registry:
         conn.row_factory = sqlite3.Row
         return conn
 
-    def add(self, entry: RegistryEntry) -> None:
-        conn = self._connect()
+    def _create_private(self) -> None:
+        """Create the registry file readable by its owner only (0600, whatever the umask);
+        an empty file is an empty SQLite database, and SQLite gives its ``-wal`` and
+        ``-shm`` files the same mode."""
         try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        except FileExistsError:
+            return
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+        finally:
+            os.close(fd)
+
+    def add(self, entry: RegistryEntry) -> None:
+        with self._connection() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?)",
                 (entry.id, entry.name, entry.dir, entry.port, entry.pid, entry.status.value,
                  entry.start_time, entry.end_time),
             )
-        finally:
-            conn.close()
 
     def update(self, exp_id: str, *, status: ExperimentState, pid: int | None = None,
                end_time: float | None = None) -> None:
-        conn = self._connect()
-        try:
+        with self._connection() as conn:
             conn.execute("UPDATE experiments SET status = ?, pid = ?, end_time = ? WHERE id = ?",
                          (status.value, pid, end_time, exp_id))
-        finally:
-            conn.close()
 
     def remove(self, exp_id: str) -> None:
-        conn = self._connect()
-        try:
+        with self._connection() as conn:
             conn.execute("DELETE FROM experiments WHERE id = ?", (exp_id,))
-        finally:
-            conn.close()
 
     def get(self, exp_id: str) -> RegistryEntry | None:
         return next((entry for entry in self.entries() if entry.id == exp_id), None)
@@ -112,11 +144,11 @@ class Registry:
     def entries(self) -> list[RegistryEntry]:
         if not self.path.exists():
             return []
-        conn = self._connect()
-        try:
+        with self._connection() as conn:
             rows = conn.execute("SELECT * FROM experiments ORDER BY start_time").fetchall()
-        finally:
-            conn.close()
-        return [RegistryEntry(id=r["id"], name=r["name"], dir=r["dir"], port=r["port"], pid=r["pid"],
-                              status=ExperimentState(r["status"]), start_time=r["start_time"],
-                              end_time=r["end_time"]) for r in rows]
+        try:
+            return [RegistryEntry(id=r["id"], name=r["name"], dir=r["dir"], port=r["port"], pid=r["pid"],
+                                  status=ExperimentState(r["status"]), start_time=r["start_time"],
+                                  end_time=r["end_time"]) for r in rows]
+        except ValueError as error:  # a status no expmgr writes
+            raise RegistryError(f"{self.path}: not a valid expmgr registry ({error})") from None

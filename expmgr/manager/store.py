@@ -96,6 +96,22 @@ class StoreError(Exception):
     """The database is missing, of another schema version, or inconsistent."""
 
 
+class StoreUnreadable(StoreError):
+    """The database file cannot be read: damaged, truncated, overwritten, or busy."""
+
+
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadable:
+    """The error to raise for SQLite's ``error`` on the database at ``path``: one line
+    naming the file, what SQLite said and what to do."""
+    if getattr(error, "sqlite_errorname", None) in _BUSY:
+        return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
+    return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
+                           "or delete the experiment (expctl experiment delete ID)")
+
+
 @dataclass
 class TrialRecord:
     trial_id: str
@@ -198,8 +214,15 @@ class ExperimentStore:
         version, unless ``readonly`` (then it is read as it is)."""
         if not path.is_file():
             raise StoreError(f"{path}: no experiment database here")
-        conn = _connect(path, readonly=readonly)
-        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        try:
+            conn = _connect(path, readonly=readonly)
+        except sqlite3.DatabaseError as error:
+            raise unreadable_store(path, error) from None
+        try:
+            row = conn.execute("SELECT version FROM schema_version").fetchone()
+        except sqlite3.DatabaseError as error:  # garbage, a truncated file, another program's database
+            conn.close()
+            raise unreadable_store(path, error) from None
         version = row and row[0]
         if version not in (2, SCHEMA_VERSION):
             conn.close()

@@ -1,12 +1,15 @@
 """The local training service: each trial runs ``trialCommand`` in its own
 process group (session) on this machine, its output streams in its trial
-folder, and its end noticed the moment its process exits (no polling).
+folder, and its end noticed the moment its process exits (no polling). A
+watchdog process (``watchdog.py``) ends whatever a trial left running, in its
+group or not, when the trial ends, and every trial when the experiment dies.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
 import os
+import secrets
 import shlex
 import shutil
 import signal as signals
@@ -17,6 +20,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.watchdog import MARKER_ENV, trial_marker
 
 if TYPE_CHECKING:
     from expmgr.config import LocalConfig
@@ -92,10 +96,14 @@ class LocalTrainingService(TrainingService):
         self._gpu_slots: _GpuSlots | None = None
         self._base_env: dict[str, str] = {}
         self._watchdog: subprocess.Popen | None = None
+        self._session = ""
 
     async def start(self) -> None:
+        # Marks this service's trial processes (watchdog.py); random, so that another
+        # experiment's, or an earlier run's, are never taken for ours.
+        self._session = secrets.token_hex(8)
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "expmgr.training.watchdog"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "expmgr.training.watchdog", self._session], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
@@ -116,7 +124,8 @@ class LocalTrainingService(TrainingService):
         return self._gpu_slots is None or self._gpu_slots.available()
 
     async def launch(self, trial: TrialLaunch) -> None:
-        env = {**self._base_env, **trial.env}
+        marker = trial_marker(self._session, trial.trial_id, trial.attempt)
+        env = {**self._base_env, **trial.env, MARKER_ENV: marker}
         if self._gpu_slots is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
@@ -142,7 +151,7 @@ class LocalTrainingService(TrainingService):
                 self._gpu_slots.release(trial.trial_id)
             raise TrainingServiceError(f"cannot start trial {trial.trial_id}: {error}") from error
         self._processes[trial.trial_id] = process
-        self._tell_watchdog(f"+{process.pid}")
+        self._tell_watchdog(f"+{process.pid} {marker}")
         self._events.trial_started(trial.trial_id, trial.attempt, process.pid)
         waiter = asyncio.get_running_loop().create_task(self._wait(trial, process))
         self._waiters.add(waiter)
