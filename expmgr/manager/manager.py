@@ -21,6 +21,7 @@ import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
+from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
 from expmgr.manager.registry import Registry
 from expmgr.manager.rest import make_app
@@ -39,8 +40,11 @@ class Manager:
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
                  sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
-                 logger: logging.Logger, with_strategy: bool = False, resumed: bool = False) -> None:
+                 logger: logging.Logger, with_strategy: bool = False, resumed: bool = False,
+                 limits: ServerLimits | None = None) -> None:
         self.exp_id = exp_id
+        self.limits = limits or ServerLimits.from_environment()
+        """What a client may send to the server (read from the environment when not given)."""
         self.config = config
         self.paths = paths
         self.port = sockets[0].getsockname()[1]
@@ -88,9 +92,11 @@ class Manager:
                              on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
                              resumed=self._resumed)
         self._runner = runner
-        hub = LiveHub(self._store, self.paths, read_only=False)
+        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
+        hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
         hub.start()
-        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner, hub))
+        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner, hub, guard),
+                                               **guard.server_settings())
         server.add_sockets(self._sockets)
         self._started.set()
         try:

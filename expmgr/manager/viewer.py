@@ -15,6 +15,7 @@ import threading
 import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
+from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
 from expmgr.manager.rest import make_app
 from expmgr.manager.store import ExperimentStore
@@ -23,8 +24,10 @@ from expmgr.manager.store import ExperimentStore
 class Viewer:
     """A REST server over a read-only store, on its own event-loop thread."""
 
-    def __init__(self, paths: ExperimentPaths, sockets: list[socket.socket], exp_id: str) -> None:
+    def __init__(self, paths: ExperimentPaths, sockets: list[socket.socket], exp_id: str,
+                 limits: ServerLimits | None = None) -> None:
         self.paths = paths
+        self.limits = limits or ServerLimits.from_environment()
         self.port = sockets[0].getsockname()[1]
         self._sockets = sockets
         self._exp_id = exp_id
@@ -49,9 +52,11 @@ class Viewer:
 
     async def _main(self) -> None:
         store = ExperimentStore.open(self.paths.database, readonly=True)
-        hub = LiveHub(store, self.paths, read_only=True)
+        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
+        hub = LiveHub(store, self.paths, read_only=True, limits=self.limits)
         hub.start()
-        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None, hub))
+        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None, hub, guard),
+                                               **guard.server_settings())
         server.add_sockets(self._sockets)
         self._stopped = asyncio.Event()
         self._started.set()
