@@ -120,3 +120,17 @@ def test_connections_per_address_are_limited(served):
             await asyncio.sleep(0.2)
 
     asyncio.run(scenario())
+
+
+def test_following_a_file_again_replaces_its_follow_instead_of_adding_one(served, sockets):
+    trial_id = served.running()[1]
+    client = sockets(served.port)
+    for _ in range(3):
+        client.send({"type": "follow", "file": "stdout", "trial": trial_id, "offset": -10_000})
+    wait_until(lambda: len(client.of_type("tail")) == 3, what="each follow answered")
+    served.step(1, 0)
+    wait_until(lambda: any("step 0" in tail["text"] for tail in client.of_type("tail")), what="the step pushed")
+    served.step(1, 1)
+    wait_until(lambda: any("step 1" in tail["text"] for tail in client.of_type("tail")), what="the next step pushed")
+    pushed = [tail for tail in client.of_type("tail")[3:] if tail["text"]]
+    assert [tail["text"].count("step") for tail in pushed] in ([1, 1], [2]), "each line pushed once"
