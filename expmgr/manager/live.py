@@ -227,10 +227,11 @@ class LiveHub:
     def _check_follows(self) -> None:
         sizes: dict[LogFile, int] = {}
         reads: dict[tuple[LogFile, int], Tail] = {}  # clients at one offset of one file share its read
+        # A client above MAX_BACKLOG is read for again once it caught up.
         for socket in list(self._sockets):
-            if socket.backlog > MAX_BACKLOG:
-                continue  # read for it once it caught up
             for follow in list(socket.follows.values()):
+                if socket.backlog > MAX_BACKLOG:
+                    break
                 if follow.log not in sizes:
                     sizes[follow.log] = follow.log.size()
                 if not follow.answered or sizes[follow.log] != follow.size or follow.next < sizes[follow.log]:
