@@ -29,6 +29,7 @@ from expmgr.layout import ExperimentPaths, default_home
 from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
                         pop_experiment, push_experiment)
 from expmgr.manager import views
+from expmgr.manager.guard import LimitsError, ServerLimits
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
@@ -114,6 +115,7 @@ class Experiment:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = self.config.canonical(with_strategy=self.strategy is not None)
         self._canonical = config
+        _check_server_limits()
         sockets = _listen(port)
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(self._resume_from or home / self.id)
@@ -200,6 +202,7 @@ class Experiment:
         entry, config = _stored_experiment(exp_id, home)
         experiment = cls(config, id=exp_id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
+        _check_server_limits()
         experiment._viewer = Viewer(experiment.paths, _listen(port), exp_id)
         experiment._viewer.start()
         experiment.port = experiment._viewer.port
@@ -509,3 +512,12 @@ def _raise_preempt_signal(signum: int, frame: Any) -> None:
 
 def _raise_stop_signal(signum: int, frame: Any) -> None:
     raise _StopSignal()
+
+
+def _check_server_limits() -> None:
+    """Refuse bad EXPMGR_MAX_* variables (docs/security.md) before anything is created; the
+    server reads them again when it starts."""
+    try:
+        ServerLimits.from_environment()
+    except LimitsError as error:
+        raise ExperimentError(str(error)) from None

@@ -8,7 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from expmgr import Experiment
+from expmgr import Experiment, ExperimentConfig
+from expmgr.experiment import ExperimentError
 from expmgr.manager.guard import Guard, LimitsError, ServerLimits, allowed_hosts
 from tests.manager.fill import fill_experiment
 from tests.security.conftest import send
@@ -67,5 +68,16 @@ def test_limits_set_in_the_environment_are_those_the_server_enforces(tmp_path: P
     finally:
         view.stop()
     monkeypatch.setenv("EXPMGR_MAX_BODY", "lots")
-    with pytest.raises(LimitsError, match="EXPMGR_MAX_BODY"):
+    with pytest.raises(ExperimentError, match="EXPMGR_MAX_BODY: expected a positive number of bytes, got 'lots'"):
         Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+
+
+def test_a_bad_limit_in_the_environment_stops_a_start_before_anything_is_created(
+        tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("EXPMGR_MAX_IMPORT_BODY", "16MiB")
+    config = ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+                              trial_code_directory=code_dir, trial_concurrency=1, tuner={"name": "GridSearch"},
+                              experiment_working_directory=tmp_path / "home")
+    with pytest.raises(ExperimentError, match="EXPMGR_MAX_IMPORT_BODY: expected a positive number of bytes"):
+        Experiment(config).start(port=0)
+    assert not (tmp_path / "home").exists()
