@@ -8,7 +8,6 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import psutil
