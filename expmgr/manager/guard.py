@@ -2,7 +2,8 @@
 before its body is read (docs/security.md says why): the ``Host`` header names this
 server (no DNS rebinding), an ``Origin`` header is this server's own, a state-changing
 request (POST, PUT, DELETE, PATCH) is ``application/json``, and the body fits its route's
-limit. Refusals are ``{"error": ...}`` with 403, 415 or 413, and the connection is closed::
+limit. Refusals are ``{"error": ...}`` with 403, 415 or 413 (which closes the connection
+without reading the body)::
 
     guard = Guard(allowed_hosts([s.getsockname()[:2] for s in sockets]), ServerLimits.from_environment())
     app = GuardedApplication(routes, guard)                 # routes: tornado's (path, handler, kwargs)
@@ -24,11 +25,17 @@ from urllib.parse import urlsplit
 
 import psutil
 import tornado.httputil
+import tornado.ioloop
 import tornado.web
 
 KiB = 1024
 MiB = 1024 * KiB
 STATE_CHANGING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+LINGER_BYTES = 64 * MiB
+LINGER_SECONDS = 2.0
+"""After a 413, the rest of the body is read and dropped (never kept) up to this much and this
+long before the connection closes: a client that sends its whole body before it reads the
+answer (urllib, http.client) then gets the 413 rather than a reset connection."""
 ENV_LIMITS = {"max_body": "EXPMGR_MAX_BODY", "max_import_body": "EXPMGR_MAX_IMPORT_BODY"}
 """The limits that can be set from the environment (in bytes) when an experiment's server starts."""
 
@@ -191,45 +198,81 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
         self.received = 0
         self.passed = False
         """The headers were handed to the route's delegate."""
-        self.refused = False
+        self.refusal: tuple[int, str] | None = None
+        """Why the request is refused, answered once its body (within the limit) was read."""
+        self.answered = False
+        self.lingering: tornado.ioloop.IOLoop | None = None
+        """Answered 413: the rest of the body is dropped until LINGER_BYTES or LINGER_SECONDS."""
+        self.linger_timer: object | None = None
 
     def headers_received(self, start_line: Any, headers: tornado.httputil.HTTPHeaders) -> Any:
         refusal = self.guard.refusal(self.request, self.body_limit)
-        if refusal is not None:
-            self._refuse(*refusal)
-            return None
-        self.passed = True
-        return self.inner.headers_received(start_line, headers)
+        if refusal is None:
+            self.passed = True
+            return self.inner.headers_received(start_line, headers)
+        if refusal[0] == 413:
+            self._answer_too_large(refusal[1])
+        else:
+            # A body within the limit is read (and dropped) first: closing on a client still
+            # sending would reset the connection before it reads why it was refused.
+            self.refusal = refusal
+        return None
 
     def data_received(self, chunk: bytes) -> Any:
-        if self.refused:
-            return None
         self.received += len(chunk)
-        if self.received > getattr(self.guard.limits, self.body_limit):  # a chunked body, without Content-Length
-            self._refuse(413, self.guard.too_large(self.received, self.body_limit))
+        if self.lingering is not None:
+            if self.received > LINGER_BYTES:
+                self._end_lingering()
             return None
-        return self.inner.data_received(chunk)
+        if self.answered:
+            return None
+        if self.received > getattr(self.guard.limits, self.body_limit):  # a chunked body, without Content-Length
+            if self.passed:
+                self.inner.on_connection_close()  # what it was given is dropped
+                self.passed = False
+            self._answer_too_large(self.guard.too_large(self.received, self.body_limit))
+            return None
+        return self.inner.data_received(chunk) if self.refusal is None else None
 
     def finish(self) -> None:
-        if not self.refused:
+        if self.lingering is not None:
+            self._end_lingering()
+        elif self.refusal is not None and not self.answered:
+            self._answer(*self.refusal)
+            self.request.connection.finish()
+        elif not self.answered:
             self.inner.finish()
 
     def on_connection_close(self) -> None:
+        if self.lingering is not None and self.linger_timer is not None:
+            self.lingering.remove_timeout(self.linger_timer)
         if self.passed:
             self.inner.on_connection_close()
 
-    def _refuse(self, status: int, message: str) -> None:
-        self.refused = True
-        connection = self.request.connection
+    def _answer(self, status: int, message: str, close: bool = False) -> None:
+        self.answered = True
         body = json.dumps({"error": message}).encode()
         headers = tornado.httputil.HTTPHeaders({"Content-Type": "application/json; charset=UTF-8",
-                                                "Content-Length": str(len(body)), "Connection": "close"})
-        # The unread body is discarded, not buffered, while the answer goes out; then the
-        # connection closes (tornado's own limit would add a bare 400 after our answer).
-        connection.set_max_body_size(sys.maxsize)
-        connection.write_headers(tornado.httputil.ResponseStartLine(
+                                                "Content-Length": str(len(body))})
+        if close:
+            headers["Connection"] = "close"
+        self.request.connection.write_headers(tornado.httputil.ResponseStartLine(
             "HTTP/1.1", status, tornado.httputil.responses.get(status, "Refused")), headers, body)
-        connection.finish()
+
+    def _answer_too_large(self, message: str) -> None:
+        """Answer 413 at once; then drop what comes of the body for a while (LINGER_BYTES) and close."""
+        self._answer(413, message, close=True)
+        # The body is dropped as it comes (not kept), beyond tornado's own limit, which
+        # would add a bare 400 after our answer.
+        self.request.connection.set_max_body_size(sys.maxsize)
+        self.lingering = tornado.ioloop.IOLoop.current()
+        self.linger_timer = self.lingering.call_later(LINGER_SECONDS, self._end_lingering)
+
+    def _end_lingering(self) -> None:
+        if self.linger_timer is not None:
+            self.lingering.remove_timeout(self.linger_timer)
+            self.linger_timer = None
+            self.request.connection.finish()  # the body is not read to its end: this closes the connection
 
 
 class GuardedApplication(tornado.web.Application):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 
 import psutil
@@ -76,8 +77,8 @@ def test_a_foreign_host_is_refused_on_every_route_as_after_dns_rebinding(served)
         for host in [f"evil.example:{served.port}", "evil.example", f"127.0.0.1:{served.port + 1}", ""]:
             answer = send(served.port, method, path, b"{}" if method != "GET" else None, host=host)
             assert answer.status == 403 and answer.error.startswith("Host:"), (method, path, host, answer)
-        missing = send(served.port, method, path, b"{}" if method != "GET" else None, Host=None)
-        assert missing.status in (400, 403), (method, path, missing)  # tornado itself refuses HTTP/1.1 without Host
+        missing = send(served.port, method, path, None, Host=None)  # tornado itself refuses HTTP/1.1 without Host,
+        assert missing.status in (400, 403), (method, path, missing)  # closing at once: sent without a body
     assert unchanged_state(served) == before
 
 
@@ -118,29 +119,47 @@ def test_the_websocket_refuses_a_foreign_origin_and_a_foreign_host(served):
 
 
 def refused_while_sending(port: int, method: str, route: str, declared: int | None, total: int) -> tuple[bytes, float]:
-    """Send ``total`` bytes of body (a Content-Length of ``declared``, or chunked when None) and
-    read the answer: (its head, seconds from the first byte sent to the answer's end)."""
+    """Send ``total`` bytes of body (a Content-Length of ``declared``, or chunked when None) on
+    a thread while reading the answer: (the answer, seconds from the first byte sent to its end)."""
     connection = socket.create_connection(("127.0.0.1", port), timeout=10)
-    start = time.monotonic()
-    try:
-        length = f"Content-Length: {declared}" if declared is not None else "Transfer-Encoding: chunked"
-        connection.sendall(f"{method} {route} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                           f"Content-Type: application/json\r\n{length}\r\n\r\n".encode())
+    length = f"Content-Length: {declared}" if declared is not None else "Transfer-Encoding: chunked"
+    head = (f"{method} {route} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Content-Type: application/json\r\n{length}\r\n\r\n").encode()
+    answered = threading.Event()
+
+    def send_body() -> None:
         chunk = b"[" + b" " * (64 * 1024 - 1)
         try:
             for _ in range(total // len(chunk)):
+                if answered.is_set():
+                    return
                 connection.sendall(chunk if declared is not None else b"%x\r\n%s\r\n" % (len(chunk), chunk))
         except OSError:
-            pass  # the server answered and closed: the rest is not read
-        answer = b""
-        try:
-            while data := connection.recv(65536):
-                answer += data
-        except OSError:
-            pass
-        return answer, time.monotonic() - start
+            pass  # the server closed: the rest is not read
+
+    start = time.monotonic()
+    connection.sendall(head)
+    sender = threading.Thread(target=send_body, name="test-big-body")
+    sender.start()
+    answer = b""
+    try:
+        while True:
+            head_end = answer.find(b"\r\n\r\n")
+            if head_end >= 0:
+                length_line = [line for line in answer[:head_end].split(b"\r\n") if line.lower().startswith(b"content-length:")]
+                if length_line and len(answer) >= head_end + 4 + int(length_line[0].split(b":")[1]):
+                    break
+            data = connection.recv(65536)
+            if not data:
+                break
+            answer += data
+        took = time.monotonic() - start
     finally:
+        answered.set()
+        connection.shutdown(socket.SHUT_RDWR)
+        sender.join()
         connection.close()
+    return answer, took
 
 
 def test_oversized_bodies_get_413_at_once_without_being_buffered(served):
@@ -187,3 +206,14 @@ def test_a_trial_still_reports_through_the_guard(served):
     served.step(2, 0)
     wait_until(lambda: any(m["type"] == "PERIODICAL" and m["trialJobId"] == served.running()[2]
                            for m in send(served.port, "GET", f"{API}/metric-data").body), what="trial 2's report")
+
+
+def test_the_cli_client_is_told_why_a_too_large_import_is_refused(served):
+    """expctl and Experiment.connect send the whole body before reading: they get the 413, not a reset."""
+    from expmgr.experiment.remote import RestRefused, rest_call
+    before = unchanged_state(served)
+    records = [{"parameter": {"x": 1}, "value": 0.5, "pad": "x" * 1000}] * (ServerLimits().max_import_body // 1000)
+    with pytest.raises(RestRefused) as refused:
+        rest_call(served.port, "POST", "experiment/import-data", records)
+    assert refused.value.status == 413 and "EXPMGR_MAX_IMPORT_BODY" in str(refused.value)
+    assert unchanged_state(served) == before
