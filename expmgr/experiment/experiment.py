@@ -34,6 +34,7 @@ from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_
                         pop_experiment, push_experiment)
 from expmgr.manager import views
 from expmgr.manager.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
+from expmgr.manager.guard import LimitsError, ServerLimits
 from expmgr.manager.manager import Manager
 from expmgr.manager.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
@@ -135,6 +136,7 @@ class Experiment:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = self.config.canonical(with_strategy=self.strategy is not None)
         self._canonical = config
+        _check_server_limits()
         sockets, access = server_sockets(port, host, url_prefix, token)
         home = Path(config.experiment_working_directory)
         paths = ExperimentPaths(self._resume_from or home / self.id)
@@ -240,6 +242,7 @@ class Experiment:
         entry, config = _stored_experiment(exp_id, home)
         experiment = cls(config, id=exp_id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
+        _check_server_limits()
         sockets, experiment.access = server_sockets(port, host, url_prefix, token)
         experiment._viewer = Viewer(experiment.paths, sockets, exp_id, experiment.access)
         experiment._viewer.start()
@@ -571,3 +574,12 @@ def _raise_preempt_signal(signum: int, frame: Any) -> None:
 
 def _raise_stop_signal(signum: int, frame: Any) -> None:
     raise _StopSignal()
+
+
+def _check_server_limits() -> None:
+    """Refuse bad EXPMGR_MAX_* variables (docs/security.md) before anything is created; the
+    server reads them again when it starts."""
+    try:
+        ServerLimits.from_environment()
+    except LimitsError as error:
+        raise ExperimentError(str(error)) from None

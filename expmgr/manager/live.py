@@ -4,11 +4,13 @@ answers, built off the event loop.
 The store tells the hub of each committed write; the hub then pushes to each client
 what changed since the cursor of its previous message, at most once per PUSH_INTERVAL
 (a burst of metrics makes one message). Nothing is read while nothing is written.
-Files a client follows are checked every FOLLOW_INTERVAL while followed::
+Files a client follows are checked every FOLLOW_INTERVAL while followed; clients
+following one file share its reads. A client's follows, its connections and its unsent
+backlog are bounded (guard.ServerLimits, MAX_BACKLOG), so a client cannot stall the loop::
 
-    hub = LiveHub(store, paths, read_only=False)
-    hub.start()                                  # on the server's event loop
-    app = make_app(store, paths, runner, hub)    # routes /api/v1/expmgr/ws to LiveSocket
+    hub = LiveHub(store, paths, read_only=False, limits=limits)
+    hub.start()                                         # on the server's event loop
+    app = make_app(store, paths, runner, hub, guard)    # routes /api/v1/expmgr/ws to LiveSocket
     ...
     await hub.stop()
 """
@@ -19,7 +21,6 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import tornado.ioloop
@@ -27,9 +28,10 @@ import tornado.websocket
 
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import auth, views
+from expmgr.manager.guard import Guard, ServerLimits
 from expmgr.manager.reader import StoreReader
 from expmgr.manager.store import Changes, ExperimentStore
-from expmgr.manager.tails import Tail, TailError, log_file, read_tail
+from expmgr.manager.tails import LogFile, Tail, TailError, log_file, read_tail
 
 PUSH_INTERVAL = 0.25
 """At most one changes message per client in this many seconds."""
@@ -39,6 +41,10 @@ FOLLOW_INTERVAL = 0.3
 """How often followed files are checked for growth (a stat each)."""
 CHUNKS_PER_CHECK = 4
 """Reads of a followed file per check, each at most tails.MAX_BYTES."""
+MAX_BACKLOG = 2 * 1024 * 1024
+"""Bytes sent to a client and not yet written to its connection above which its followed
+files are not read (they are read again once it caught up): a client that asks much and
+reads little costs no more memory than this."""
 
 _log = logging.getLogger("nni.manager")
 
@@ -55,22 +61,26 @@ def changes_answer(store: ExperimentStore, paths: ExperimentPaths, since: str | 
 class _Follow:
     """A file one client follows."""
 
-    path: Path
+    log: LogFile
     file: str
     trial: str | None
     next: int
     """Where its next read starts (negative until the first read: the last bytes)."""
     size: int = -1
     """The file's size at the last read."""
+    answered: bool = False
+    """The client was sent its first tail (sent even when empty)."""
 
 
 class LiveHub:
     """The websocket clients of one experiment's server; see the module docstring."""
 
-    def __init__(self, store: ExperimentStore, paths: ExperimentPaths, read_only: bool) -> None:
+    def __init__(self, store: ExperimentStore, paths: ExperimentPaths, read_only: bool,
+                 limits: ServerLimits | None = None) -> None:
         self.store = store
         self.paths = paths
         self.read_only = read_only
+        self.limits = limits or ServerLimits()
         self.reader = StoreReader(paths.database)
         self._sockets: set[LiveSocket] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -183,12 +193,22 @@ class LiveHub:
         self._sockets.discard(socket)
         self._update_follow_timer()
 
+    def sockets_from(self, address: str | None) -> int:
+        """How many clients are connected from ``address``."""
+        return sum(1 for socket in self._sockets if socket.request.remote_ip == address)
+
     def follow(self, socket: LiveSocket, file: str, trial: str | None, offset: int) -> None:
-        """Send the file from ``offset`` (negative: its last bytes) now, then what is appended."""
-        path = log_file(self.paths, self.store, file, trial)
-        follow = _Follow(path, file, trial or None, offset)
-        socket.follows[(file, follow.trial)] = follow
-        self._read_follow(socket, follow, first=True)
+        """Send the file from ``offset`` (negative: its last bytes) now (or once the client
+        read its backlog), then what is appended. Following a file again replaces the
+        earlier follow of it; more than ``limits.max_follows`` files is a TailError (429)."""
+        key = (file, trial or None)
+        if key not in socket.follows and len(socket.follows) >= self.limits.max_follows:
+            raise TailError(429, f"follow: this connection already follows {len(socket.follows)} files, the most "
+                                 "one connection may; unfollow one first")
+        follow = _Follow(log_file(self.paths, self.store, file, trial), file, key[1], offset)
+        socket.follows[key] = follow
+        if socket.backlog <= MAX_BACKLOG:
+            self._read_follow(socket, follow, {})
         self._update_follow_timer()
 
     def unfollow(self, socket: LiveSocket, file: str, trial: str | None) -> None:
@@ -205,25 +225,33 @@ class LiveHub:
             self._follow_timer = None
 
     def _check_follows(self) -> None:
-        sizes: dict[Path, int] = {}
+        sizes: dict[LogFile, int] = {}
+        reads: dict[tuple[LogFile, int], Tail] = {}  # clients at one offset of one file share its read
+        # A client above MAX_BACKLOG is read for again once it caught up.
         for socket in list(self._sockets):
             for follow in list(socket.follows.values()):
-                if follow.path not in sizes:
-                    try:
-                        sizes[follow.path] = follow.path.stat().st_size
-                    except FileNotFoundError:
-                        sizes[follow.path] = 0
-                if sizes[follow.path] != follow.size or follow.next < sizes[follow.path]:
-                    self._read_follow(socket, follow, first=False)
+                if socket.backlog > MAX_BACKLOG:
+                    break
+                if follow.log not in sizes:
+                    sizes[follow.log] = follow.log.size()
+                if not follow.answered or sizes[follow.log] != follow.size or follow.next < sizes[follow.log]:
+                    self._read_follow(socket, follow, reads)
 
-    def _read_follow(self, socket: LiveSocket, follow: _Follow, first: bool) -> None:
+    def _read_follow(self, socket: LiveSocket, follow: _Follow, reads: dict[tuple[LogFile, int], Tail]) -> None:
         for _ in range(CHUNKS_PER_CHECK):
-            tail = read_tail(follow.path, follow.next)
+            tail = reads.get((follow.log, follow.next))
+            if tail is None:
+                try:
+                    tail = reads[(follow.log, follow.next)] = read_tail(follow.log, follow.next)
+                except TailError as error:  # it became a symlink: followed no more
+                    socket.follows.pop((follow.file, follow.trial), None)
+                    socket.send_error_message(str(error), file=follow.file, trial=follow.trial)
+                    return
             moved = tail.offset != follow.next or tail.next != follow.next
             follow.next, follow.size = tail.next, tail.size
-            if first or moved:
+            if not follow.answered or moved:
                 socket.send_tail(follow, tail)
-            first = False
+            follow.answered = True
             if tail.next >= tail.size or not moved:
                 return
 
@@ -231,13 +259,25 @@ class LiveHub:
 class LiveSocket(tornado.websocket.WebSocketHandler):
     """One client of ``/api/v1/expmgr/ws[?since=<cursor>]``; messages in docs/architecture.md."""
 
-    def initialize(self, hub: LiveHub) -> None:
+    def initialize(self, hub: LiveHub, guard: Guard) -> None:
         self.hub = hub
+        self.guard = guard
         self.cursor = ""
         self.follows: dict[tuple[str, str | None], _Follow] = {}
+        self.backlog = 0
+        """Bytes sent and not yet written to the connection."""
+
+    def check_origin(self, origin: str) -> bool:
+        return self.guard.origin_allowed(origin)
 
     def prepare(self) -> None:
         auth.check(self)  # before the upgrade: a refused client gets a plain 401
+        address = self.request.remote_ip
+        if self.hub.sockets_from(address) >= self.hub.limits.max_sockets_per_address:
+            self.set_status(429)
+            self.set_header("Content-Type", "application/json; charset=UTF-8")
+            self.finish(json.dumps({"error": f"{address} already has {self.hub.limits.max_sockets_per_address} "
+                                             "websocket connections, the most one address may"}))
 
     def open(self) -> None:
         self.hub.connected(self, self.get_query_argument("since", None))
@@ -273,9 +313,17 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
 
     def send(self, text: str) -> None:
         try:
-            self.write_message(text)
+            written = self.write_message(text)
         except tornado.websocket.WebSocketClosedError:
             self.hub.disconnected(self)
+            return
+        self.backlog += len(text)
+        written.add_done_callback(lambda future, size=len(text): self._written(future, size))
+
+    def _written(self, future: asyncio.Future, size: int) -> None:
+        self.backlog -= size
+        if not future.cancelled():
+            future.exception()  # a closed connection: on_close tells the hub
 
     def send_tail(self, follow: _Follow, tail: Tail) -> None:
         self.send(json.dumps({"type": "tail", "file": follow.file, "trial": follow.trial, "offset": tail.offset,

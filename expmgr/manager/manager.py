@@ -22,6 +22,7 @@ import tornado.httpserver
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
 from expmgr.manager.auth import Access
+from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
 from expmgr.manager.registry import Registry
 from expmgr.manager.rest import make_app
@@ -41,9 +42,11 @@ class Manager:
     def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
                  sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
                  logger: logging.Logger, with_strategy: bool = False, resumed: bool = False,
-                 access: Access = Access()) -> None:
+                 access: Access = Access(), limits: ServerLimits | None = None) -> None:
         self.exp_id = exp_id
         self.access = access
+        self.limits = limits or ServerLimits.from_environment()
+        """What a client may send to the server (read from the environment when not given)."""
         self.config = config
         self.paths = paths
         self.port = sockets[0].getsockname()[1]
@@ -92,10 +95,13 @@ class Manager:
                              resumed=self._resumed, manager_host=self.access.local_host,
                              url_prefix=self.access.url_prefix)
         self._runner = runner
-        hub = LiveHub(self._store, self.paths, read_only=False)
+        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
+        hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
         hub.start()
-        server = tornado.httpserver.HTTPServer(make_app(self._store, self.paths, runner, hub,
-                                                        token=self.access.token, url_prefix=self.access.url_prefix))
+        server = tornado.httpserver.HTTPServer(
+            make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
+                     url_prefix=self.access.url_prefix),
+            **guard.server_settings())
         server.add_sockets(self._sockets)
         self._started.set()
         try:

@@ -5,14 +5,17 @@ websocket of live.py), besides the UI itself (static.py).
 Reads come from the store, so the same routes serve a running experiment and
 a finished one (``runner`` None: read-only, every write answers 409). Trials POST
 their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
-``X-Expmgr-Trial-Token`` header::
+``X-Expmgr-Trial-Token`` header. Every request passes the guard (guard.py: Host,
+Origin, JSON, body size) before a handler runs::
 
-    hub = LiveHub(store, paths, read_only=runner is None); hub.start()
-    app = make_app(store, paths, runner, hub)
-    server = tornado.httpserver.HTTPServer(app); server.add_sockets(sockets)
+    guard = Guard(allowed_hosts([s.getsockname()[:2] for s in sockets]), limits)
+    hub = LiveHub(store, paths, read_only=runner is None, limits=limits); hub.start()
+    app = make_app(store, paths, runner, hub, guard)
+    server = tornado.httpserver.HTTPServer(app, **guard.server_settings()); server.add_sockets(sockets)
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -23,6 +26,7 @@ import tornado.web
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import auth, tails, views
+from expmgr.manager.guard import Guard, GuardedApplication
 from expmgr.manager.live import LiveHub, LiveSocket
 from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
 from expmgr.manager.static import ui_routes
@@ -33,6 +37,8 @@ EXPMGR_API = "/api/v1/expmgr"
 NOT_JSON = object()
 READ_ONLY = "this experiment is served read-only (view); it cannot be changed and takes no reports"
 _INTEGER = re.compile(r"-?[0-9]+")
+PARSE_INLINE = 64 * 1024
+"""Bodies up to this size are parsed on the event loop; larger ones in a thread."""
 
 
 class RequestError(tornado.web.HTTPError):
@@ -44,6 +50,9 @@ class RequestError(tornado.web.HTTPError):
 
 
 class _Handler(tornado.web.RequestHandler):
+    body_limit = "max_body"
+    """The field of guard.ServerLimits that bounds this route's request bodies."""
+
     def initialize(self, store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None,
                    hub: LiveHub) -> None:
         self.store = store
@@ -92,10 +101,12 @@ class _Handler(tornado.web.RequestHandler):
             return
         self.send_json({})
 
-    def json_body(self) -> Any:
-        """The request's JSON body, or NOT_JSON after answering 400."""
+    async def json_body(self) -> Any:
+        """The request's JSON body, or NOT_JSON after answering 400; a large body is
+        parsed off the event loop."""
+        body = self.request.body
         try:
-            return json.loads(self.request.body)
+            return json.loads(body) if len(body) <= PARSE_INLINE else await asyncio.to_thread(json.loads, body)
         except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
             self.send_json({"error": f"body: not JSON ({error})"}, 400)
             return NOT_JSON
@@ -104,8 +115,10 @@ class _Handler(tornado.web.RequestHandler):
 class ImportDataHandler(_Handler):
     """NNI's ``POST experiment/import-data``: earlier results for the tuner."""
 
-    def post(self) -> None:
-        records = self.json_body()
+    body_limit = "max_import_body"
+
+    async def post(self) -> None:
+        records = await self.json_body()
         if records is not NOT_JSON:
             self.apply_change(lambda runner: runner.import_data(records))
 
@@ -132,7 +145,7 @@ class ExperimentHandler(_Handler):
         """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing."""
         self.apply_change(lambda runner: None if runner.stop_requested else runner.request_stop())
 
-    def put(self) -> None:
+    async def put(self) -> None:
         """NNI's update: the body is the profile (or its ``params``) holding the new value."""
         update_type = self.get_query_argument("update_type", "")
         field = UPDATE_TYPES.get(update_type)
@@ -140,7 +153,7 @@ class ExperimentHandler(_Handler):
             self.send_json({"error": f"update_type: expected one of {', '.join(UPDATE_TYPES)}, "
                                      f"got {update_type!r}"}, 400)
             return
-        body = self.json_body()
+        body = await self.json_body()
         if body is NOT_JSON:
             return
         params = body.get("params", body) if isinstance(body, dict) else None
@@ -198,20 +211,19 @@ class TrialFileHandler(_Handler):
     async def get(self, trial_id: str, name: str) -> None:
         if name not in tails.TRIAL_FILES:
             raise RequestError(400, f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
-        path = self._trial_file(trial_id, name)
+        try:
+            file = tails.log_file(self.paths, self.store, name, trial_id).open()
+        except FileNotFoundError:  # the trial has not started
+            file = None
+        except tails.TailError as error:
+            raise RequestError(error.status, str(error)) from None
         self.set_header("Content-Type", "text/plain; charset=UTF-8")
-        if path.is_file():  # not yet when the trial has not started
-            with path.open("rb") as file:  # noqa: ASYNC230 - local files, read in chunks between flushes
+        if file is not None:
+            with file:  # local files, read in chunks between flushes
                 while chunk := file.read(self.CHUNK):
                     self.write(chunk)
                     await self.flush()
         self.finish()
-
-    def _trial_file(self, trial_id: str, name: str) -> Path:
-        try:
-            return tails.log_file(self.paths, self.store, name, trial_id)
-        except tails.TailError as error:
-            raise RequestError(error.status, str(error)) from None
 
 
 class TailHandler(_Handler):
@@ -223,10 +235,10 @@ class TailHandler(_Handler):
             raise RequestError(400, "file: missing")
         offset = self.int_argument("offset", 0, minimum=None)
         try:
-            path = tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None))
+            tail = tails.read_tail(tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None)),
+                                   offset)
         except tails.TailError as error:
             raise RequestError(error.status, str(error)) from None
-        tail = tails.read_tail(path, offset)
         self.send_json({"offset": tail.offset, "next": tail.next, "size": tail.size, "text": tail.text})
 
 
@@ -255,12 +267,13 @@ class TrialMetricsHandler(_Handler):
     """The trial channel: one report per POST, stored before it is acknowledged."""
 
     requires_access_token = False  # the runner checks the trial's own token instead
+    body_limit = "max_report_body"
 
-    def post(self, trial_id: str) -> None:
+    async def post(self, trial_id: str) -> None:
         if self.runner is None:
             self.send_json({"error": READ_ONLY}, 409)
             return
-        report = self.json_body()
+        report = await self.json_body()
         if report is NOT_JSON:
             return
         try:
@@ -272,11 +285,12 @@ class TrialMetricsHandler(_Handler):
 
 
 def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
-             webui_dir: Path | None = None, *, token: str | None = None,
+             guard: Guard, webui_dir: Path | None = None, *, token: str | None = None,
              url_prefix: str = "") -> tornado.web.Application:
-    """The server's routes, under ``url_prefix`` (as auth.normalize_url_prefix gives it);
-    ``webui_dir`` holds the built UI (default: the installed one); with a ``token``,
-    every request but a trial's report must carry it (auth.check)."""
+    """The server's routes, each behind ``guard``, under ``url_prefix`` (as
+    auth.normalize_url_prefix gives it); ``webui_dir`` holds the built UI (default: the
+    installed one); with a ``token``, every request but a trial's report must carry it
+    (auth.check)."""
     context = {"store": store, "paths": paths, "runner": runner, "hub": hub}
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
@@ -296,9 +310,9 @@ def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
     served = ([(path, handler, context) for path, handler in routes]
-              + [(f"{EXPMGR_API}/ws", LiveSocket, {"hub": hub})] + ui_routes(webui_dir))
+              + [(f"{EXPMGR_API}/ws", LiveSocket, {"hub": hub, "guard": guard})] + ui_routes(webui_dir))
     # The page at <prefix>/ loads everything relative to itself; <prefix> alone goes there.
     redirect = [(re.escape(url_prefix), tornado.web.RedirectHandler, {"url": f"{url_prefix}/"})] if url_prefix else []
-    return tornado.web.Application(
+    return GuardedApplication(
         [(re.escape(url_prefix) + path, *rest) for path, *rest in served] + redirect,
-        websocket_ping_interval=20, **auth.settings(token, url_prefix))
+        guard, websocket_ping_interval=20, **auth.settings(token, url_prefix))

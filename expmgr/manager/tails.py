@@ -1,15 +1,22 @@
-"""Reading an experiment's growing log files by byte offset, for the REST ``tail`` route
-and the files a websocket client follows::
+"""Reading an experiment's growing log files by byte offset, for the REST ``tail`` and
+``trial-file`` routes and the files a websocket client follows::
 
-    path = log_file(paths, store, "stdout", trial_id)   # TailError for an unknown name or trial
-    tail = read_tail(path, offset=-4096)                # the last 4 KiB
-    more = read_tail(path, tail.next)                    # what was appended since
+    log = log_file(paths, store, "stdout", trial_id)    # TailError for an unknown name or trial
+    tail = read_tail(log, offset=-4096)                 # the last 4 KiB
+    more = read_tail(log, tail.next)                     # what was appended since
+
+A trial may replace its files (or its folder) with symlinks, or with a FIFO: a file is
+opened one folder at a time below the experiment's folder, never through a symlink, and
+only when it is a regular file (TailError 403 otherwise).
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import BinaryIO
 
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.manager.store import ExperimentStore
@@ -21,7 +28,8 @@ MAX_BYTES = 256 * 1024
 
 
 class TailError(Exception):
-    """A file that cannot be named (``status`` 400) or a trial that does not exist (404)."""
+    """A file that cannot be named (``status`` 400), a trial that does not exist (404),
+    or a file that is a symlink or not a regular file (403)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -43,7 +51,57 @@ class Tail:
     text: str
 
 
-def log_file(paths: ExperimentPaths, store: ExperimentStore, which: str, trial_id: str | None) -> Path:
+@dataclass(frozen=True)
+class LogFile:
+    """A log file below a folder the server trusts (the experiment's), read without
+    following a symlink at or below that folder."""
+
+    root: Path
+    relative: PurePath
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.relative
+
+    def open(self) -> BinaryIO:
+        """The file opened for reading; FileNotFoundError when it does not exist (yet),
+        TailError 403 when it, or a folder on the way, is a symlink or not what it should be."""
+        parts = self.relative.parts
+        if not parts or any(part in ("", ".", "..") or "/" in part for part in parts):
+            raise TailError(403, f"{self.relative}: not a file name inside the experiment's folder")
+        folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for index, part in enumerate(parts):
+                last = index == len(parts) - 1
+                # O_NONBLOCK: opening a FIFO a trial put there must not block the server.
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+                try:
+                    opened = os.open(part, flags, dir_fd=folder)
+                except OSError as error:
+                    if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise TailError(403, f"{self.relative}: refused, it is (or is inside) a symlink or "
+                                             "not a folder; only files inside the experiment's folder are served") from None
+                    raise
+                os.close(folder)
+                folder = opened
+            if not stat.S_ISREG(os.fstat(folder).st_mode):
+                raise TailError(403, f"{self.relative}: refused, not a regular file")
+            os.set_blocking(folder, True)
+            file = os.fdopen(folder, "rb")
+        except BaseException:
+            os.close(folder)
+            raise
+        return file
+
+    def size(self) -> int:
+        """The file's size without following a symlink (0 when it does not exist)."""
+        try:
+            return os.lstat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+
+
+def log_file(paths: ExperimentPaths, store: ExperimentStore, which: str, trial_id: str | None) -> LogFile:
     """The file named ``which``: a trial's ``stdout``, ``stderr`` or ``trial.log`` (with
     ``trial_id``), or the experiment's ``experiment.log`` or ``dispatcher.log``."""
     if which in TRIAL_FILES:
@@ -52,17 +110,20 @@ def log_file(paths: ExperimentPaths, store: ExperimentStore, which: str, trial_i
         if store.trial(trial_id) is None:
             raise TailError(404, f"no trial {trial_id!r}")
         files = TrialFiles(paths.trial_dir(trial_id))
-        return {"stdout": files.stdout, "stderr": files.stderr, "trial.log": files.trial_log}[which]
-    if which in EXPERIMENT_FILES:
-        return paths.experiment_log if which == "experiment.log" else paths.dispatcher_log
-    raise TailError(400, f"file: expected one of {', '.join(TRIAL_FILES + EXPERIMENT_FILES)}, got {which!r}")
+        path = {"stdout": files.stdout, "stderr": files.stderr, "trial.log": files.trial_log}[which]
+    elif which in EXPERIMENT_FILES:
+        path = paths.experiment_log if which == "experiment.log" else paths.dispatcher_log
+    else:
+        raise TailError(400, f"file: expected one of {', '.join(TRIAL_FILES + EXPERIMENT_FILES)}, got {which!r}")
+    return LogFile(paths.root, path.relative_to(paths.root))
 
 
-def read_tail(path: Path, offset: int, max_bytes: int = MAX_BYTES) -> Tail:
+def read_tail(log: LogFile, offset: int, max_bytes: int = MAX_BYTES) -> Tail:
     """Read from ``offset`` (from 0 if the file is now shorter: it was truncated; the last
-    ``-offset`` bytes if negative), at most ``max_bytes``, never splitting a character."""
+    ``-offset`` bytes if negative), at most ``max_bytes``, never splitting a character;
+    TailError 403 for a symlink (see LogFile.open)."""
     try:
-        with open(path, "rb") as file:
+        with log.open() as file:
             size = os.fstat(file.fileno()).st_size
             start = max(0, size + offset) if offset < 0 else (0 if offset > size else offset)
             file.seek(start)

@@ -16,6 +16,7 @@ import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.auth import Access
+from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
 from expmgr.manager.rest import make_app
 from expmgr.manager.store import ExperimentStore
@@ -25,9 +26,10 @@ class Viewer:
     """A REST server over a read-only store, on its own event-loop thread."""
 
     def __init__(self, paths: ExperimentPaths, sockets: list[socket.socket], exp_id: str,
-                 access: Access = Access()) -> None:
+                 access: Access = Access(), limits: ServerLimits | None = None) -> None:
         self.paths = paths
         self.access = access
+        self.limits = limits or ServerLimits.from_environment()
         self.port = sockets[0].getsockname()[1]
         self._sockets = sockets
         self._exp_id = exp_id
@@ -52,10 +54,12 @@ class Viewer:
 
     async def _main(self) -> None:
         store = ExperimentStore.open(self.paths.database, readonly=True)
-        hub = LiveHub(store, self.paths, read_only=True)
+        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
+        hub = LiveHub(store, self.paths, read_only=True, limits=self.limits)
         hub.start()
-        server = tornado.httpserver.HTTPServer(make_app(store, self.paths, None, hub, token=self.access.token,
-                                                        url_prefix=self.access.url_prefix))
+        server = tornado.httpserver.HTTPServer(
+            make_app(store, self.paths, None, hub, guard, token=self.access.token, url_prefix=self.access.url_prefix),
+            **guard.server_settings())
         server.add_sockets(self._sockets)
         self._stopped = asyncio.Event()
         self._started.set()

@@ -203,7 +203,8 @@ def test_trial_reports_are_checked_for_token_and_fields(gated_experiment):
     def post(trial_id: str, body: object) -> tuple[int, str]:
         request = urllib.request.Request(
             f"http://127.0.0.1:{experiment.port}/api/v1/expmgr/trials/{trial_id}/metrics",
-            data=json.dumps(body).encode(), method="POST", headers={"X-Expmgr-Trial-Token": token})
+            data=json.dumps(body).encode(), method="POST",
+            headers={"X-Expmgr-Trial-Token": token, "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return response.status, response.read().decode()

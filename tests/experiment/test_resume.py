@@ -147,7 +147,7 @@ def test_view_serves_a_finished_experiment_read_only(tmp_path: Path, code_dir: P
         with urllib.request.urlopen(f"{base}/api/v1/nni/check-status", timeout=10) as response:
             assert json.loads(response.read())["status"] == "DONE"
         request = urllib.request.Request(f"{base}/api/v1/expmgr/trials/{jobs[0]['trialJobId']}/metrics",
-                                         data=b"{}", method="POST")
+                                         data=b"{}", method="POST", headers={"Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 409 and b"read-only" in refused.value.read()

@@ -135,6 +135,8 @@ def test_a_large_import_goes_in_chunks_and_the_experiment_keeps_answering(tmp_pa
     write_script(code_dir, "trial.py", REPORTING_TRIAL)
     monkeypatch.setenv("GATE", str(tmp_path / "release"))
     monkeypatch.setenv("TIMINGS", str(tmp_path / "timings"))
+    # Above the default import limit (16 MiB), as a user may set it: chunks keep it working.
+    monkeypatch.setenv("EXPMGR_MAX_IMPORT_BODY", str(64 * 1024 * 1024))
     experiment = Experiment(ExperimentConfig(
         search_space=SPACE, trial_command="python3 trial.py", trial_code_directory=code_dir,
         trial_concurrency=1, max_trial_number=1, tuner={"name": "GridSearch"}, trial_grace_period=1,

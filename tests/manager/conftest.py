@@ -94,9 +94,11 @@ def filled_view(tmp_path: Path):
 
 
 def call(port: int, method: str, route: str, body: Any = None) -> tuple[int, Any]:
-    """(status, decoded JSON body) of a request to 127.0.0.1:port."""
+    """(status, decoded JSON body) of a request to 127.0.0.1:port (JSON, as the guard requires
+    of a request that changes something)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=data, method=method)
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())

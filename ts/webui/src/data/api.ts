@@ -19,10 +19,10 @@ export class Api {
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const init: RequestInit = { method, cache: 'no-store' };
-    if (body !== undefined) {
-      init.body = JSON.stringify(body);
-      init.headers = { 'Content-Type': 'application/json' };
-    }
+    // The server refuses a request that changes something unless it is JSON (docs/security.md),
+    // a DELETE without a body included.
+    if (method !== 'GET') init.headers = { 'Content-Type': 'application/json' };
+    if (body !== undefined) init.body = JSON.stringify(body);
     const response = await this.fetchImpl(this.url(path), init);
     const text = await response.text();
     let data: unknown = undefined;

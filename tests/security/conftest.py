@@ -1,0 +1,147 @@
+"""A real experiment on 127.0.0.1 to attack, shared by a module's tests (it only ends when
+the module is done), a raw HTTP client that sends any Host, Origin and body, and what
+must not change when a request is refused."""
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import psutil
+import pytest
+import tornado.web
+
+from expmgr import Experiment, ExperimentConfig
+from expmgr.manager.guard import Guard
+from expmgr.manager.rest import make_app
+from tests.conftest import wait_until, write_script
+from tests.manager.conftest import Stepped, get, sockets  # noqa: F401 - the websocket client fixture
+
+LONG_STEPPED_TRIAL = """
+    import os, sys, time
+    import expmgr
+    x = expmgr.get_next_parameter()["x"]
+    gates = os.environ["GATE_DIR"]
+    print(f"trial {x} started", flush=True)
+    step, deadline = 0, time.monotonic() + 900
+    # One intermediate result per file step<n>-<x> the test creates; "release" ends every trial.
+    while time.monotonic() < deadline and not os.path.exists(os.path.join(gates, "release")):
+        if os.path.exists(os.path.join(gates, f"step{step}-{x}")):
+            expmgr.report_intermediate_result(x * 10 + step)
+            print(f"step {step}", flush=True)
+            step += 1
+        else:
+            time.sleep(0.01)
+    expmgr.report_final_result(x)
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stepped]:
+    """A running experiment with two trials that run until the module's tests are done."""
+    tmp_path = tmp_path_factory.mktemp("served")
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    write_script(code_dir, "trial.py", LONG_STEPPED_TRIAL)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GATE_DIR", str(gates))
+        patch.setenv("EXPMGR_HOME", str(tmp_path / "home"))
+        config = ExperimentConfig(
+            experiment_name="attacked", search_space={"x": {"_type": "choice", "_value": [1, 2, 3, 4]}},
+            trial_command="python3 trial.py", trial_code_directory=code_dir, trial_concurrency=2,
+            max_trial_number=4, tuner={"name": "GridSearch"}, trial_grace_period=2,
+            experiment_working_directory=tmp_path / "home")
+        experiment = Experiment(config)
+        experiment.start(port=0)
+        stepped = Stepped(experiment, gates)
+        try:
+            wait_until(lambda: len(stepped.running()) == 2, what="two running trials")
+            yield stepped
+        finally:
+            stepped.release()
+            experiment.stop()
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    """Decoded JSON, or the text when it is not JSON."""
+
+    @property
+    def error(self) -> str:
+        return self.body.get("error", "") if isinstance(self.body, dict) else str(self.body)
+
+
+def send(port: int, method: str, route: str, body: bytes | None = None, host: str | None = None,
+         **headers: str | None) -> Answer:
+    """``method route`` to 127.0.0.1:port with the Host ``host`` (default: 127.0.0.1:port) and
+    Content-Type application/json unless given (None leaves a header out); header names with
+    ``_`` for ``-``."""
+    sent = {"Host": f"127.0.0.1:{port}" if host is None else host, "Content-Type": "application/json"}
+    sent.update({name.replace("_", "-"): value for name, value in headers.items()})
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest(method, route, skip_host=True, skip_accept_encoding=True)
+        for name, value in sent.items():
+            if value is not None:
+                connection.putheader(name, value)
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        text = response.read().decode(errors="replace")
+    finally:
+        connection.close()
+    try:
+        return Answer(response.status, json.loads(text))
+    except ValueError:
+        return Answer(response.status, text)
+
+
+def trial_token(trial_id: str) -> str:
+    """A running trial's token, read from its process environment as the trial itself does."""
+    for process in psutil.Process().children(recursive=True):
+        try:
+            env = process.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess):
+            continue
+        if env.get("EXPMGR_TRIAL_ID") == trial_id:
+            return env["EXPMGR_TRIAL_TOKEN"]
+    raise AssertionError(f"no process of trial {trial_id}")
+
+
+def app_routes() -> list[tuple[str, type]]:
+    """(path pattern, handler class) of every route make_app serves."""
+    app = make_app(None, None, None, None, Guard(frozenset()))  # type: ignore[arg-type] - routes only
+    return [(rule.matcher.regex.pattern.rstrip("$"), rule.target) for rule in app.wildcard_router.rules]
+
+
+def concrete(pattern: str, trial_id: str) -> str:
+    """A request path for a route pattern: each group a trial id (or a number)."""
+    path = pattern.replace("/(.*)", "/index.js")
+    numbers = iter(["0", "100"])
+    return re.sub(r"\(\[\^/\]\+\)", lambda m: trial_id if "range" not in pattern else next(numbers), path)
+
+
+def writes_of(handler: type) -> list[str]:
+    return [method.upper() for method in ("post", "put", "delete", "patch")
+            if getattr(handler, method) is not getattr(tornado.web.RequestHandler, method)]
+
+
+def unchanged_state(served: Stepped) -> dict[str, Any]:
+    """What a refused request must leave as it is."""
+    profile = get(served.port, "/api/v1/nni/experiment")
+    database = sqlite3.connect(served.experiment.paths.database)
+    try:
+        events = database.execute("SELECT kind, COUNT(*) FROM events GROUP BY kind").fetchall()
+        metrics = database.execute("SELECT COUNT(*) FROM metrics").fetchone()[0]
+    finally:
+        database.close()
+    return {"status": profile["status"], "params": profile["params"], "running": served.running(),
+            "events": dict(events), "metrics": metrics}
