@@ -28,6 +28,8 @@ import tornado.httputil
 import tornado.ioloop
 import tornado.web
 
+from expmgr.trial import MAX_REPORT_BYTES
+
 KiB = 1024
 MiB = 1024 * KiB
 STATE_CHANGING = frozenset({"POST", "PUT", "DELETE", "PATCH"})
@@ -52,7 +54,7 @@ class ServerLimits:
     """Body of a request to any route but the two below."""
     max_import_body: int = 16 * MiB
     """Body of ``POST /api/v1/nni/experiment/import-data``."""
-    max_report_body: int = 64 * KiB
+    max_report_body: int = MAX_REPORT_BYTES
     """Body of one trial report (``POST /api/v1/expmgr/trials/<id>/metrics``)."""
     max_socket_message: int = 64 * KiB
     """One message a websocket client sends; a larger one closes its connection (1009)."""
