@@ -4,8 +4,10 @@ trials keep reporting, launching pauses and says so, and once the store takes wr
 again every report is stored and the experiment goes on to DONE."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
 import sqlite3
 import threading
 import time
@@ -117,18 +119,83 @@ def test_store_held_exclusively_while_trials_report_loses_no_report_and_pauses_l
     _assert_every_report_stored(experiment)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only files and folders: chmod cannot "
-                                              "make the store unwritable (the locked-store test covers the pause)")
-def test_store_folder_made_read_only_pauses_launching_until_it_is_writable_again(tmp_path: Path, code_dir: Path):
-    def block(experiment: Experiment) -> None:
-        for path in [experiment.paths.database.parent, *experiment.paths.database.parent.iterdir()]:
-            path.chmod(0o555 if path.is_dir() else 0o444)
+DISK_TRIAL = f"""
+    import os, sys, time, expmgr
+    x = expmgr.get_next_parameter()["x"]
+    code = os.getcwd()
+    # Output and a first report before the disk fills: the small files then have their
+    # page on the tmpfs and later appends fit in it, as the store's next writes do not.
+    print("started", flush=True)
+    print("started", file=sys.stderr, flush=True)
+    expmgr.report_intermediate_result(x)
+    open(os.path.join(code, f"reported-{{x}}"), "w").close()
+    while x < 4 and not os.path.exists(os.path.join(code, "go")):
+        time.sleep(0.05)
+    for step in range(1, {REPORTS - 1}):
+        expmgr.report_intermediate_result(x + step / 10)
+    expmgr.report_final_result(x * 10)
+    open(os.path.join(code, f"done-{{x}}"), "w").close()
+"""
 
-    def unblock(experiment: Experiment) -> None:
-        for path in [experiment.paths.database.parent, *experiment.paths.database.parent.iterdir()]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
 
-    experiment = _run_with_store_blocked(tmp_path, code_dir, block, unblock)
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 16 MiB tmpfs mounted for this test (root only): a disk that can fill up."""
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mountpoint)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); the locked-store test covers the pause")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Write zeros into ``disk`` until it is full (ENOSPC)."""
+    filler = disk / "filler"
+    chunk = bytes(64 * 1024)
+    with open(filler, "wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(chunk)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+    return filler
+
+
+def test_a_full_disk_pauses_launching_and_loses_no_report_until_space_is_freed(
+        tmp_path: Path, code_dir: Path, small_disk: Path):
+    """The experiment's folder on a disk that fills up while trials report: SQLite says
+    "database or disk is full", launching pauses (check-status says why), and once space is
+    freed every report is stored and the experiment ends DONE. (A folder made read-only
+    cannot be shown here: the store's files are open already, and chmod does not reach open
+    files; a read-only remount is refused while they are open.)"""
+    write_script(code_dir, "trial.py", DISK_TRIAL)
+    config = _config(tmp_path, code_dir)
+    config.experiment_working_directory = small_disk
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        wait_until(lambda: all((code_dir / f"reported-{x}").exists() for x in range(4)), what="four trials reporting")
+        filler = _fill(small_disk)
+        try:
+            (code_dir / "go").touch()
+            wait_until(lambda: all((code_dir / f"done-{x}").exists() for x in range(4)), timeout=60,
+                       what="the four trials to report and end")
+            paused = wait_until(lambda: _check_status(experiment).get("storeUnwritable"), what="launching paused")
+            assert "full" in paused, paused
+            time.sleep(2)  # the retries go on failing meanwhile; nothing is launched
+            assert len(experiment.list_trial_jobs()) == 4, "no trial is launched while the disk is full"
+        finally:
+            filler.unlink()
+        assert experiment.wait(timeout=90)
+    finally:
+        experiment.stop()
+    assert "can be written again; launching new trials goes on" in experiment.paths.experiment_log.read_text()
     _assert_every_report_stored(experiment)
 
 
