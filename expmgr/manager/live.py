@@ -92,6 +92,8 @@ class LiveHub:
         self._last_push = 0.0
         self._follow_timer: tornado.ioloop.PeriodicCallback | None = None
         self._stopping = False
+        self._store_unwritable: str | None = None
+        """While the runner cannot write the store: what clients are told (hello, ``store`` messages)."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -184,10 +186,20 @@ class LiveHub:
         self._sockets.add(socket)
         current = self.store.cursor()
         socket.cursor = current if since is None else since
-        socket.send(json.dumps({"type": "hello", "cursor": socket.cursor, "readOnly": self.read_only}))
+        socket.send(json.dumps({"type": "hello", "cursor": socket.cursor, "readOnly": self.read_only,
+                                "storeUnwritable": self._store_unwritable}))
         if socket.cursor != current:
             self._dirty = True
             self._schedule_push()
+
+    def tell_store_unwritable(self, notice: str | None) -> None:
+        """Tell every client that launching is paused because the store cannot be written
+        (``notice``, the runner's words), or that it goes on (None). No commit announces
+        this, as no write succeeds meanwhile: it is its own message."""
+        self._store_unwritable = notice
+        message = json.dumps({"type": "store", "unwritable": notice})
+        for socket in list(self._sockets):
+            socket.send(message)
 
     def disconnected(self, socket: LiveSocket) -> None:
         self._sockets.discard(socket)

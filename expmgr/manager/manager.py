@@ -90,14 +90,14 @@ class Manager:
                     future.set_exception(RuntimeError(f"experiment {self.exp_id} is not running"))
 
     async def _main(self) -> None:
+        hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
+        hub.start()
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
                              on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
                              resumed=self._resumed, manager_host=self.access.local_host,
-                             url_prefix=self.access.url_prefix)
+                             url_prefix=self.access.url_prefix, on_store_unwritable=hub.tell_store_unwritable)
         self._runner = runner
         guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
-        hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
-        hub.start()
         server = tornado.httpserver.HTTPServer(
             make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
                      url_prefix=self.access.url_prefix),

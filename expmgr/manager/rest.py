@@ -127,8 +127,7 @@ class CheckStatusHandler(_Handler):
     def get(self) -> None:
         view = views.check_status_view(self.store)
         if self.runner is not None and self.runner.store_unwritable is not None:
-            view["storeUnwritable"] = (f"launching new trials is paused: {self.store.path} cannot be written "
-                                       f"({self.runner.store_unwritable})")
+            view["storeUnwritable"] = self.runner.store_unwritable
         self.send_json(view)
 
 

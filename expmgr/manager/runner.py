@@ -185,7 +185,8 @@ class TrialRunner:
                  paths: ExperimentPaths, port: int, logger: logging.Logger,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
                  with_strategy: bool = False, resumed: bool = False,
-                 manager_host: str = "127.0.0.1", url_prefix: str = "") -> None:
+                 manager_host: str = "127.0.0.1", url_prefix: str = "",
+                 on_store_unwritable: Callable[[str | None], None] = lambda notice: None) -> None:
         self.exp_id = exp_id
         self.manager_host, self.url_prefix = manager_host, url_prefix
         """Where trials send their reports: the server's local address and url prefix."""
@@ -195,6 +196,8 @@ class TrialRunner:
         self.port = port
         self.logger = logger
         self._on_state_change = on_state_change
+        self._on_store_unwritable = on_store_unwritable
+        """Told ``store_unwritable`` when launching pauses for it, and None when it goes on."""
         self.state = ExperimentState.INITIALIZED
         # The dispatcher hosts the tuner and assessor; a strategy-only experiment needs neither.
         self.dispatcher: DispatcherClient | None = None
@@ -792,8 +795,11 @@ class TrialRunner:
 
     @property
     def store_unwritable(self) -> str | None:
-        """Why the store cannot be written now (launching is paused meanwhile), or None."""
-        return self._unwritable
+        """What users are told while the store cannot be written (launching is paused
+        meanwhile), or None: check-status, the web UI and experiment.log say this."""
+        if self._unwritable is None:
+            return None
+        return f"launching new trials is paused: {self.store.path} cannot be written ({self._unwritable})"
 
     def _commit(self, write: Callable[..., Any], *args: Any) -> bool:
         """Run ``write(*args)`` (one store write and what depends on it) now, or, while
@@ -816,8 +822,8 @@ class TrialRunner:
         if self._unwritable is None:
             self._unwritable = str(error)
             since = time.time()
-            self.logger.warning("launching new trials is paused: %s cannot be written (%s); "
-                                "retrying until it can", self.store.path, error)
+            self.logger.warning("%s; retrying until it can", self.store_unwritable)
+            self._on_store_unwritable(self.store_unwritable)
             self._pending.append(lambda: self.store.record_store_outage(since, str(error)))
         if self._retrier is None or self._retrier.done():
             self._retrier = asyncio.get_running_loop().create_task(self._retry_pending())
@@ -857,6 +863,7 @@ class TrialRunner:
         if self._unwritable is not None:
             self._unwritable = None
             self.logger.info("%s can be written again; launching new trials goes on", self.store.path)
+            self._on_store_unwritable(None)
             self._wake.set()
         return True
 

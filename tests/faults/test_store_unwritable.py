@@ -18,6 +18,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from tests.conftest import wait_until, write_script
+from tests.manager.conftest import SocketClient
 
 REPORTS = 5  # per trial: 4 intermediate, 1 final
 HOLD_SECONDS = 15.0
@@ -60,11 +61,15 @@ def _count_metrics(experiment: Experiment) -> dict[int, int]:
 
 def _run_with_store_blocked(tmp_path: Path, code_dir: Path, block, unblock) -> Experiment:
     """Start 4 trials, block the store, let them report 5 times each and exit, check
-    that launching is paused, unblock after HOLD_SECONDS, and wait for the end."""
+    that launching is paused (experiment.log, check-status, the web UI's websocket),
+    unblock after HOLD_SECONDS, and wait for the end."""
     write_script(code_dir, "trial.py", TRIAL)
     experiment = Experiment(_config(tmp_path, code_dir))
     experiment.start(port=0)
+    clients: list[SocketClient] = []
     try:
+        watching = SocketClient(experiment.port)
+        clients.append(watching)
         wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("RUNNING") == 4,
                    what="four trials running")
         held_since = time.monotonic()
@@ -76,13 +81,24 @@ def _run_with_store_blocked(tmp_path: Path, code_dir: Path, block, unblock) -> E
             log = experiment.paths.experiment_log
             wait_until(lambda: "launching new trials is paused" in log.read_text(), what="the pause in experiment.log")
             assert str(experiment.paths.database) in log.read_text()
-            assert "storeUnwritable" in _check_status(experiment)
+            notice = _check_status(experiment)["storeUnwritable"]
+            assert notice.startswith("launching new trials is paused") and str(experiment.paths.database) in notice
+            wait_until(lambda: {"type": "store", "unwritable": notice} in watching.messages,
+                       what="the web UI told that launching is paused")
+            late = SocketClient(experiment.port)  # a page opened meanwhile learns it on connecting
+            clients.append(late)
+            wait_until(lambda: late.of_type("hello"), what="hello")
+            assert late.of_type("hello")[0]["storeUnwritable"] == notice
             time.sleep(max(0.0, HOLD_SECONDS - (time.monotonic() - held_since)))
             assert len(experiment.list_trial_jobs()) == 4, "no trial is launched while the store is unwritable"
         finally:
             unblock(experiment)
+        wait_until(lambda: {"type": "store", "unwritable": None} in watching.messages,
+                   what="the web UI told that launching goes on")
         assert experiment.wait(timeout=90)
     finally:
+        for client in clients:
+            client.close()
         experiment.stop()
     assert "can be written again; launching new trials goes on" in experiment.paths.experiment_log.read_text()
     return experiment

@@ -11,6 +11,7 @@
  *   offline-badge          shown only while the websocket is disconnected
  *   live-badge             shown while it is connected
  *   readonly-badge         shown in view mode (readOnly: no controls anywhere)
+ *   store-badge            shown while the store cannot be written (launching paused; title: why)
  *   nav-overview, nav-trials, nav-charts, nav-logs    the tabs (links to #/overview, ...)
  *
  * Overview (#/overview, the default)
@@ -65,6 +66,7 @@ export const testids = {
   offlineBadge: 'offline-badge',
   liveBadge: 'live-badge',
   readonlyBadge: 'readonly-badge',
+  storeBadge: 'store-badge',
   navOverview: 'nav-overview',
   navTrials: 'nav-trials',
   navCharts: 'nav-charts',

@@ -82,6 +82,23 @@ describe('Live', () => {
     live.stop();
   });
 
+  it('keeps the store-unwritable notice of hello and store messages', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true }));
+    const { store, live } = setup(server);
+    live.start();
+    await settle();
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false, storeUnwritable: 'paused: locked' });
+    await settle();
+    expect(store.storeUnwritable).toBe('paused: locked');
+    sockets[0].message({ type: 'store', unwritable: null });
+    expect(store.storeUnwritable).toBeNull();
+    sockets[0].message({ type: 'store', unwritable: 'paused: disk full' });
+    expect(store.storeUnwritable).toBe('paused: disk full');
+    live.stop();
+  });
+
   it('follows `more` pages until the last', async () => {
     const server = fakeServer();
     server.queue(() => changes('p1', { full: true, more: true, trials: [trialView('a', 0, 'RUNNING')] }));

@@ -269,6 +269,7 @@ export class Live {
       case 'hello':
         this.attempt = 0;
         this.store.setReadOnly(!!msg.readOnly);
+        this.store.setStoreUnwritable(msg.storeUnwritable ?? null);
         this.stopOfflinePolling();
         this.setState('online');
         void this.catchUp().catch(() => {
@@ -286,6 +287,9 @@ export class Live {
         if (f) f.pushed(msg);
         break;
       }
+      case 'store':
+        this.store.setStoreUnwritable(msg.unwritable ?? null);
+        break;
       case 'error': {
         const f = msg.file ? this.followers.get(followKey(msg.file, msg.trial ?? null)) : undefined;
         if (f) f.failed(msg.error);

@@ -22,6 +22,8 @@ export class ExperimentData {
   trials: Trial[] = [];
   cursor: string | null = null;
   readOnly: boolean | null = null;
+  /** While the server cannot write its store: why (launching is paused); null otherwise. */
+  storeUnwritable: string | null = null;
   /** True once a full snapshot has been applied. */
   loaded = false;
 
@@ -75,6 +77,14 @@ export class ExperimentData {
   setReadOnly(readOnly: boolean): void {
     if (this.readOnly === readOnly) return;
     this.readOnly = readOnly;
+    this.experimentVersion++;
+    this.version++;
+    this.emit();
+  }
+
+  setStoreUnwritable(notice: string | null): void {
+    if (this.storeUnwritable === notice) return;
+    this.storeUnwritable = notice;
     this.experimentVersion++;
     this.version++;
     this.emit();

@@ -89,6 +89,14 @@ export interface HelloMessage {
   type: 'hello';
   cursor: string;
   readOnly: boolean;
+  /** As in StoreMessage; absent from older servers. */
+  storeUnwritable?: string | null;
+}
+
+/** Launching is paused because the store cannot be written (the server's words), or goes on (null). */
+export interface StoreMessage {
+  type: 'store';
+  unwritable: string | null;
 }
 
 export type LogFile = 'stdout' | 'stderr' | 'trial.log' | 'experiment.log' | 'dispatcher.log';
@@ -115,7 +123,8 @@ export interface ErrorMessage {
   trial?: string | null;
 }
 
-export type ServerMessage = HelloMessage | (ChangesMessage & { type: 'changes' }) | TailMessage | ErrorMessage;
+export type ServerMessage =
+  HelloMessage | (ChangesMessage & { type: 'changes' }) | TailMessage | ErrorMessage | StoreMessage;
 
 /** A trial as the UI keeps it. */
 export interface Trial {

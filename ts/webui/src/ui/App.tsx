@@ -71,6 +71,9 @@ export function App() {
           ))}
         </nav>
         <div class="conn">
+          {store.storeUnwritable && (
+            <span class="badge paused" data-testid="store-badge" title={store.storeUnwritable}>launching paused</span>
+          )}
           {store.readOnly && <span class="badge readonly" data-testid="readonly-badge" title="expctl view: read-only">view only</span>}
           {connection === 'offline' && (
             <span class="badge offline" data-testid="offline-badge"
