@@ -3,6 +3,7 @@ trial's stdout grows, over the websocket and without reloading the page."""
 from __future__ import annotations
 
 import re
+import sqlite3
 
 from playwright.sync_api import expect
 
@@ -65,3 +66,27 @@ def test_running_trial_opened_from_the_table_shows_its_stdout_growing(ui, gated_
     run.release()
     expect(ui.get("trialDetailState")).to_have_text("SUCCEEDED")
     expect(ui.get("trialFinal")).to_have_text("1.5")
+
+
+def test_the_page_says_launching_is_paused_while_the_store_cannot_be_written(ui, gated_experiment):
+    run = gated_experiment(trials=3, concurrency=1)
+    running_trials(run, 1)
+    ui.page.goto(run.url)
+    expect(ui.get("app")).to_have_attribute("data-loaded", "true")
+    expect(ui.get("storeBadge")).to_have_count(0)
+
+    # Another process holds the database: the running trial's next report cannot be stored.
+    lock = sqlite3.connect(run.experiment.paths.database, isolation_level=None, timeout=10)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        expect(ui.get("storeBadge")).to_have_text("launching paused")
+        expect(ui.get("storeBadge")).to_have_attribute("title", re.compile(r"cannot be written \(database is locked\)"))
+        ui.screenshot("paused")
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    expect(ui.get("storeBadge")).to_have_count(0)
+    run.release()
+    assert run.experiment.wait(timeout=60)
+    assert run.experiment.get_status() == "DONE"
+    assert not [e for e in ui.errors if e.startswith("page error")], ui.errors
