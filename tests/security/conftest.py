@@ -18,25 +18,11 @@ from expmgr import Experiment, ExperimentConfig
 from expmgr.manager.guard import Guard
 from expmgr.manager.rest import make_app
 from tests.conftest import wait_until, write_script
-from tests.manager.conftest import Stepped, get, sockets  # noqa: F401 - the websocket client fixture
+from tests.manager.conftest import STEPPED_TRIAL, Stepped, get, sockets  # noqa: F401 - the websocket client fixture
 
-LONG_STEPPED_TRIAL = """
-    import os, sys, time
-    import expmgr
-    x = expmgr.get_next_parameter()["x"]
-    gates = os.environ["GATE_DIR"]
-    print(f"trial {x} started", flush=True)
-    step, deadline = 0, time.monotonic() + 900
-    # One intermediate result per file step<n>-<x> the test creates; "release" ends every trial.
-    while time.monotonic() < deadline and not os.path.exists(os.path.join(gates, "release")):
-        if os.path.exists(os.path.join(gates, f"step{step}-{x}")):
-            expmgr.report_intermediate_result(x * 10 + step)
-            print(f"step {step}", flush=True)
-            step += 1
-        else:
-            time.sleep(0.01)
-    expmgr.report_final_result(x)
-"""
+# The stepped trials of tests/manager, living long enough for the slowest test here.
+LONG_STEPPED_TRIAL = STEPPED_TRIAL.replace("time.monotonic() + 60", "time.monotonic() + 900")
+assert LONG_STEPPED_TRIAL != STEPPED_TRIAL
 
 
 @pytest.fixture(scope="module")
