@@ -16,6 +16,7 @@ import functools
 import hmac
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -162,6 +163,17 @@ def check_metric_value(value: Any, field: str = "value") -> None:
     number = value.get("default") if isinstance(value, dict) else value
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         raise MetricRejected(400, f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
+
+
+def _as_float_metric(value: Any) -> Any:
+    """A metric as assessors get it: an integer beyond any float (10**400, stored exactly)
+    becomes an infinity of its sign, which they treat as non-finite, instead of an
+    OverflowError in the dispatcher that would end the experiment."""
+    number = value.get("default") if isinstance(value, dict) else value
+    if not isinstance(number, int) or isinstance(number, bool) or metric_number(value) is not None:
+        return value
+    infinite = math.inf if number > 0 else -math.inf
+    return {**value, "default": infinite} if isinstance(value, dict) else infinite
 
 
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -1064,7 +1076,7 @@ class TrialRunner:
 
     async def _assess_now(self, live: _LiveTrial) -> None:
         assert self.dispatcher is not None
-        history = [m.value for m in self.store.metrics(live.record.trial_id)
+        history = [_as_float_metric(m.value) for m in self.store.metrics(live.record.trial_id)
                    if m.type == "PERIODICAL" and m.attempt == live.attempt]
         try:
             reply = await self.dispatcher.request("assess", trial_id=live.record.trial_id, history=history)

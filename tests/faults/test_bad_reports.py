@@ -130,3 +130,29 @@ def test_reports_the_store_cannot_take_are_refused_to_the_trial_with_400_and_the
     assert "REFUSED a report is at most 65536 bytes" in stdout
     assert len(files.metrics.read_text().splitlines()) == 1, "the refused report never reached metrics.jsonl"
     assert trial.status == "SUCCEEDED" and trial.finalMetric == HUGE
+
+
+def test_an_intermediate_result_beyond_any_float_does_not_crash_the_assessor(tmp_path: Path, code_dir: Path):
+    """10**400 is stored exactly; the assessor (in the dispatcher) gets an infinity, not an
+    integer it cannot compare, which would end the experiment in ERROR."""
+    write_script(code_dir, "trial.py", f"""
+        import expmgr
+        x = expmgr.get_next_parameter()["x"]
+        for step in range(3):
+            expmgr.report_intermediate_result({BEYOND_FLOAT} if x == 1 else step)
+        expmgr.report_final_result(x)
+    """)
+    experiment = Experiment(ExperimentConfig(
+        # the big one first: the tuner is asked for more trials after it, so a dead dispatcher shows
+        search_space={"x": {"_type": "choice", "_value": [1, 0, 2]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=3, tuner={"name": "GridSearch"},
+        assessor={"name": "Medianstop"}, experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=60)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    [big] = [t for t in experiment.list_trial_jobs() if t.parameters["x"] == 1]
+    assert big.status == "SUCCEEDED" and big.finalMetric == 1
+    assert f"{BEYOND_FLOAT}" in experiment.paths.database.read_bytes().decode("latin-1"), "stored exactly"
