@@ -24,7 +24,7 @@ from expmgr.log import pop_experiment, push_experiment
 from expmgr.manager.auth import Access
 from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
-from expmgr.manager.registry import Registry
+from expmgr.manager.registry import Registry, RegistryError
 from expmgr.manager.rest import make_app
 from expmgr.manager.runner import TrialRunner
 from expmgr.manager.store import ExperimentStore
@@ -53,6 +53,9 @@ class Manager:
         self._sockets = sockets
         self._store = store
         self._registry = registry
+        self._registry_writer = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"expmgr-{exp_id}-registry")
+        """Writes the registry in order, off the loop: another process may hold its lock."""
         self._logger = logger
         self._with_strategy = with_strategy
         self._resumed = resumed
@@ -80,6 +83,7 @@ class Manager:
         finally:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+            self._registry_writer.shutdown(wait=True)  # the last state is in the registry before wait() returns
             pop_experiment(self.exp_id)
             self._started.set()  # also when _main failed before the server ran
             with self._calls_lock:
@@ -115,9 +119,23 @@ class Manager:
                 self._record_in_registry(ExperimentState.ERROR)
 
     def _record_in_registry(self, state: ExperimentState) -> None:
+        """Keep the registry's summary current, off the loop and in order. The experiment's
+        own store is its record, so a registry that cannot be written (held by another
+        process, disk full) is a warning, not the experiment's end."""
         finished = state.is_finished()
-        self._registry.update(self.exp_id, status=state, pid=None if finished else os.getpid(),
-                              end_time=time.time() if finished else None)
+        pid, end_time = None if finished else os.getpid(), time.time() if finished else None
+
+        def write() -> None:
+            try:
+                self._registry.update(self.exp_id, status=state, pid=pid, end_time=end_time)
+            except RegistryError as error:
+                self._logger.warning("the registry was not told that experiment %s is %s: %s",
+                                     self.exp_id, state.value, error)
+
+        try:
+            self._registry_writer.submit(write)
+        except RuntimeError:  # the interpreter is exiting (a script returned; atexit stops us): write here
+            write()
 
     def request_stop(self) -> None:
         """Ask for a graceful stop; returns at once (``wait()`` for the end)."""

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
+from expmgr.manager.registry import Registry
+from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.manager.conftest import SocketClient
 
@@ -285,3 +287,37 @@ def test_a_store_locked_past_the_final_patience_still_lets_the_experiment_end_wi
     assert f"the experiment ended STOPPED, but {experiment.paths.database} could not be written" in log
     assert "database is locked" in log and "Traceback" not in log
     # the autouse fixture checks that no trial process is left behind
+
+
+def test_a_locked_registry_neither_stalls_nor_ends_the_experiment(tmp_path: Path, code_dir: Path):
+    """The registry only summarizes each experiment; the experiment's own store is its
+    record. Held by another process, the registry is written off the loop: the experiment
+    goes on to DONE meanwhile, warns that the registry was not told, and the registry
+    catches up once it is free."""
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        expmgr.get_next_parameter()
+        while not os.path.exists(os.path.join(os.getcwd(), "go")):
+            time.sleep(0.05)
+        expmgr.report_final_result(1)
+    """)
+    config = _config(tmp_path, code_dir)
+    config.max_trial_number, config.trial_concurrency = 1, 1
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    registry = tmp_path / "home" / "registry.sqlite"
+    lock = _hold_exclusive(registry)
+    try:
+        (code_dir / "go").touch()
+        wait_until(lambda: experiment.get_status() == "DONE", what="DONE in the store while the registry is held")
+        # Before the first registry write gave up (it waits 10 s for the lock): the loop did not wait for it.
+        assert "the registry was not told" not in experiment.paths.experiment_log.read_text()
+        wait_until(lambda: f"the registry was not told that experiment {experiment.id} is"
+                   in experiment.paths.experiment_log.read_text(), what="the warning")
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    assert experiment.wait(timeout=90)
+    experiment.stop()
+    entry = Registry(tmp_path / "home").get(experiment.id)
+    assert entry.status == ExperimentState.DONE, "the last state reached the registry once it was free"

@@ -304,6 +304,7 @@ except urllib.error.HTTPError as error:
     assert stolen.returncode != 0 and "Permission denied" in stolen.stderr
     stop = as_user("-m", "expmgr.cli", "stop", exp_id)
     assert stop.returncode != 0, stop.stdout  # the registry is not theirs to write, the process not to signal
+    assert "Traceback" not in stop.stderr and stop.stderr.strip(), stop.stderr  # one clear message
     assert Registry(shared_home).get(exp_id).status in (ExperimentState.RUNNING, ExperimentState.NO_MORE_TRIAL)
     assert psutil.pid_exists(entry.pid)
     stopped = subprocess.run([sys.executable, "-m", "expmgr.cli", "stop", exp_id], env=env, capture_output=True,
