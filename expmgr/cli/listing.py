@@ -15,7 +15,7 @@ from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, f
                                print_table, registry, shown_status, store_problem)
 from expmgr.config import ExperimentConfig
 from expmgr.manager import views
-from expmgr.manager.store import metric_number
+from expmgr.metrics import ranked
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
@@ -184,16 +184,11 @@ def list_trials(args: argparse.Namespace) -> int:
 def _sorted_by_result(trials: list, finals: dict, metric: str, minimize: bool) -> list:
     """Best first by the final result's ``metric`` (``default`` is the plain number);
     trials without that number come last."""
-    def number(trial) -> float | None:  # noqa: ANN001
-        final = finals.get(trial.trial_id)
-        if final is None:
-            return None
-        value = final.value if isinstance(final.value, dict) else {"default": final.value}
-        found = value.get(metric)
-        return metric_number(found)   # NaN and infinities come last, with the trials without a result
-    scored = [(number(trial), trial) for trial in trials]
-    if all(score is None for score, _ in scored) and scored:
+    def result(trial) -> object:  # noqa: ANN001
+        value = finals[trial.trial_id].value if trial.trial_id in finals else None
+        return value if metric == "default" else (value.get(metric) if isinstance(value, dict) else None)
+    # NaN and infinities come last, with the trials without a result
+    best_first, without = ranked(((trial, result(trial)) for trial in trials), minimize)
+    if trials and not best_first:
         raise CliError(f"--sort: no trial has a final result with a number under {metric!r}")
-    with_score = sorted((item for item in scored if item[0] is not None), key=lambda item: item[0],
-                        reverse=not minimize)
-    return [trial for _, trial in with_score] + [trial for score, trial in scored if score is None]
+    return best_first + without

@@ -9,7 +9,7 @@ import time
 from expmgr.cli.common import EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running, registry
 from expmgr.config import ExperimentConfig
 from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import metric_number
+from expmgr.metrics import best_result
 from expmgr.states import TrialState
 
 _CLEAR = "\x1b[H\x1b[2J"
@@ -54,15 +54,13 @@ def _render_one(entry: RegistryEntry) -> str:
     except CliError as error:  # one damaged experiment does not hide the others
         return f"{entry.id}: {error}\n"
     counts = {state: sum(trial.status == state for trial in trials) for state in TrialState}
-    maximize = not ExperimentConfig.from_dict(profile.config).minimizes
-    scores = [(number, trial_id) for trial_id, final in finals.items()
-              if (number := metric_number(final.value)) is not None]   # NaN is never the best
-    best = (max if maximize else min)(scores, default=None)
+    best = best_result(((trial_id, final.value) for trial_id, final in finals.items()),
+                       minimize=ExperimentConfig.from_dict(profile.config).minimizes)
     limit = profile.config.get("maxTrialNumber")
     lines = [f"{entry.id}  {entry.name or ''}  {profile.status.value}  {_address(entry)}",
              f"  trials {len(trials)}{f'/{limit}' if limit else ''}: "
              + ", ".join(f"{state.value.lower()} {count}" for state, count in counts.items() if count)
-             + (f"   best {best[0]:g} ({best[1]})" if best else "")]
+             + (f"   best {best[1]:g} ({best[0]})" if best else "")]
     now = time.time()
     for trial in trials:
         if trial.status == TrialState.RUNNING:

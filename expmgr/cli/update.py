@@ -8,12 +8,10 @@ import math
 from pathlib import Path
 
 from expmgr.cli.common import EXIT_OK, CliError, check_id, find_experiment, is_running, rest_call, shown_status
+from expmgr.config import UPDATABLE_FIELDS
 
-# expctl's word -> (NNI's update type, config field)
-_UPDATES = {"concurrency": ("TRIAL_CONCURRENCY", "trialConcurrency"),
-            "trialnum": ("MAX_TRIAL_NUM", "maxTrialNumber"),
-            "duration": ("MAX_EXEC_DURATION", "maxExperimentDuration"),
-            "searchspace": ("SEARCH_SPACE", "searchSpace")}
+_UPDATES = {entry.cli_word: entry for entry in UPDATABLE_FIELDS}
+"""expctl's word -> the field it changes."""
 
 
 def add_parsers(commands: argparse._SubParsersAction, experiment_commands: argparse._SubParsersAction,
@@ -42,10 +40,10 @@ def _running(id_or_prefix: str):  # noqa: ANN202
 
 def update_experiment(args: argparse.Namespace) -> int:
     entry = _running(args.id)
-    update_type, field = _UPDATES[args.what]
+    field = _UPDATES[args.what]
     value = _parse_value(args.what, args.value)
-    rest_call(entry, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}})
-    print(f"experiment {entry.id}: {field} is now {args.value}")
+    rest_call(entry, "PUT", f"experiment?update_type={field.update_type}", {"params": {field.field: value}})
+    print(f"experiment {entry.id}: {field.field} is now {args.value}")
     return EXIT_OK
 
 

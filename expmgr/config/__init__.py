@@ -9,6 +9,7 @@ from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
+from ._updatable import UPDATABLE_FIELDS, UpdatableField
 
 __all__ = [
     "AlgorithmConfig",
@@ -16,6 +17,8 @@ __all__ = [
     "ExperimentConfig",
     "LocalConfig",
     "SEARCH_SPACE_TYPES",
+    "UPDATABLE_FIELDS",
+    "UpdatableField",
     "parse_duration",
     "validate_search_space",
 ]

@@ -400,13 +400,13 @@ class Experiment:
 
     def _change_remotely(self, method: Callable[..., None], *args: Any) -> None:
         from expmgr.experiment.remote import RestRefused, rest_call
-        from expmgr.manager.rest import UPDATE_TYPES
+        from expmgr.config import UPDATABLE_FIELDS
         try:
             if method is TrialRunner.kill_trial:
                 rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}", access=self.access)
             else:
                 field, value = args
-                update_type = next(kind for kind, name in UPDATE_TYPES.items() if name == field)
+                update_type = next(entry.update_type for entry in UPDATABLE_FIELDS if entry.field == field)
                 rest_call(self.port, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}},
                           access=self.access)
         except RestRefused as refused:
@@ -509,14 +509,10 @@ class Experiment:
         """The trial with the best final result: the highest ``default`` value, or the
         lowest when the tuner's ``optimize_mode`` is ``minimize``. A non-finite result
         (NaN, an infinity) is never the best; None when no trial has a finite one."""
-        from expmgr.manager.store import metric_number
-        minimize = (self._canonical or self.config).minimizes
-        sign = -1 if minimize else 1
-        scored = [(number, result) for result in self.export_data()
-                  if (number := metric_number(result.value)) is not None]
-        if not scored:
-            return None
-        return max(scored, key=lambda item: sign * item[0])[1]
+        from expmgr.metrics import best_result
+        best = best_result(((result, result.value) for result in self.export_data()),
+                           minimize=(self._canonical or self.config).minimizes)
+        return None if best is None else best[0]
 
 
 def server_sockets(port: int, host: str, url_prefix: str | None, token: str | None) -> tuple[list, Access]:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import tornado.web
 
 from expmgr import trial as trial_api
+from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import auth, tails, views
 from expmgr.manager.guard import Guard, GuardedApplication
@@ -132,8 +133,7 @@ class CheckStatusHandler(_Handler):
 
 
 # NNI's update types (PUT experiment?update_type=...) and the config field each changes.
-UPDATE_TYPES = {"TRIAL_CONCURRENCY": "trialConcurrency", "MAX_TRIAL_NUM": "maxTrialNumber",
-                "MAX_EXEC_DURATION": "maxExperimentDuration", "SEARCH_SPACE": "searchSpace"}
+UPDATE_TYPES = {entry.update_type: entry.field for entry in UPDATABLE_FIELDS}
 
 
 class ExperimentHandler(_Handler):

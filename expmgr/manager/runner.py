@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr import trial as trial_api
+from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.manager.dispatcher_client import DispatcherClient, DispatcherError
-from expmgr.manager.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord, metric_number
+from expmgr.manager.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.metrics import is_better, metric_number, reported_number
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingServiceError, TrialLaunch
 from expmgr.training.local import LocalTrainingService
@@ -69,8 +71,7 @@ stopped or ended by a failure (a dispatcher crash cancels its trials SYS_CANCELE
 not those the user killed one by one."""
 
 
-UPDATABLE_FIELDS = {"trialConcurrency": "trial_concurrency", "maxTrialNumber": "max_trial_number",
-                    "maxExperimentDuration": "max_experiment_duration", "searchSpace": "search_space"}
+UPDATABLE_FIELDS = {entry.field: entry.attribute for entry in UPDATABLE_TABLE}
 """Config fields that may change while the experiment runs (camelCase -> attribute)."""
 
 
@@ -125,14 +126,12 @@ class _BestResult:
     one (NaN, an infinity) is never the best."""
 
     def __init__(self, minimize: bool) -> None:
-        self._sign = -1 if minimize else 1
+        self._minimize = minimize
         self._best: tuple[float, str] | None = None
 
     def offer(self, trial_id: str, value: Any) -> None:
         number = metric_number(value)
-        if number is None:
-            return
-        if self._best is None or self._sign * number > self._sign * self._best[0]:
+        if number is not None and is_better(number, None if self._best is None else self._best[0], self._minimize):
             self._best = (number, trial_id)
 
     def describe(self) -> str:
@@ -160,7 +159,7 @@ def _process_start_time(pid: int | None) -> float | None:
 
 def check_metric_value(value: Any, field: str = "value") -> None:
     """A metric is a number, or a dict with a number under ``default`` (NNI's rule)."""
-    number = value.get("default") if isinstance(value, dict) else value
+    number = reported_number(value)
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         raise MetricRejected(400, f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
 
@@ -169,7 +168,7 @@ def _as_float_metric(value: Any) -> Any:
     """A metric as assessors get it: an integer beyond any float (10**400, stored exactly)
     becomes an infinity of its sign, which they treat as non-finite, instead of an
     OverflowError in the dispatcher that would end the experiment."""
-    number = value.get("default") if isinstance(value, dict) else value
+    number = reported_number(value)
     if not isinstance(number, int) or isinstance(number, bool) or metric_number(value) is not None:
         return value
     infinite = math.inf if number > 0 else -math.inf

@@ -16,13 +16,13 @@ connections of its own. Listeners hear of every committed write, and
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from expmgr.metrics import metric_number  # noqa: F401 - the store's column; also imported from here by tests
 from expmgr.states import ExperimentState, TrialState
 
 SCHEMA_VERSION = 3
@@ -486,6 +486,14 @@ class ExperimentStore:
         rows = self._conn.execute(query + " ORDER BY m.id", args)
         return {metric.trial_id: metric for metric in map(_metric, rows)}
 
+    def final_numbers(self) -> dict[str, float | None]:
+        """The number (``metrics.metric_number``) of each final result ``final_metrics``
+        gives, by trial id, without reading the values: the best trial of 10,000 in a few ms."""
+        rows = self._conn.execute(
+            f"SELECT m.trial_id, {self._metric_number} FROM trials t CROSS JOIN metrics m "
+            "ON m.trial_id = t.trial_id AND m.attempt = t.attempts AND m.type = 'FINAL' ORDER BY m.id")
+        return dict(rows.fetchall())
+
     def latest_metrics(self) -> list[MetricRecord]:
         """Each trial's latest PERIODICAL metric and its final one (as in
         ``final_metrics``), in the order stored: NNI's metric-data-latest."""
@@ -636,19 +644,6 @@ def _trial(row: sqlite3.Row) -> TrialRecord:
 def _metric(row: sqlite3.Row) -> MetricRecord:
     return MetricRecord(trial_id=row["trial_id"], attempt=row["attempt"], sequence=row["sequence"],
                         type=row["type"], value=json.loads(row["value_json"]), time=row["time"])
-
-
-def metric_number(value: Any) -> float | None:
-    """A metric's number: the value, or its ``default``; None when that is not a finite
-    number (NaN reported by a diverging trial), which JSON cannot carry."""
-    number = value.get("default") if isinstance(value, dict) else value
-    if isinstance(number, bool) or not isinstance(number, (int, float)):
-        return None
-    try:
-        finite = math.isfinite(number)
-    except OverflowError:  # an integer beyond any float (10**400): kept exactly in value_json only
-        return None
-    return number if finite else None
 
 
 def _as_real(number: float | None) -> float | None:

@@ -13,9 +13,11 @@ import math
 import time
 from typing import Any
 
+from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
-from expmgr.states import ExperimentState
+from expmgr.metrics import best_result
+from expmgr.states import ExperimentState, TrialState
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -66,6 +68,8 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
         "stderrPath": f"file://localhost:{trial_dir}/stderr",
         "submitTime": _ms(trial.submit_time),
         "attempts": trial.attempts,
+        # The runner kills only a trial whose process runs: not a WAITING or PAUSED one.
+        "canKill": trial.status == TrialState.RUNNING,
     }
     if trial.start_time is not None:
         view["startTime"] = _ms(trial.start_time)
@@ -125,10 +129,19 @@ def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
             for trial in store.trials() if trial.trial_id in finals]
 
 
+_UPDATABLE_VIEW = [{"field": entry.field, "updateType": entry.update_type} for entry in UPDATABLE_FIELDS]
+
+
 def experiment_view(store: ExperimentStore, read_only: bool | None = None) -> dict[str, Any]:
     """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
-    ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view)."""
+    ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view).
+    Also the facts the web UI shows rather than derives: ``optimizeMode`` (``minimize`` or
+    ``maximize``, the tuner's default when the config names none), ``bestTrialId`` (None
+    until a trial has a finite final result) and ``updatableFields`` (each with its NNI
+    ``updateType``)."""
     profile = store.profile()
+    minimize = ExperimentConfig.from_dict(profile.config).minimizes
+    best = best_result(store.final_numbers().items(), minimize)
     end = profile.end_time if profile.end_time is not None else time.time()
     view: dict[str, Any] = {
         "id": profile.id,
@@ -140,6 +153,9 @@ def experiment_view(store: ExperimentStore, read_only: bool | None = None) -> di
         "startTime": _ms(profile.start_time),
         "status": profile.status.value,
         "preempted": store.was_preempted(),
+        "optimizeMode": "minimize" if minimize else "maximize",
+        "bestTrialId": None if best is None else best[0],
+        "updatableFields": _UPDATABLE_VIEW,
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)
