@@ -16,7 +16,7 @@ from typing import Any
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
-from expmgr.metrics import best_result
+from expmgr.metrics import best_result, metric_number
 from expmgr.states import ExperimentState, TrialState
 
 
@@ -77,6 +77,7 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
         view["endTime"] = _ms(trial.end_time)
     if final is not None:
         view["finalMetricData"] = [metric_view(final, trial.sequence_id)]
+        view["finalNumber"] = metric_number(final.value)  # the UI shows it, sorts and filters by it
     return view
 
 

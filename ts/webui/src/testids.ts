@@ -17,8 +17,9 @@
  * Overview (#/overview, the default)
  *   overview, experiment-error (the error with its traceback, when ERROR), start-time, duration,
  *   budget-trials, budget-time (text "used / max"), count-<STATE> (trial counts by state),
- *   best-result, best-trial (link), best-params, concurrency, max-trials, max-duration (current
- *   values, updated live), search-space, config
+ *   optimize-mode, best-result, best-trial (link), best-params (the server's optimize mode and
+ *   best trial: the tuner's default direction when the config names none), concurrency,
+ *   max-trials, max-duration (current values, updated live), search-space, config
  *
  * Controls (only when readOnly is false; on the overview)
  *   controls               the panel
@@ -44,7 +45,7 @@
  * Trial detail (#/trials/<id>)
  *   trial-detail, trial-detail-id, trial-detail-state, trial-final, trial-duration, trial-params,
  *   trial-attempts (a table with exit codes and signals, else "N attempts"),
- *   kill-trial (not in view mode; while WAITING, RUNNING or PAUSED), chart-trial-intermediate,
+ *   kill-trial (not in view mode; when the server says it can kill the trial: RUNNING), chart-trial-intermediate,
  *   tab-stdout, tab-stderr, tab-trial-log; stdout, stderr, trial-log: the tailed file, one row a
  *   line, only the rows in view are in the page (it follows the end); data-lines = line count,
  *   data-next = bytes read
@@ -79,6 +80,7 @@ export const testids = {
   budgetTrials: 'budget-trials',
   budgetTime: 'budget-time',
   countPrefix: 'count-',
+  optimizeMode: 'optimize-mode',
   bestResult: 'best-result',
   bestTrial: 'best-trial',
   bestParams: 'best-params',

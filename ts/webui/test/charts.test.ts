@@ -5,7 +5,7 @@ import {
 } from '../src/charts/options';
 import { parseTrial } from '../src/data/parse';
 import type { Series, Trial } from '../src/data/types';
-import { finalMetricData, trialView } from './helpers';
+import { withFinal, trialView } from './helpers';
 
 function makeTrials(n: number, steps: number): { trials: Trial[]; series: Map<string, Series> } {
   const trials: Trial[] = [];
@@ -13,7 +13,7 @@ function makeTrials(n: number, steps: number): { trials: Trial[]; series: Map<st
   for (let i = 0; i < n; i++) {
     const id = `t${i}`;
     trials.push(parseTrial(trialView(id, i, i % 10 === 0 ? 'RUNNING' : 'SUCCEEDED',
-      i % 10 === 0 ? {} : { finalMetricData: finalMetricData(id, (i * 37) % 101) }, { lr: i / n, opt: i % 2 ? 'adam' : 'sgd' })));
+      i % 10 === 0 ? {} : withFinal(id, (i * 37) % 101), { lr: i / n, opt: i % 2 ? 'adam' : 'sgd' })));
     const s: Series = { seq: [], value: [], time: [] };
     for (let k = 0; k < steps; k++) {
       s.seq.push(k);

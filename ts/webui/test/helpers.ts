@@ -14,6 +14,12 @@ export function trialView(id: string, seq: number, status: string, extra: Partia
   };
 }
 
+/** A trial view's final result as the server sends it: the metric, and its number (`finalNumber`). */
+export function withFinal(id: string, value: number | { default: number; [key: string]: number }): Partial<TrialJobView> {
+  const number = typeof value === 'number' ? value : value.default;
+  return { finalMetricData: finalMetricData(id, value), finalNumber: Number.isFinite(number) ? number : null };
+}
+
 export function finalMetricData(id: string, value: unknown) {
   return [{ timestamp: 5, trialJobId: id, parameterId: '0', type: 'FINAL', sequence: 0, data: JSON.stringify(JSON.stringify(value)) }];
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { metricNumber, optimizeMode, parseDuration, parseMetricData, parseParameters, parseTrial, trialDuration } from '../src/data/parse';
-import { trialView } from './helpers';
+import { parseDuration, parseMetricData, parseParameters, parseTrial, trialDuration } from '../src/data/parse';
+import { finalMetricData, trialView } from './helpers';
 
 describe('parsing NNI shapes', () => {
   it('reads a metric data string encoded twice or once', () => {
@@ -10,11 +10,14 @@ describe('parsing NNI shapes', () => {
     expect(parseMetricData('not json')).toBe('not json');
   });
 
-  it("takes a dict's default as its number", () => {
-    expect(metricNumber({ default: 0.3 })).toBe(0.3);
-    expect(metricNumber('0.25')).toBe(0.25);
-    expect(metricNumber({ loss: 1 })).toBeUndefined();
-    expect(metricNumber(NaN)).toBeUndefined();
+  it("takes a final result's number from the server, not from the reported value", () => {
+    const t = parseTrial(trialView('a', 0, 'SUCCEEDED', { finalMetricData: finalMetricData('a', { default: 0.3, loss: 1 }), finalNumber: 0.3 }));
+    expect(t.final).toBe(0.3);
+    expect(t.finalRaw).toEqual({ default: 0.3, loss: 1 });
+    // NaN reported: the server sends null, the trial has a result but no number
+    const nan = parseTrial(trialView('b', 1, 'SUCCEEDED', { finalMetricData: finalMetricData('b', 'NaN'), finalNumber: null }));
+    expect(nan.final).toBeUndefined();
+    expect(nan.finalRaw).toBe('NaN');
   });
 
   it('reads parameters from hyperParameters', () => {
@@ -30,6 +33,12 @@ describe('parsing NNI shapes', () => {
     expect(listed.attemptDetails![1].signal).toBe(9);
   });
 
+  it('offers to kill a trial only when the server says it can', () => {
+    expect(parseTrial(trialView('a', 0, 'RUNNING', { canKill: true })).canKill).toBe(true);
+    expect(parseTrial(trialView('a', 0, 'WAITING', { canKill: false })).canKill).toBe(false);
+    expect(parseTrial(trialView('a', 0, 'PAUSED')).canKill).toBe(false); // not said: no control
+  });
+
   it('measures durations, running trials up to now', () => {
     const t = parseTrial(trialView('a', 0, 'RUNNING', { startTime: 1000 }));
     expect(trialDuration(t, 4000)).toBe(3);
@@ -37,12 +46,10 @@ describe('parsing NNI shapes', () => {
     expect(trialDuration({ ...t, startTime: undefined }, 9000)).toBeUndefined();
   });
 
-  it('reads durations and the optimize mode like NNI', () => {
+  it('reads durations like NNI', () => {
     expect(parseDuration('1.5h')).toBe(5400);
     expect(parseDuration('30')).toBe(30);
     expect(parseDuration(600)).toBe(600);
     expect(parseDuration('soon')).toBeNaN();
-    expect(optimizeMode({ tuner: { classArgs: { optimize_mode: 'minimize' } } })).toBe('minimize');
-    expect(optimizeMode({})).toBe('maximize');
   });
 });

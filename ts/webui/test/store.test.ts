@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ExperimentData } from '../src/data/store';
 import type { CompactMetric } from '../src/data/types';
-import { changes, finalMetricData, metric, trialView } from './helpers';
+import { changes, withFinal, metric, trialView } from './helpers';
 
 describe('ExperimentData.apply', () => {
   it('loads a full snapshot: trials by sequence id, parameters and final results parsed', () => {
@@ -10,7 +10,7 @@ describe('ExperimentData.apply', () => {
       full: true,
       trials: [
         trialView('b', 1, 'RUNNING'),
-        trialView('a', 0, 'SUCCEEDED', { finalMetricData: finalMetricData('a', { default: 0.5, loss: 2 }) }),
+        trialView('a', 0, 'SUCCEEDED', withFinal('a', { default: 0.5, loss: 2 })),
       ],
     }));
     expect(store.loaded).toBe(true);
@@ -19,6 +19,29 @@ describe('ExperimentData.apply', () => {
     expect(store.trial('a')!.final).toBe(0.5);
     expect(store.trial('a')!.finalRaw).toEqual({ default: 0.5, loss: 2 });
     expect(store.trial('b')!.params).toEqual({ lr: 0.2 });
+  });
+
+  it("takes the best trial, the direction and the updatable fields from the server's experiment view", () => {
+    const store = new ExperimentData();
+    const experiment = {
+      id: 'exp1', execDuration: 1, params: { tuner: { name: 'TPE' } }, status: 'RUNNING',
+      optimizeMode: 'minimize' as const, bestTrialId: 'low',
+      updatableFields: [{ field: 'trialConcurrency', updateType: 'TRIAL_CONCURRENCY' }],
+    };
+    store.apply(changes('c1', {
+      full: true, experiment,
+      trials: [
+        trialView('high', 0, 'SUCCEEDED', withFinal('high', 0.9)),
+        trialView('low', 1, 'SUCCEEDED', withFinal('low', 0.1)),
+      ],
+    }));
+    // TPE minimizes by default: the config names no optimize_mode, the server knows the default
+    expect(store.optimizeMode()).toBe('minimize');
+    expect(store.bestTrial()!.id).toBe('low');
+    expect(store.updateType('trialConcurrency')).toBe('TRIAL_CONCURRENCY');
+    expect(store.updateType('maxTrialNumber')).toBeUndefined();
+    store.apply(changes('c2', { experiment: { ...experiment, bestTrialId: null } }));
+    expect(store.bestTrial()).toBeUndefined();
   });
 
   it('merges incremental changes by trial id and appends metrics', () => {
@@ -150,7 +173,7 @@ describe('ExperimentData.apply', () => {
     const trials = [];
     const metrics = [];
     for (let i = 0; i < 10_000; i++) {
-      trials.push(trialView(`t${i}`, i, 'SUCCEEDED', { finalMetricData: finalMetricData(`t${i}`, i / 10_000) }));
+      trials.push(trialView(`t${i}`, i, 'SUCCEEDED', withFinal(`t${i}`, i / 10_000)));
       for (let s = 0; s < 20; s++) metrics.push(metric(`t${i}`, s, s / 20, 'PERIODICAL', i));
     }
     const start = performance.now();

@@ -10,14 +10,14 @@ import { ExperimentData } from '../src/data/store';
 import { AppCtx } from '../src/ui/app-context';
 import { TrialsPage } from '../src/ui/TrialsPage';
 import { visibleRange } from '../src/ui/VirtualList';
-import { changes, finalMetricData, trialView } from './helpers';
+import { changes, withFinal, trialView } from './helpers';
 
 function makeStore(n: number): ExperimentData {
   const store = new ExperimentData();
   const trials = [];
   for (let i = 0; i < n; i++) {
     trials.push(trialView(`t${i}`, i, i % 4 ? 'SUCCEEDED' : 'FAILED',
-      i % 4 ? { finalMetricData: finalMetricData(`t${i}`, (i * 37) % 1000 / 1000) } : {},
+      i % 4 ? withFinal(`t${i}`, (i * 37) % 1000 / 1000) : {},
       { lr: (i % 100) / 100, opt: i % 2 ? 'adam' : 'sgd' }));
   }
   store.apply(changes('c1', { full: true, trials }));

@@ -67,9 +67,9 @@ export class Api {
     return this.request('DELETE', 'api/v1/nni/experiment');
   }
 
-  /** NNI's update: `field` is the config key (`trialConcurrency`, `maxTrialNumber`, `maxExperimentDuration`). */
-  updateExperiment(updateType: 'TRIAL_CONCURRENCY' | 'MAX_TRIAL_NUM' | 'MAX_EXEC_DURATION', field: string,
-                   value: number): Promise<unknown> {
+  /** NNI's update: `field` is the config key (`trialConcurrency`, ...), `updateType` the server's for it
+   *  (ExperimentData.updateType). */
+  updateExperiment(updateType: string, field: string, value: number): Promise<unknown> {
     return this.request('PUT', `api/v1/nni/experiment?update_type=${updateType}`, { params: { [field]: value } });
   }
 }

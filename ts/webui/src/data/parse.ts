@@ -25,17 +25,9 @@ export function parseMetricData(data: unknown): Json {
   return value as Json;
 }
 
-/** The number a result stands for: itself, or a dict's `default`; undefined if none. */
-export function metricNumber(value: unknown): number | undefined {
-  if (typeof value === 'number') return Number.isFinite(value) ? value : undefined;
-  if (typeof value === 'string' && value.trim() !== '') {
-    const n = Number(value);
-    return Number.isFinite(n) ? n : undefined;
-  }
-  if (value !== null && typeof value === 'object' && !Array.isArray(value) && 'default' in value) {
-    return metricNumber((value as Record<string, unknown>).default);
-  }
-  return undefined;
+/** A number the server resolved (a result's number, null when not finite) as the UI keeps it. */
+export function serverNumber(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
 }
 
 /** The parameters in a trial's `hyperParameters` (a list of JSON strings). */
@@ -77,13 +69,14 @@ export function parseTrial(view: TrialJobView): Trial {
     startTime: view.startTime,
     endTime: view.endTime,
     attempts,
+    canKill: view.canKill === true,
     rev: 0,
   };
   if (details) trial.attemptDetails = details;
   const final = lastFinal(view.finalMetricData);
   if (final !== undefined) {
     trial.finalRaw = final;
-    trial.final = metricNumber(final);
+    trial.final = serverNumber(view.finalNumber);
   }
   return trial;
 }
@@ -99,13 +92,6 @@ export function trialDuration(trial: Trial, now: number): number | undefined {
   const end = trial.endTime ?? (FINISHED_STATES.has(trial.status) ? undefined : now);
   if (end === undefined) return undefined;
   return Math.max(0, (end - trial.startTime) / 1000);
-}
-
-/** Whether the tuner maximizes (NNI's default) or minimizes, from the config. */
-export function optimizeMode(config: Record<string, unknown> | undefined): 'maximize' | 'minimize' {
-  const tuner = config?.tuner as { classArgs?: Record<string, unknown> } | undefined;
-  const mode = tuner?.classArgs?.optimize_mode ?? config?.optimizeMode;
-  return typeof mode === 'string' && mode.toLowerCase().startsWith('min') ? 'minimize' : 'maximize';
 }
 
 /** A duration as NNI writes it (`30s`, `10m`, `1.5h`, `2d` or seconds) in seconds; NaN if unreadable. */

@@ -187,17 +187,10 @@ export function makeRowSelector(): (trials: readonly Trial[], version: number, q
   };
 }
 
-/** The best trial by final result. */
-export function bestTrial(trials: readonly Trial[], mode: 'maximize' | 'minimize'): Trial | undefined {
-  let best: Trial | undefined;
-  for (const t of trials) {
-    if (t.final === undefined) continue;
-    if (!best || (mode === 'maximize' ? t.final > best.final! : t.final < best.final!)) best = t;
-  }
-  return best;
-}
-
-/** Best-so-far of final results in sequence order: [sequence ids, best values]. */
+/**
+ * Best-so-far of final results in sequence order: [sequence ids, best values], for the chart's
+ * line; `mode` is the server's (ExperimentData.optimizeMode), which trial is best is its word too.
+ */
 export function bestSoFar(trials: readonly Trial[], mode: 'maximize' | 'minimize'): [number[], number[]] {
   const xs: number[] = [];
   const ys: number[] = [];

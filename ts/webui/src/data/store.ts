@@ -6,7 +6,7 @@
 // Views read `version` numbers to memoize: `trialsVersion` changes when any trial record changes,
 // `metricsVersion` when any intermediate result arrives, `experimentVersion` for the profile and
 // statistics. Trial records are immutable: a changed trial is a new object.
-import { FINISHED_STATES, metricNumber, parseTrial } from './parse';
+import { FINISHED_STATES, parseTrial, serverNumber } from './parse';
 import type {
   ChangesMessage, CompactMetric, ExperimentView, JobStatistic, Json, Series, Trial, TrialJobView,
 } from './types';
@@ -179,7 +179,7 @@ export class ExperimentData {
       const pending = this.pendingFinal.get(incoming.id);
       if (pending !== undefined && incoming.final === undefined) {
         incoming.finalRaw = pending;
-        incoming.final = metricNumber(pending);
+        incoming.final = serverNumber(pending);
       }
       this.pendingFinal.delete(incoming.id);
       this.insert(incoming);
@@ -254,7 +254,7 @@ export class ExperimentData {
         final = this.setFinal(trialId, rawValue) || final;
         continue;
       }
-      const value = metricNumber(rawValue);
+      const value = serverNumber(rawValue);
       if (value === undefined) continue;
       let s = this.series.get(trialId);
       if (s && attempt !== undefined && s.attempt !== undefined && attempt !== s.attempt) {
@@ -282,8 +282,24 @@ export class ExperimentData {
       return false;
     }
     if (current.finalRaw === raw) return false;
-    this.replace(current, { ...current, finalRaw: raw as Json, final: metricNumber(raw), rev: current.rev + 1 });
+    this.replace(current, { ...current, finalRaw: raw as Json, final: serverNumber(raw), rev: current.rev + 1 });
     return true;
+  }
+
+  /** The direction results are compared in: the server's word (it knows each tuner's default). */
+  optimizeMode(): 'maximize' | 'minimize' {
+    return this.experiment?.optimizeMode === 'minimize' ? 'minimize' : 'maximize';
+  }
+
+  /** The trial with the best final result, as the server decided it. */
+  bestTrial(): Trial | undefined {
+    const id = this.experiment?.bestTrialId;
+    return typeof id === 'string' ? this.byId.get(id) : undefined;
+  }
+
+  /** NNI's update type of config field `field`, if the server lets it change while running. */
+  updateType(field: string): string | undefined {
+    return this.experiment?.updatableFields?.find((f) => f.field === field)?.updateType;
   }
 
   /** Parameter names: the search space's first (in its order), then any other seen in trials. */
@@ -329,7 +345,7 @@ export class ExperimentData {
 function sameTrial(a: Trial, b: Trial): boolean {
   return a.status === b.status && a.attempts === b.attempts && a.startTime === b.startTime &&
     a.endTime === b.endTime && a.submitTime === b.submitTime && a.finalRaw === b.finalRaw &&
-    a.seq === b.seq &&
+    a.seq === b.seq && a.canKill === b.canKill &&
     JSON.stringify(a.params) === JSON.stringify(b.params) &&
     JSON.stringify(a.attemptDetails) === JSON.stringify(b.attemptDetails);
 }

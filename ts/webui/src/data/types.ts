@@ -18,6 +18,17 @@ export interface ExperimentView {
   preempted?: boolean;
   readOnly?: boolean;
   error?: string;
+  /** The direction results are compared in, as the server resolved it (the tuner's default when none is given). */
+  optimizeMode?: 'maximize' | 'minimize';
+  /** The trial with the best final result, as the server decides it; null until one has a finite result. */
+  bestTrialId?: string | null;
+  /** The config fields that may change while running, each with NNI's update type. */
+  updatableFields?: UpdatableField[];
+}
+
+export interface UpdatableField {
+  field: string;
+  updateType: string;
 }
 
 export interface ExperimentConfig {
@@ -67,6 +78,10 @@ export interface TrialJobView {
   attempts?: number | AttemptView[];
   attemptDetails?: AttemptView[];
   finalMetricData?: MetricView[];
+  /** The final result's number (`default` of a dict); null when it is not finite. */
+  finalNumber?: number | null;
+  /** Whether the server would kill this trial now (only a RUNNING one). */
+  canKill?: boolean;
 }
 
 /** `[trialId, sequenceId, type, metricSequence, value, timestampMs, attempt?]` */
@@ -141,6 +156,8 @@ export interface Trial {
   final?: number;
   /** The final result as reported (number or dict). */
   finalRaw?: Json;
+  /** The server's word: it would kill this trial now. */
+  canKill: boolean;
   /** Bumped whenever this trial's record or its metrics change. */
   rev: number;
 }

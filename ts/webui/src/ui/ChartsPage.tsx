@@ -1,7 +1,6 @@
 // Final results with the best so far, intermediate curves, parallel coordinates, durations.
 // Options are rebuilt at most once a second while the experiment runs.
 import { useMemo, useState } from 'preact/hooks';
-import { optimizeMode } from '../data/parse';
 import {
   countPoints, curvesOption, durationsOption, finalOption, parallelOption, selectCurves, type CurvesMode,
 } from '../charts/options';
@@ -32,7 +31,7 @@ export function ChartsPage() {
   const [withOthers, setWithOthers] = useState(true);
   const [highlight, setHighlight] = useState<string | null>(null);
 
-  const optimize = optimizeMode(store.experiment?.params as Record<string, unknown> | undefined);
+  const optimize = store.optimizeMode();
   const keys = store.paramKeys();
   const space = store.experiment?.params?.searchSpace;
   const spaceKey = useMemo(() => JSON.stringify(space ?? null), [experimentVersion]);

@@ -1,5 +1,5 @@
-// Steering a running experiment: stop it, change its concurrency, max trials and max duration.
-// Shown only when the server is not read-only (not under `expctl view`).
+// Steering a running experiment: stop it, change its concurrency, max trials and max duration (the
+// fields the server lists as updatable). Shown only when the server is not read-only (not under `expctl view`).
 import { useState } from 'preact/hooks';
 import { EXPERIMENT_FINISHED, parseDuration } from '../data/parse';
 import { useApp } from './app-context';
@@ -60,27 +60,35 @@ export function Controls() {
   const stopping = exp.status === 'STOPPING';
   const params = exp.params ?? {};
   const maxDuration = parseDuration(params.maxExperimentDuration);
+  // Only the fields the server says may change, each sent with the update type it names.
+  const updater = (field: string) => {
+    const updateType = store.updateType(field);
+    return updateType === undefined ? undefined : (value: number) => api.updateExperiment(updateType, field, value);
+  };
+  const setConcurrency = updater('trialConcurrency');
+  const setMaxTrials = updater('maxTrialNumber');
+  const setMaxDuration = updater('maxExperimentDuration');
 
   return (
     <section class="card controls" data-testid="controls">
       <h2>Controls</h2>
       <div class="control-grid">
-        <Field label="Concurrency" testid="concurrency" current={String(params.trialConcurrency ?? '')} placeholder="trials at once"
+        {setConcurrency && <Field label="Concurrency" testid="concurrency" current={String(params.trialConcurrency ?? '')} placeholder="trials at once"
                disabled={finished} parse={positiveInt('concurrency')}
                onApply={(v) => confirm.ask(<>Change the trial concurrency from <b>{params.trialConcurrency ?? '?'}</b> to <b>{v}</b>?</>,
-                 () => api.updateExperiment('TRIAL_CONCURRENCY', 'trialConcurrency', v), `Concurrency set to ${v}.`)} />
-        <Field label="Max trials" testid="max-trials" current={String(params.maxTrialNumber ?? '')} placeholder="no limit"
+                 () => setConcurrency(v), `Concurrency set to ${v}.`)} />}
+        {setMaxTrials && <Field label="Max trials" testid="max-trials" current={String(params.maxTrialNumber ?? '')} placeholder="no limit"
                disabled={finished} parse={positiveInt('max trials')}
                onApply={(v) => confirm.ask(<>Change the maximum number of trials from <b>{params.maxTrialNumber ?? 'no limit'}</b> to <b>{v}</b>?</>,
-                 () => api.updateExperiment('MAX_TRIAL_NUM', 'maxTrialNumber', v), `Max trials set to ${v}.`)} />
-        <Field label="Max duration" testid="max-duration" placeholder="e.g. 30m, 1.5h, 2d"
+                 () => setMaxTrials(v), `Max trials set to ${v}.`)} />}
+        {setMaxDuration && <Field label="Max duration" testid="max-duration" placeholder="e.g. 30m, 1.5h, 2d"
                current={Number.isNaN(maxDuration) ? '' : formatDurationInput(maxDuration)} disabled={finished}
                parse={(text) => {
                  const s = parseDuration(text.trim());
                  return Number.isNaN(s) ? `max duration: expected 30s, 10m, 1.5h, 2d or seconds, got "${text}"` : s;
                }}
                onApply={(v) => confirm.ask(<>Change the maximum experiment duration to <b>{formatDuration(v)}</b>?</>,
-                 () => api.updateExperiment('MAX_EXEC_DURATION', 'maxExperimentDuration', v), `Max duration set to ${formatDuration(v)}.`)} />
+                 () => setMaxDuration(v), `Max duration set to ${formatDuration(v)}.`)} />}
       </div>
       <div class="control-stop">
         <button type="button" class="danger" data-testid="stop-experiment" disabled={finished || stopping}

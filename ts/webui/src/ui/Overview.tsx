@@ -1,7 +1,7 @@
 // The experiment at a glance: what it is, how far it got, its best result, its config.
 import { useMemo } from 'preact/hooks';
-import { EXPERIMENT_FINISHED, TRIAL_STATES, optimizeMode, parseDuration } from '../data/parse';
-import { bestTrial, formatNumber, formatParam } from '../data/query';
+import { EXPERIMENT_FINISHED, TRIAL_STATES, parseDuration } from '../data/parse';
+import { formatNumber, formatParam } from '../data/query';
 import type { ExperimentView } from '../data/types';
 import { tid } from '../testids';
 import { useApp } from './app-context';
@@ -34,8 +34,8 @@ export function Overview() {
   const exp = store.experiment;
   const running = !!exp && !EXPERIMENT_FINISHED.has(exp.status);
   const now = useNow(1000, running);
-  const mode = optimizeMode(exp?.params as Record<string, unknown> | undefined);
-  const best = useMemo(() => bestTrial(store.trials, mode), [trialsVersion, mode]);
+  const mode = store.optimizeMode();
+  const best = useMemo(() => store.bestTrial(), [trialsVersion, experimentVersion]);
   const configText = useMemo(() => (exp ? JSON.stringify(exp.params, null, 2) : ''), [experimentVersion]);
   const spaceText = useMemo(() => (exp?.params?.searchSpace ? JSON.stringify(exp.params.searchSpace, null, 2) : ''),
     [experimentVersion]);
@@ -70,7 +70,7 @@ export function Overview() {
             <dt>Concurrency</dt><dd data-testid="concurrency">{params.trialConcurrency ?? ''}</dd>
             <dt>Max trials</dt><dd data-testid="max-trials">{maxTrials ?? 'no limit'}</dd>
             <dt>Max duration</dt><dd data-testid="max-duration">{Number.isNaN(maxSeconds) ? 'no limit' : formatDuration(maxSeconds)}</dd>
-            <dt>Optimize</dt><dd>{mode}</dd>
+            <dt>Optimize</dt><dd data-testid="optimize-mode">{mode}</dd>
           </dl>
         </div>
         <div class="card">

@@ -14,7 +14,6 @@ import { LogView } from './LogView';
 import { StateBadge } from './StateBadge';
 
 const FILES: LogFile[] = ['stdout', 'stderr', 'trial.log'];
-const KILLABLE = new Set(['WAITING', 'RUNNING', 'PAUSED']);
 
 function Attempts({ trial, details }: { trial: Trial; details: AttemptView[] | undefined }) {
   if (!details || !details.length) {
@@ -75,7 +74,7 @@ export function TrialDetail({ trialId }: { trialId: string }) {
         <a href="#/trials" class="muted">← trials</a>
         <h1>Trial <span data-testid="trial-detail-id">{trial.id}</span> <span class="muted">#{trial.seq}</span></h1>
         <StateBadge state={trial.status} testid="trial-detail-state" />
-        {readOnly === false && KILLABLE.has(trial.status) && (
+        {readOnly === false && trial.canKill && (
           <button type="button" class="danger" data-testid="kill-trial"
                   onClick={() => confirm.ask(<>Kill trial <b>{trial.id}</b>? It ends as USER_CANCELED.</>,
                     () => api.killTrial(trial.id), `Trial ${trial.id} is being stopped.`)}>
