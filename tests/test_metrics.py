@@ -60,3 +60,48 @@ def test_every_layer_reads_the_one_table_of_updatable_fields() -> None:
     assert [entry.field for entry in update._UPDATES.values()] == fields
     assert [item["field"] for item in views._UPDATABLE_VIEW] == fields
     assert [item["updateType"] for item in views._UPDATABLE_VIEW] == list(rest.UPDATE_TYPES)
+
+
+def _store_with_results(tmp_path, config: dict):  # noqa: ANN001, ANN202
+    """A real store: trials a (0.7), b (0.2), c (NaN) SUCCEEDED; d RUNNING its second
+    attempt (its first one's 0.1 no longer counts); e RUNNING without a result; f WAITING."""
+    import time
+
+    from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord
+    from expmgr.states import ExperimentState, TrialState
+    store = ExperimentStore.create(tmp_path / "experiment.sqlite", ExperimentProfile(
+        id="facts001", name=None, config=config, status=ExperimentState.RUNNING, error=None,
+        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path)))
+    for sequence, (trial_id, final) in enumerate([("a", 0.7), ("b", 0.2), ("c", math.nan), ("d", 0.1), ("e", None)]):
+        store.add_trial(TrialRecord(trial_id, sequence, {"x": sequence}, TrialState.WAITING, time.time()))
+        store.start_attempt(trial_id, 1, time.time())
+        if final is not None:
+            store.add_metric(MetricRecord(trial_id, 1, 0, "FINAL", {"default": final}))
+            retried = trial_id == "d"  # it reported, then crashed: a retry runs it again
+            store.end_attempt(trial_id, 1, TrialState.FAILED if retried else TrialState.SUCCEEDED, time.time(),
+                              1 if retried else 0, None, trial_status=TrialState.WAITING if retried else None)
+    store.start_attempt("d", 2, time.time())
+    store.add_trial(TrialRecord("f", 5, {"x": 5}, TrialState.WAITING, time.time()))
+    return store
+
+
+@pytest.mark.parametrize("tuner, mode, best", [
+    ({"name": "TPE"}, "minimize", "b"),          # TPE's default: the lowest; d's old 0.1 is not its result now
+    ({"name": "TPE", "classArgs": {"optimize_mode": "maximize"}}, "maximize", "a"),
+    ({"name": "Evolution"}, "maximize", "a"),
+])
+def test_the_server_tells_the_ui_the_mode_the_best_trial_and_the_controls(tmp_path, tuner, mode, best) -> None:  # noqa: ANN001
+    from expmgr.layout import ExperimentPaths
+    from expmgr.manager import views
+    store = _store_with_results(tmp_path, {"tuner": tuner})
+    try:
+        profile = views.experiment_view(store)
+        trials = {view["trialJobId"]: view for view in views.trial_jobs_view(store, ExperimentPaths(tmp_path))}
+    finally:
+        store.close()
+    assert (profile["optimizeMode"], profile["bestTrialId"]) == (mode, best)
+    assert [item["field"] for item in profile["updatableFields"]] == [entry.field for entry in UPDATABLE_FIELDS]
+    assert {trial_id: view["canKill"] for trial_id, view in trials.items()} == {
+        "a": False, "b": False, "c": False, "d": True, "e": True, "f": False}
+    assert trials["a"]["finalNumber"] == 0.7 and trials["c"]["finalNumber"] is None
+    assert "finalNumber" not in trials["e"]
