@@ -965,6 +965,11 @@ class TrialRunner:
         self._log_progress()
         if record.trial_id in self._outcomes:
             self._settle_outcome(record.trial_id, status, final_value if has_final else None)
+            if self.dispatcher is not None and self.config.assessor is not None:
+                # The assessor compares running trials with ended ones, the strategy's too;
+                # the tuner did not propose this trial, so it is not told.
+                self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
+                                       success=status == TrialState.SUCCEEDED, assessor_only=True)
             return
         if self.dispatcher is None:
             return
