@@ -247,7 +247,9 @@ class TrialRunner:
         self._submitted = self._next_sequence_id
         self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
         self._run_id: int | None = None
-        self._imports: set[asyncio.Task] = set()  # import_data tasks still sending
+        self._tasks: set[asyncio.Task] = set()
+        """Tasks in flight (imports, assessments, the dispatcher-exit waiter): the loop keeps
+        only weak references to tasks, so one nobody holds could vanish mid-flight."""
 
     # -- the loop -----------------------------------------------------------
 
@@ -274,6 +276,13 @@ class TrialRunner:
         except Exception:  # a bug of ours: the experiment must still end cleanly
             error = traceback.format_exc()
         return await self._finish(error)
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task:
+        """Run ``coroutine`` as a task held in ``_tasks`` until it is done."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def _begin_run(self, started: float) -> None:
         self._run_id = self.store.begin_run(started)
@@ -303,7 +312,7 @@ class TrialRunner:
     async def _start_components(self) -> None:
         if self.dispatcher is not None:
             await self.dispatcher.start()
-            asyncio.get_running_loop().create_task(self._wake_when_dispatcher_exits(self.dispatcher))
+            self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
             await self.dispatcher.request(
                 "initialize", search_space=self.config.search_space,
                 tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
@@ -557,9 +566,7 @@ class TrialRunner:
             if not finite:
                 raise UpdateRefused(400, f"[{index}].value: not a finite number; tuners are given "
                                          "finite results only")
-        task = asyncio.get_running_loop().create_task(self._apply_import(records))
-        self._imports.add(task)
-        task.add_done_callback(self._imports.discard)
+        self._spawn(self._apply_import(records))
         return len(records)
 
     async def _apply_import(self, records: list[dict[str, Any]]) -> None:
@@ -1071,7 +1078,7 @@ class TrialRunner:
         if metric.type == "FINAL":
             live.final_value, live.has_final = metric.value, True
         elif self.dispatcher is not None and self.config.assessor is not None and live.stop_reason is None:
-            asyncio.get_running_loop().create_task(self._assess(live))
+            self._spawn(self._assess(live))
 
     async def _assess(self, live: _LiveTrial) -> None:
         try:
