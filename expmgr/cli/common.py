@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from expmgr.manager.auth import Access
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout went away (``expctl trial ls | head -1``): 128 + SIGPIPE, the
+status a shell shows for ``cat``, ``yes`` and the like in the same place."""
 
 
 class CliError(Exception):

@@ -173,10 +173,16 @@ def list_trials(args: argparse.Namespace) -> int:
     for trial in trials:
         final = finals.get(trial.trial_id)
         duration = (trial.end_time or time.time()) - trial.start_time if trial.start_time else None
-        rows.append({"trial": trial.trial_id, "seq": trial.sequence_id, "status": trial.status.value,
-                     "attempts": trial.attempts, "seconds": "" if duration is None else f"{duration:.1f}",
-                     "final": "" if final is None else json.dumps(final.value),
-                     "parameters": json.dumps(trial.parameters)})
+        row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": trial.status.value,
+               "attempts": trial.attempts}
+        if args.json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.
+            row.update(seconds=None if duration is None else round(duration, 1),
+                       final=None if final is None else views.json_safe(final.value),
+                       parameters=views.json_safe(trial.parameters))
+        else:
+            row.update(seconds="" if duration is None else f"{duration:.1f}",
+                       final="" if final is None else json.dumps(final.value), parameters=json.dumps(trial.parameters))
+        rows.append(row)
     print_table(rows, ["trial", "seq", "status", "attempts", "seconds", "final", "parameters"], args.json)
     return EXIT_OK
 
