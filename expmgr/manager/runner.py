@@ -935,11 +935,13 @@ class TrialRunner:
         self.store.end_attempt(trial_id, attempt, status, ended, exit_code, signum,
                                trial_status=TrialState.WAITING if retry else status)
         how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
+        # A failure or crash is a WARNING (yellow on a terminal), so that it does not look like a success.
+        level = logging.WARNING if status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
         if retry:
-            self.logger.info("trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
+            self.logger.log(level, "trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
             self._retries.append((live.record, attempt + 1))
         else:
-            self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
+            self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
             self._trial_ended(live.record, status, live.final_value, live.has_final)
         self._wake.set()
 
@@ -956,7 +958,7 @@ class TrialRunner:
         trial_id, requeue = live.record.trial_id, not self._stop_requested
         self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, ended, exit_code, signum,
                                trial_status=TrialState.WAITING if requeue else TrialState.PREEMPTED)
-        self.logger.info("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
+        self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
                          "it runs again first" if requeue else "a resume runs it again first")
         if requeue:
             self._retries.appendleft((live.record, live.attempt + 1))
