@@ -322,8 +322,9 @@ class TrialRunner:
 
     def _restore(self) -> None:
         """On resume: pick up what trials reported while no manager ran, requeue the
-        trials that did not finish (first, with their parameters and next attempt), and
-        replay every stored result to the fresh tuner."""
+        trials that did not finish (first, with their parameters and next attempt),
+        count the ended ones for the progress line, and replay every stored result to the
+        fresh tuner."""
         now = time.time()
         finals = self.store.final_metrics()
         open_attempts = {a.trial_id: a for a in self.store.attempts() if a.end_time is None}
@@ -347,6 +348,10 @@ class TrialRunner:
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
                 requeue((record, record.attempts + 1))
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
+            elif record.status.is_finished():  # the progress line goes on from the earlier runs' count
+                self._ended[record.status] = self._ended.get(record.status, 0) + 1
+                if record.trial_id in finals:
+                    self._progress.offer(record.trial_id, finals[record.trial_id].value)
             final = finals.get(record.trial_id)
             usable = final is not None and metric_number(final.value) is not None   # never NaN to the tuner
             history.append({"parameter": record.parameters, "value": final.value if usable else None})
