@@ -117,8 +117,13 @@ def _plain_formatter() -> logging.Formatter:
     return _PLAIN
 
 
+def use_colour() -> bool:
+    """Whether stdout takes colour: a terminal, and ``NO_COLOR`` not set (no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
 def _stdout_formatter() -> logging.Formatter:
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+    if use_colour():
         import colorlog
 
         class ColouredFormatter(colorlog.ColoredFormatter):

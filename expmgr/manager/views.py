@@ -125,15 +125,38 @@ def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
             for trial in store.trials() if trial.trial_id in finals]
 
 
-def experiment_view(store: ExperimentStore, read_only: bool | None = None) -> dict[str, Any]:
+def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float | None:
+    """How long a trial ran: the sum of its attempts' running times (so not the time
+    between a stop and a resume). An attempt still open counts until ``until`` (now,
+    while its experiment runs); None when there is none to count until (its experiment
+    died under it, so how long it ran is not known), or when it never started."""
+    if not attempts:
+        return None
+    total = 0.0
+    for attempt in attempts:
+        end = attempt.end_time if attempt.end_time is not None else until
+        if end is None:
+            return None
+        total += max(0.0, end - attempt.start_time)
+    return total
+
+
+def experiment_view(store: ExperimentStore, read_only: bool | None = None,
+                    running: bool | None = None) -> dict[str, Any]:
     """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
-    ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view)."""
+    ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view).
+
+    ``startTime`` is the first start (a resume does not move it) and ``execDuration``
+    the seconds managers ran it (``seconds_run``: not the time between a stop and a
+    resume); while it ``running`` (default: served by its manager, ``read_only`` False)
+    its current run counts until now."""
     profile = store.profile()
-    end = profile.end_time if profile.end_time is not None else time.time()
+    if running is None:
+        running = read_only is False
     view: dict[str, Any] = {
         "id": profile.id,
         "revision": 0,
-        "execDuration": int(end - profile.start_time),
+        "execDuration": int(store.seconds_run(until=time.time() if running else None)),
         "logDir": profile.log_dir,
         "nextSequenceId": store.next_sequence_id(),
         "params": profile.config,
