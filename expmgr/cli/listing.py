@@ -170,7 +170,7 @@ def list_trials(args: argparse.Namespace) -> int:
     with experiment_store(entry) as store:
         trials = store.trials()
         finals = store.final_metrics()
-        attempts = _attempts_by_trial(store.attempts())
+        attempts = views.attempts_by_trial(store.attempts())
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
     now = time.time()
     if args.status:
@@ -195,13 +195,6 @@ def list_trials(args: argparse.Namespace) -> int:
         rows.append(row)
     print_table(rows, ["trial", "seq", "status", "attempts", "seconds", "final", "parameters"], args.json)
     return EXIT_OK
-
-
-def _attempts_by_trial(attempts: list) -> dict[str, list]:
-    by_trial: dict[str, list] = {}
-    for attempt in attempts:
-        by_trial.setdefault(attempt.trial_id, []).append(attempt)
-    return by_trial
 
 
 def _sorted_by_result(trials: list, finals: dict, metric: str, minimize: bool) -> list:

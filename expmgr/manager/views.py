@@ -125,6 +125,13 @@ def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
             for trial in store.trials() if trial.trial_id in finals]
 
 
+def attempts_by_trial(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
+    by_trial: dict[str, list[AttemptRecord]] = {}
+    for attempt in attempts:
+        by_trial.setdefault(attempt.trial_id, []).append(attempt)
+    return by_trial
+
+
 def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float | None:
     """How long a trial ran: the sum of its attempts' running times (so not the time
     between a stop and a resume). An attempt still open counts until ``until`` (now,
@@ -148,11 +155,11 @@ def experiment_view(store: ExperimentStore, read_only: bool | None = None,
 
     ``startTime`` is the first start (a resume does not move it) and ``execDuration``
     the seconds managers ran it (``seconds_run``: not the time between a stop and a
-    resume); while it ``running`` (default: served by its manager, ``read_only`` False)
-    its current run counts until now."""
+    resume); while it is ``running`` (default: served by its manager, ``read_only``
+    False; without ``read_only``, not ended) its current run counts until now."""
     profile = store.profile()
-    if running is None:
-        running = read_only is False
+    if running is None:  # served by its manager, or (nothing said) not ended
+        running = read_only is False if read_only is not None else not profile.status.is_finished()
     view: dict[str, Any] = {
         "id": profile.id,
         "revision": 0,
