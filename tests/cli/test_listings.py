@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from expmgr.manager.registry import Registry
 from expmgr.states import ExperimentState
 from tests.cli.test_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401 (a fixture)
 from tests.conftest import REPO, wait_until
@@ -70,6 +71,16 @@ def test_output_into_a_pipe_whose_reader_is_gone_ends_quietly_with_141(project, 
     exp_id = run_to_the_end(cwd, home, "import expmgr\nexpmgr.report_final_result(1)\n")
     result = expctl_into_closed_pipe(home, cwd, *(part.format(id=exp_id) for part in command))
     assert (result.returncode, result.stderr) == (141, ""), "no BrokenPipeError traceback"
+
+
+def test_a_foreground_experiment_whose_output_reader_is_gone_runs_to_the_end_quietly(project):
+    cwd, home = project
+    (cwd / "trial.py").write_text("import expmgr\nexpmgr.report_final_result(1)\n")
+    result = expctl_into_closed_pipe(home, cwd, "create", "--config", "config.yml", "--port", "0", "--foreground")
+    assert (result.returncode, result.stderr) == (141, ""), "no 'Logging error' traceback for each record"
+    [experiment] = Registry(home).entries()
+    assert experiment.status == ExperimentState.DONE, "the experiment is not stopped by its reader going away"
+    assert "is DONE" in (home / experiment.id / "logs" / "experiment.log").read_text(), "its log has every record"
 
 
 def test_stop_with_nothing_running_says_so_and_exits_0(project):
