@@ -117,8 +117,13 @@ def _plain_formatter() -> logging.Formatter:
     return _PLAIN
 
 
+def use_colour() -> bool:
+    """Whether stdout takes colour: a terminal, and ``NO_COLOR`` not set (no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
 def _stdout_formatter() -> logging.Formatter:
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+    if use_colour():
         import colorlog
 
         class ColouredFormatter(colorlog.ColoredFormatter):
@@ -147,6 +152,17 @@ def _refresh_namespace_level() -> None:
     root.setLevel(max(1, min(levels)) if levels else logging.NOTSET)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """stdout's sink: once its reader went away (``expctl create --foreground | head``),
+    records are dropped quietly instead of a "Logging error" traceback each; the
+    experiment's own log files still get them."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        if isinstance(sys.exc_info()[1], BrokenPipeError):
+            return
+        super().handleError(record)
+
+
 def ensure_stdout_logging() -> None:
     """``nni.*`` INFO+ to stdout, once per process. ``nni`` stops propagating, so a
     user's ``logging.basicConfig()`` never prints the same record twice."""
@@ -154,7 +170,7 @@ def ensure_stdout_logging() -> None:
     with _lock:
         if _stdout_handler is not None:
             return
-        _stdout_handler = _new_handler(logging.StreamHandler(sys.stdout), logging.INFO, _stdout_formatter())
+        _stdout_handler = _new_handler(_StdoutHandler(sys.stdout), logging.INFO, _stdout_formatter())
         root = logging.getLogger(NAMESPACE)
         root.addHandler(_stdout_handler)
         root.propagate = False

@@ -20,15 +20,17 @@ Experiments are looked up in ``$EXPMGR_HOME`` (default ``~/expmgr-experiments``)
 Exit status: 0 on success (``create --foreground``: the experiment ended DONE),
 1 on a failure (an experiment in ERROR or that could not start), 2 for bad
 input (usage, config, a port in use, an unknown or ambiguous id), 130 when a
-foreground experiment was stopped (Ctrl+C, SIGTERM).
+foreground experiment was stopped (Ctrl+C, SIGTERM), 141 when the reader of its
+output went away (``| head``), quietly.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from expmgr.cli import control, launch, listing, logs, top, update
-from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, CliError
+from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError
 from expmgr.manager.registry import RegistryError
 
 
@@ -45,8 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from expmgr.config import ConfigError
     args = build_parser().parse_args(argv)
+    try:
+        status = _run(args)
+        sys.stdout.flush()  # here, so that a reader gone away is seen here and not at exit
+        return status
+    except BrokenPipeError:
+        # Python ignores SIGPIPE, so a closed pipe is this exception: no traceback, and
+        # stdout pointed at devnull so that the flush at exit does not raise it again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _run(args: argparse.Namespace) -> int:
+    from expmgr.config import ConfigError
     try:
         return args.handler(args)
     except ConfigError as error:

@@ -12,11 +12,15 @@ from typing import TYPE_CHECKING, Any, Iterator
 from expmgr.layout import ExperimentPaths, default_home
 from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
 from expmgr.manager.store import ExperimentStore, StoreError, unreadable_store
+from expmgr.states import TrialState
 
 if TYPE_CHECKING:
     from expmgr.manager.auth import Access
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout went away (``expctl trial ls | head -1``): 128 + SIGPIPE, the
+status a shell shows for ``cat``, ``yes`` and the like in the same place."""
 
 
 class CliError(Exception):
@@ -50,6 +54,17 @@ def shown_status(entry: RegistryEntry) -> str:
     if entry.status.is_finished() or experiment_process_alive(entry):
         return entry.status.value
     return "GONE"  # its process died without recording an end (SIGKILL, a reboot)
+
+
+GONE_TRIAL_STATES = frozenset({TrialState.WAITING, TrialState.RUNNING})
+"""States that need a live manager: in a GONE experiment, such a trial is shown as
+``RUNNING (gone)`` (its process was killed with its manager; a resume runs it again)."""
+
+
+def shown_trial_status(status: TrialState, experiment_gone: bool) -> str:
+    """A trial's state as listings show it: the stored one, marked ``(gone)`` when its
+    experiment died under it (listings never write to the store)."""
+    return f"{status.value} (gone)" if experiment_gone and status in GONE_TRIAL_STATES else status.value
 
 
 def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument: str = "ID") -> RegistryEntry:
@@ -111,16 +126,6 @@ def experiment_store(entry: RegistryEntry) -> Iterator[ExperimentStore]:
         raise CliError(str(unreadable_store(database, error)), EXIT_FAILED) from None
     finally:
         store.close()
-
-
-def store_problem(entry: RegistryEntry) -> str | None:
-    """Why the experiment's store cannot be read, or None when it can."""
-    try:
-        with experiment_store(entry) as store:
-            store.profile()
-    except CliError as error:
-        return str(error)
-    return None
 
 
 def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -> Any:

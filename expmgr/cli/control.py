@@ -43,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
         if not targets:
             print("no experiment is running")
             return EXIT_OK
+    elif args.id is None and not any(is_running(entry) for entry in registry().entries()):
+        print("no experiment is running")  # nothing to do, as nnictl stop: not an error
+        return EXIT_OK
     else:
         targets = [find_experiment(args.id, running=True)]
     for entry in targets:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
-                               print_table, registry, shown_status, store_problem)
+                               print_table, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.manager import views
 from expmgr.metrics import ranked
@@ -72,11 +72,14 @@ def list_experiments(args: argparse.Namespace) -> int:
     for entry in registry().entries():
         if not (args.all or is_running(entry)):
             continue
+        # STARTED is the first start, as the web UI shows it; the registry has the last one's.
         row = {"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
                "started": _when(entry.start_time), "ended": _when(entry.end_time), "dir": entry.dir}
-        problem = store_problem(entry)
-        if problem is not None:
-            row["status"], row["error"] = "UNREADABLE", problem
+        try:
+            with experiment_store(entry) as store:
+                row["started"] = _when(store.profile().start_time)
+        except CliError as problem:
+            row["status"], row["error"] = "UNREADABLE", str(problem)
             print(f"expctl experiment list: {entry.id}: {problem}", file=sys.stderr)
         rows.append(row)
     print_table(rows, ["id", "name", "status", "port", "started", "ended", "dir"], args.json)
@@ -84,8 +87,11 @@ def list_experiments(args: argparse.Namespace) -> int:
 
 
 def show_experiment(args: argparse.Namespace) -> int:
-    with experiment_store(find_experiment(args.id)) as store:
-        print(json.dumps(views.experiment_view(store), indent=2))
+    entry = find_experiment(args.id)
+    with experiment_store(entry) as store:
+        view = views.experiment_view(store, running=is_running(entry))
+    view["status"] = shown_status(entry)  # GONE rather than the RUNNING its dead process left
+    print(json.dumps(view, indent=2))
     return EXIT_OK
 
 
@@ -159,10 +165,14 @@ def delete_experiment(args: argparse.Namespace) -> int:
 def list_trials(args: argparse.Namespace) -> int:
     if args.head is not None and args.head < 0:
         raise CliError(f"--head: expected a number of trials >= 0, got {args.head}")
-    with experiment_store(find_experiment(args.id)) as store:
+    entry = find_experiment(args.id)
+    running, gone = is_running(entry), shown_status(entry) == "GONE"
+    with experiment_store(entry) as store:
         trials = store.trials()
         finals = store.final_metrics()
+        attempts = views.attempts_by_trial(store.attempts())
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
+    now = time.time()
     if args.status:
         trials = [trial for trial in trials if trial.status.value == args.status.upper()]
     if args.sort:
@@ -172,11 +182,17 @@ def list_trials(args: argparse.Namespace) -> int:
     rows = []
     for trial in trials:
         final = finals.get(trial.trial_id)
-        duration = (trial.end_time or time.time()) - trial.start_time if trial.start_time else None
-        rows.append({"trial": trial.trial_id, "seq": trial.sequence_id, "status": trial.status.value,
-                     "attempts": trial.attempts, "seconds": "" if duration is None else f"{duration:.1f}",
-                     "final": "" if final is None else json.dumps(final.value),
-                     "parameters": json.dumps(trial.parameters)})
+        duration = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
+        row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": shown_trial_status(trial.status, gone),
+               "attempts": trial.attempts}
+        if args.json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.
+            row.update(seconds=None if duration is None else round(duration, 1),
+                       final=None if final is None else views.json_safe(final.value),
+                       parameters=views.json_safe(trial.parameters))
+        else:
+            row.update(seconds="" if duration is None else f"{duration:.1f}",
+                       final="" if final is None else json.dumps(final.value), parameters=json.dumps(trial.parameters))
+        rows.append(row)
     print_table(rows, ["trial", "seq", "status", "attempts", "seconds", "final", "parameters"], args.json)
     return EXIT_OK
 

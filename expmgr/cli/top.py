@@ -1,18 +1,27 @@
 """``expctl top``: a live view of the running experiments and their trials, redrawn
-every ``--interval`` seconds until Ctrl+C (``--once`` prints it once)."""
+every ``--interval`` seconds until Ctrl+C (``--once`` prints it once). States are
+coloured when stdout is a terminal and ``NO_COLOR`` is not set (the rule of the logs)."""
 from __future__ import annotations
 
 import argparse
 import sys
 import time
 
-from expmgr.cli.common import EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running, registry
+from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running, registry,
+                               shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
+from expmgr.log import use_colour
+from expmgr.manager import views
 from expmgr.manager.registry import RegistryEntry
 from expmgr.metrics import best_result
 from expmgr.states import TrialState
 
 _CLEAR = "\x1b[H\x1b[2J"
+_GREEN, _RED, _YELLOW, _CYAN, _DIM = "32", "31", "33", "36", "2"
+_STATE_COLOURS = {"SUCCEEDED": _GREEN, "DONE": _GREEN, "FAILED": _RED, "CRASHED": _RED, "ERROR": _RED,
+                  "GONE": _RED, "EARLY_STOPPED": _YELLOW, "PREEMPTED": _YELLOW, "USER_CANCELED": _YELLOW,
+                  "SYS_CANCELED": _YELLOW, "STOPPED": _YELLOW, "STOPPING": _YELLOW, "RUNNING": _CYAN,
+                  "NO_MORE_TRIAL": _CYAN, "WAITING": _DIM, "PAUSED": _DIM, "INITIALIZED": _DIM}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         while True:
             entries = ([find_experiment(args.id)] if args.id is not None
                        else [e for e in registry().entries() if is_running(e)])
-            view = render(entries)
+            view = render(entries, colour=use_colour())
             if args.once:
                 sys.stdout.write(view)
                 return EXIT_OK
@@ -41,30 +50,47 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def render(entries: list[RegistryEntry]) -> str:
+def render(entries: list[RegistryEntry], colour: bool = False) -> str:
     if not entries:
         return "no experiment is running\n"
-    return "\n".join(_render_one(entry) for entry in entries)
+    return "\n".join(_render_one(entry, colour) for entry in entries)
 
 
-def _render_one(entry: RegistryEntry) -> str:
+def _paint(text: str, state: str, colour: bool) -> str:
+    """``text`` in the colour of ``state`` (its first word: "RUNNING (gone)" is gone, red)."""
+    code = _RED if state.endswith("(gone)") else _STATE_COLOURS.get(state.split()[0].upper())
+    return f"\x1b[{code}m{text}\x1b[0m" if colour and code else text
+
+
+def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
     try:
         with experiment_store(entry) as store:
             profile, trials, finals = store.profile(), store.trials(), store.final_metrics()
+            attempts = views.attempts_by_trial(store.attempts())
     except CliError as error:  # one damaged experiment does not hide the others
         return f"{entry.id}: {error}\n"
-    counts = {state: sum(trial.status == state for trial in trials) for state in TrialState}
+    status, running = shown_status(entry), is_running(entry)
+    gone = status == "GONE"
+    counts: dict[str, int] = {}
+    for state in TrialState:  # in the states' order, each with its shown name
+        for trial in trials:
+            if trial.status == state:
+                shown = shown_trial_status(state, gone).lower()
+                counts[shown] = counts.get(shown, 0) + 1
     best = best_result(((trial_id, final.value) for trial_id, final in finals.items()),
                        minimize=ExperimentConfig.from_dict(profile.config).minimizes)
     limit = profile.config.get("maxTrialNumber")
-    lines = [f"{entry.id}  {entry.name or ''}  {profile.status.value}  {_address(entry)}",
+    lines = [f"{entry.id}  {entry.name or ''}  {_paint(status, status, colour)}  {_address(entry)}",
              f"  trials {len(trials)}{f'/{limit}' if limit else ''}: "
-             + ", ".join(f"{state.value.lower()} {count}" for state, count in counts.items() if count)
+             + ", ".join(f"{_paint(state, state, colour)} {count}" for state, count in counts.items())
              + (f"   best {best[1]:g} ({best[0]})" if best else "")]
     now = time.time()
     for trial in trials:
         if trial.status == TrialState.RUNNING:
-            lines.append(f"  {trial.trial_id}  running {now - (trial.start_time or now):6.1f}s  "
+            shown = shown_trial_status(trial.status, gone).lower()
+            seconds = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
+            ran = "     ?" if seconds is None else f"{seconds:6.1f}"   # ?: its experiment died under it
+            lines.append(f"  {trial.trial_id}  {_paint(shown, shown, colour)} {ran}s  "
                          f"attempt {trial.attempts}  {trial.parameters}")
     return "\n".join(lines) + "\n"
 

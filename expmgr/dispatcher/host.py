@@ -33,7 +33,10 @@ def _build(spec: dict[str, Any] | None, create_builtin: Callable) -> Any:
 
 
 class DispatcherHost:
-    """Answers the manager's commands with the tuner and assessor it builds on ``initialize``."""
+    """Answers the manager's commands with the tuner and assessor it builds on ``initialize``.
+
+    Either may be absent: a strategy experiment with an assessor has no tuner, so the
+    tuner's commands (search space, results, imports) are then ignored."""
 
     def __init__(self) -> None:
         self.tuner: Any = None
@@ -48,11 +51,15 @@ class DispatcherHost:
     def _cmd_initialize(self, message: dict[str, Any]) -> None:
         self.tuner = _build(message.get("tuner"), create_tuner)
         self.assessor = _build(message.get("assessor"), create_assessor)
-        self.tuner.update_search_space(message["search_space"])
-        _logger.info("tuner %s ready", type(self.tuner).__name__)
+        if self.tuner is not None:
+            self.tuner.update_search_space(message["search_space"])
+            _logger.info("tuner %s ready", type(self.tuner).__name__)
+        if self.assessor is not None:
+            _logger.info("assessor %s ready", type(self.assessor).__name__)
 
     def _cmd_update_search_space(self, message: dict[str, Any]) -> None:
-        self.tuner.update_search_space(message["search_space"])
+        if self.tuner is not None:
+            self.tuner.update_search_space(message["search_space"])
 
     def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
         """Parameters for each id; stops early with ``no_more`` (never any more) or
@@ -75,6 +82,8 @@ class DispatcherHost:
         return {"parameters": generated, "no_more": False}
 
     def _cmd_report(self, message: dict[str, Any]) -> None:
+        if self.tuner is None:
+            return
         try:
             self.tuner.receive_trial_result(message["parameter_id"], message["parameters"], message["value"])
         except AlgorithmError as error:
@@ -83,7 +92,9 @@ class DispatcherHost:
             _logger.warning("the tuner cannot use the result of parameter id %s: %s", message["parameter_id"], error)
 
     def _cmd_trial_end(self, message: dict[str, Any]) -> None:
-        self.tuner.trial_end(message["parameter_id"], message["success"])
+        # A strategy's trial ends ``assessor_only``: the tuner did not propose it.
+        if self.tuner is not None and not message.get("assessor_only", False):
+            self.tuner.trial_end(message["parameter_id"], message["success"])
         if self.assessor is not None:
             self.assessor.trial_end(message["trial_id"], message["success"])
 
@@ -94,7 +105,8 @@ class DispatcherHost:
         return {"decision": AssessResult(result).name if result is not None else AssessResult.Good.name}
 
     def _cmd_import_data(self, message: dict[str, Any]) -> None:
-        self.tuner.import_data(message["data"])
+        if self.tuner is not None:
+            self.tuner.import_data(message["data"])
 
 
 def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:

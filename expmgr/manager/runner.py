@@ -246,7 +246,9 @@ class TrialRunner:
         self._submitted = self._next_sequence_id
         self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
         self._run_id: int | None = None
-        self._imports: set[asyncio.Task] = set()  # import_data tasks still sending
+        self._tasks: set[asyncio.Task] = set()
+        """Tasks in flight (imports, assessments, the dispatcher-exit waiter): the loop keeps
+        only weak references to tasks, so one nobody holds could vanish mid-flight."""
 
     # -- the loop -----------------------------------------------------------
 
@@ -273,6 +275,13 @@ class TrialRunner:
         except Exception:  # a bug of ours: the experiment must still end cleanly
             error = traceback.format_exc()
         return await self._finish(error)
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task:
+        """Run ``coroutine`` as a task held in ``_tasks`` until it is done."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def _begin_run(self, started: float) -> None:
         self._run_id = self.store.begin_run(started)
@@ -302,7 +311,7 @@ class TrialRunner:
     async def _start_components(self) -> None:
         if self.dispatcher is not None:
             await self.dispatcher.start()
-            asyncio.get_running_loop().create_task(self._wake_when_dispatcher_exits(self.dispatcher))
+            self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
             await self.dispatcher.request(
                 "initialize", search_space=self.config.search_space,
                 tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
@@ -312,8 +321,9 @@ class TrialRunner:
 
     def _restore(self) -> None:
         """On resume: pick up what trials reported while no manager ran, requeue the
-        trials that did not finish (first, with their parameters and next attempt), and
-        replay every stored result to the fresh tuner."""
+        trials that did not finish (first, with their parameters and next attempt),
+        count the ended ones for the progress line, and replay every stored result to the
+        fresh tuner."""
         now = time.time()
         finals = self.store.final_metrics()
         open_attempts = {a.trial_id: a for a in self.store.attempts() if a.end_time is None}
@@ -337,6 +347,10 @@ class TrialRunner:
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
                 requeue((record, record.attempts + 1))
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
+            elif record.status.is_finished():  # the progress line goes on from the earlier runs' count
+                self._ended[record.status] = self._ended.get(record.status, 0) + 1
+                if record.trial_id in finals:
+                    self._progress.offer(record.trial_id, finals[record.trial_id].value)
             final = finals.get(record.trial_id)
             usable = final is not None and metric_number(final.value) is not None   # never NaN to the tuner
             history.append({"parameter": record.parameters, "value": final.value if usable else None})
@@ -556,9 +570,7 @@ class TrialRunner:
             if not finite:
                 raise UpdateRefused(400, f"[{index}].value: not a finite number; tuners are given "
                                          "finite results only")
-        task = asyncio.get_running_loop().create_task(self._apply_import(records))
-        self._imports.add(task)
-        task.add_done_callback(self._imports.discard)
+        self._spawn(self._apply_import(records))
         return len(records)
 
     async def _apply_import(self, records: list[dict[str, Any]]) -> None:
@@ -927,11 +939,13 @@ class TrialRunner:
         self.store.end_attempt(trial_id, attempt, status, ended, exit_code, signum,
                                trial_status=TrialState.WAITING if retry else status)
         how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
+        # A failure or crash is a WARNING (yellow on a terminal), so that it does not look like a success.
+        level = logging.WARNING if status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
         if retry:
-            self.logger.info("trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
+            self.logger.log(level, "trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
             self._retries.append((live.record, attempt + 1))
         else:
-            self.logger.info("trial %s %s (%s)", trial_id, status.value, how)
+            self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
             self._trial_ended(live.record, status, live.final_value, live.has_final)
         self._wake.set()
 
@@ -948,7 +962,7 @@ class TrialRunner:
         trial_id, requeue = live.record.trial_id, not self._stop_requested
         self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, ended, exit_code, signum,
                                trial_status=TrialState.WAITING if requeue else TrialState.PREEMPTED)
-        self.logger.info("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
+        self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
                          "it runs again first" if requeue else "a resume runs it again first")
         if requeue:
             self._retries.appendleft((live.record, live.attempt + 1))
@@ -964,6 +978,11 @@ class TrialRunner:
         self._log_progress()
         if record.trial_id in self._outcomes:
             self._settle_outcome(record.trial_id, status, final_value if has_final else None)
+            if self.dispatcher is not None and self.config.assessor is not None:
+                # The assessor compares running trials with ended ones, the strategy's too;
+                # the tuner did not propose this trial, so it is not told.
+                self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
+                                       success=status == TrialState.SUCCEEDED, assessor_only=True)
             return
         if self.dispatcher is None:
             return
@@ -1065,7 +1084,7 @@ class TrialRunner:
         if metric.type == "FINAL":
             live.final_value, live.has_final = metric.value, True
         elif self.dispatcher is not None and self.config.assessor is not None and live.stop_reason is None:
-            asyncio.get_running_loop().create_task(self._assess(live))
+            self._spawn(self._assess(live))
 
     async def _assess(self, live: _LiveTrial) -> None:
         try:

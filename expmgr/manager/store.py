@@ -312,12 +312,15 @@ class ExperimentStore:
         with self._write():
             self._conn.execute("UPDATE runs SET ended = ? WHERE id = ?", (ended, run_id))
 
-    def seconds_run(self) -> float:
-        """How long managers ran the experiment so far; a run that died without an end
-        counts until its last recorded event."""
+    def seconds_run(self, until: float | None = None) -> float:
+        """How long managers ran the experiment so far; a run without an end counts until
+        ``until`` (now, when its manager still runs) or else, having died, until its last
+        recorded event."""
         total = 0.0
         for started, ended in self._conn.execute("SELECT started, ended FROM runs").fetchall():
-            if ended is None:
+            if ended is None and until is not None:
+                ended = until
+            elif ended is None:
                 ended = self._conn.execute("SELECT MAX(time) FROM events WHERE time >= ?",
                                            (started,)).fetchone()[0] or started
             total += max(0.0, ended - started)

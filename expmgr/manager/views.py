@@ -133,21 +133,52 @@ def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
 _UPDATABLE_VIEW = [{"field": entry.field, "updateType": entry.update_type} for entry in UPDATABLE_FIELDS]
 
 
-def experiment_view(store: ExperimentStore, read_only: bool | None = None) -> dict[str, Any]:
+def attempts_by_trial(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
+    by_trial: dict[str, list[AttemptRecord]] = {}
+    for attempt in attempts:
+        by_trial.setdefault(attempt.trial_id, []).append(attempt)
+    return by_trial
+
+
+def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float | None:
+    """How long a trial ran: the sum of its attempts' running times (so not the time
+    between a stop and a resume). An attempt still open counts until ``until`` (now,
+    while its experiment runs); None when there is none to count until (its experiment
+    died under it, so how long it ran is not known), or when it never started."""
+    if not attempts:
+        return None
+    total = 0.0
+    for attempt in attempts:
+        end = attempt.end_time if attempt.end_time is not None else until
+        if end is None:
+            return None
+        total += max(0.0, end - attempt.start_time)
+    return total
+
+
+def experiment_view(store: ExperimentStore, read_only: bool | None = None,
+                    running: bool | None = None) -> dict[str, Any]:
     """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
     ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view).
+
+    ``startTime`` is the first start (a resume does not move it) and ``execDuration``
+    the seconds managers ran it (``seconds_run``: not the time between a stop and a
+    resume); while it is ``running`` (default: served by its manager, ``read_only``
+    False; without ``read_only``, not ended) its current run counts until now.
+
     Also the facts the web UI shows rather than derives: ``optimizeMode`` (``minimize`` or
     ``maximize``, the tuner's default when the config names none), ``bestTrialId`` (None
     until a trial has a finite final result) and ``updatableFields`` (each with its NNI
     ``updateType``)."""
     profile = store.profile()
+    if running is None:  # served by its manager, or (nothing said) not ended
+        running = read_only is False if read_only is not None else not profile.status.is_finished()
     minimize = ExperimentConfig.from_dict(profile.config).minimizes
     best = best_result(store.final_numbers().items(), minimize)
-    end = profile.end_time if profile.end_time is not None else time.time()
     view: dict[str, Any] = {
         "id": profile.id,
         "revision": 0,
-        "execDuration": int(end - profile.start_time),
+        "execDuration": int(store.seconds_run(until=time.time() if running else None)),
         "logDir": profile.log_dir,
         "nextSequenceId": store.next_sequence_id(),
         "params": profile.config,
