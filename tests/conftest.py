@@ -59,15 +59,20 @@ def write_json(path: Path, data: object) -> Path:
     return path
 
 
+LEFTOVER_GRACE = 10.0
+"""Seconds a test's processes have to end on their own after it, before they count as left behind."""
+
+
 @pytest.fixture(autouse=True)
 def no_child_process_left_behind():
-    """Every process a test starts, it stops."""
+    """Every process a test starts, it stops: one still running after the test is named
+    (pid and command line), killed, and fails the test."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
     def leftovers() -> list[psutil.Process]:
         return [p for p in psutil.Process().children(recursive=True)
                 if p.pid not in before and _alive(p)]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + LEFTOVER_GRACE
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.05)
     # Read each leftover's command line before killing it: a killed process has none.
