@@ -14,7 +14,7 @@ from tests.cli.test_daemon import created_id, entry, expctl, project  # noqa: F4
 from tests.conftest import wait_until
 
 
-def test_deleting_a_running_experiment_is_refused_and_leaves_it_running(project):
+def test_deleting_a_running_experiment_is_refused_and_leaves_it_running(project):  # noqa: F811
     cwd, home = project
     (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))

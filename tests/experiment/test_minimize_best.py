@@ -42,7 +42,7 @@ def test_a_minimizing_experiment_names_its_lowest_result_the_best(tmp_path: Path
 
     def expctl(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], env=env, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=120, check=False)
     top = expctl("top", experiment.id, "--once")
     assert top.returncode == 0, top.stderr
     assert f"best 1 ({best.trialJobId})" in top.stdout

@@ -7,7 +7,12 @@ import time
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.manager.store import (
+    ExperimentProfile,
+    ExperimentStore,
+    MetricRecord,
+    TrialRecord,
+)
 from expmgr.states import ExperimentState, TrialState
 from tests.conftest import write_script
 from tests.manager.conftest import get
