@@ -59,21 +59,47 @@ def write_json(path: Path, data: object) -> Path:
     return path
 
 
+LEFTOVER_GRACE = 10.0
+"""Seconds a test's processes have to end on their own after it, before they count as left behind."""
+
+
 @pytest.fixture(autouse=True)
 def no_child_process_left_behind():
-    """Every process a test starts, it stops."""
+    """Every process a test starts, it stops: one still running after the test is named
+    (pid and command line), killed, and fails the test."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
     def leftovers() -> list[psutil.Process]:
         return [p for p in psutil.Process().children(recursive=True)
-                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
-    deadline = time.monotonic() + 10
+                if p.pid not in before and _alive(p)]
+    deadline = time.monotonic() + LEFTOVER_GRACE
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.05)
-    left = leftovers()
-    for process in left:
-        process.kill()
-    assert not left, f"processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
+    # Read each leftover's command line before killing it: a killed process has none.
+    named = [(process, _command_line(process)) for process in leftovers()]
+    for process, _ in named:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    assert not named, "processes left behind: " + "; ".join(
+        f"pid {process.pid}: {command}" for process, command in named)
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Whether the process still runs (not ended, not a zombie waiting to be reaped)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _command_line(process: psutil.Process) -> str:
+    """The process's command line, or why it cannot be read (it may just have ended)."""
+    try:
+        return " ".join(process.cmdline()) or f"({process.name()})"
+    except psutil.Error as error:
+        return f"(command line unreadable: {type(error).__name__})"
 
 
 PYTHON = sys.executable

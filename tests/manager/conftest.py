@@ -75,12 +75,16 @@ def stepped(tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
         max_trial_number=4, tuner={"name": "GridSearch"}, trial_grace_period=2,
         experiment_working_directory=tmp_path / "home")
     experiment = Experiment(config)
-    experiment.start(port=0)
     stepped = Stepped(experiment, gates)
-    wait_until(lambda: len(stepped.running()) == 2, what="two running trials")
-    yield stepped
-    stepped.release()
-    experiment.stop()
+    # Stop what was started even when the setup fails (a start that fails half-way, no two
+    # running trials in time): a leaked experiment's trials would outlive the test.
+    try:
+        experiment.start(port=0)
+        wait_until(lambda: len(stepped.running()) == 2, what="two running trials")
+        yield stepped
+    finally:
+        stepped.release()
+        experiment.stop()
 
 
 @pytest.fixture
