@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from expmgr.layout import ExperimentPaths, default_home
-from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
-from expmgr.manager.store import ExperimentStore, StoreError, unreadable_store
+from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
+from expmgr.store import ExperimentStore, StoreError, unreadable_store
 
 if TYPE_CHECKING:
     from expmgr.manager.auth import Access

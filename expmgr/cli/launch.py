@@ -26,7 +26,7 @@ from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPE
                                find_experiment, is_running, port_number)
 from expmgr.layout import ExperimentPaths
 from expmgr.manager import auth
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 
 if TYPE_CHECKING:
     from expmgr.experiment import Experiment

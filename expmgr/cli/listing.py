@@ -15,7 +15,7 @@ from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, f
                                print_table, registry, shown_status, store_problem)
 from expmgr.config import ExperimentConfig
 from expmgr.manager import views
-from expmgr.manager.store import metric_number
+from expmgr.store import metric_number
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:

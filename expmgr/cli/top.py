@@ -8,8 +8,8 @@ import time
 
 from expmgr.cli.common import EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running, registry
 from expmgr.config import ExperimentConfig
-from expmgr.manager.registry import RegistryEntry
-from expmgr.manager.store import metric_number
+from expmgr.store.registry import RegistryEntry
+from expmgr.store import metric_number
 from expmgr.states import TrialState
 
 _CLEAR = "\x1b[H\x1b[2J"

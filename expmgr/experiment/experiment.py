@@ -36,9 +36,9 @@ from expmgr.manager import views
 from expmgr.manager.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
 from expmgr.manager.guard import LimitsError, ServerLimits
 from expmgr.manager.manager import Manager
-from expmgr.manager.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
+from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
+from expmgr.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
 from expmgr.manager.viewer import Viewer
 from expmgr.states import ExperimentState
 
@@ -509,7 +509,7 @@ class Experiment:
         """The trial with the best final result: the highest ``default`` value, or the
         lowest when the tuner's ``optimize_mode`` is ``minimize``. A non-finite result
         (NaN, an infinity) is never the best; None when no trial has a finite one."""
-        from expmgr.manager.store import metric_number
+        from expmgr.store import metric_number
         minimize = (self._canonical or self.config).minimizes
         sign = -1 if minimize else 1
         scored = [(number, result) for result in self.export_data()

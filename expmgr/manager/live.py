@@ -30,7 +30,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.manager import auth, views
 from expmgr.manager.guard import Guard, ServerLimits
 from expmgr.manager.reader import StoreReader
-from expmgr.manager.store import Changes, ExperimentStore
+from expmgr.store import Changes, ExperimentStore
 from expmgr.manager.tails import LogFile, Tail, TailError, log_file, read_tail
 
 PUSH_INTERVAL = 0.25

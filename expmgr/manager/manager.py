@@ -24,10 +24,10 @@ from expmgr.log import pop_experiment, push_experiment
 from expmgr.manager.auth import Access
 from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
-from expmgr.manager.registry import Registry, RegistryError
+from expmgr.store.registry import Registry, RegistryError
 from expmgr.manager.rest import make_app
 from expmgr.manager.runner import TrialRunner
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 from expmgr.states import ExperimentState
 
 if TYPE_CHECKING:

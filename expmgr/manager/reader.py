@@ -13,7 +13,7 @@ import concurrent.futures
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ from expmgr.manager.guard import Guard, GuardedApplication
 from expmgr.manager.live import LiveHub, LiveSocket
 from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
 from expmgr.manager.static import ui_routes
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"

@@ -19,7 +19,7 @@ from expmgr.manager.auth import Access
 from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.manager.live import LiveHub
 from expmgr.manager.rest import make_app
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 
 
 class Viewer:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.states import ExperimentState
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from tests.conftest import REPO
 from tests.manager.fill import fill_experiment
 

@@ -10,7 +10,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFiles
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 from tests.conftest import write_script
 
 # A learning curve x * step for STEPS steps. Trials whose x is in HOLD stay open after

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 from tests.conftest import REPO, write_script
 
 RECORDING_TUNER = """

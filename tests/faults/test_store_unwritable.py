@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.manager.conftest import SocketClient

@@ -6,7 +6,7 @@ import sqlite3
 
 from expmgr import Experiment
 from expmgr.manager import live
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 from tests.conftest import wait_until
 from tests.manager.conftest import get
 from tests.manager.fill import fill_experiment

@@ -12,7 +12,7 @@ import pytest
 from expmgr import Experiment
 from expmgr.manager import static
 from expmgr.manager.rest import READ_ONLY
-from expmgr.manager.store import ExperimentStore, metric_number
+from expmgr.store import ExperimentStore, metric_number
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.experiment.test_resume import grid_config

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from expmgr.manager.registry import Registry, RegistryEntry
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, StoreError, TrialRecord
+from expmgr.store.registry import Registry, RegistryEntry
+from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import ExperimentState, TrialState
 
 

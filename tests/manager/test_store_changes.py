@@ -11,7 +11,7 @@ import pytest
 
 from expmgr.layout import ExperimentPaths
 from expmgr.manager.live import changes_answer
-from expmgr.manager.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
+from expmgr.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import TrialState
 from tests.manager.fill import fill_store
 from tests.manager.test_store import new_store

@@ -27,7 +27,7 @@ import tornado.websocket
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.manager import auth
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import REPO, wait_until, write_script
 
