@@ -14,7 +14,7 @@ from expmgr.store.registry import Registry, RegistryEntry, experiment_process_al
 from expmgr.store import ExperimentStore, StoreError, unreadable_store
 
 if TYPE_CHECKING:
-    from expmgr.manager.auth import Access
+    from expmgr.server.auth import Access
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 
@@ -80,7 +80,7 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument
 def access_of(entry: RegistryEntry) -> "Access":
     """The host, url prefix and token of the experiment's server (its access file);
     CliError when it cannot be read (another user's experiment)."""
-    from expmgr.manager.auth import Access, AccessError
+    from expmgr.server.auth import Access, AccessError
     try:
         return Access.load(ExperimentPaths(Path(entry.dir)).access_file)
     except AccessError as error:

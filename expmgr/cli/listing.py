@@ -14,7 +14,7 @@ from pathlib import Path
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
                                print_table, registry, shown_status, store_problem)
 from expmgr.config import ExperimentConfig
-from expmgr.manager import views
+from expmgr.server import views
 from expmgr.store import metric_number
 
 

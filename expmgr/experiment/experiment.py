@@ -32,9 +32,9 @@ from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
 from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
                         pop_experiment, push_experiment)
-from expmgr.manager import views
-from expmgr.manager.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
-from expmgr.manager.guard import LimitsError, ServerLimits
+from expmgr.server import views
+from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
+from expmgr.server.guard import LimitsError, ServerLimits
 from expmgr.manager.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
@@ -400,7 +400,7 @@ class Experiment:
 
     def _change_remotely(self, method: Callable[..., None], *args: Any) -> None:
         from expmgr.experiment.remote import RestRefused, rest_call
-        from expmgr.manager.rest import UPDATE_TYPES
+        from expmgr.server.rest import UPDATE_TYPES
         try:
             if method is TrialRunner.kill_trial:
                 rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}", access=self.access)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFiles
-from expmgr.manager.dispatcher_client import DispatcherClient, DispatcherError
+from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord, metric_number
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingServiceError, TrialLaunch

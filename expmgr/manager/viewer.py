@@ -15,10 +15,10 @@ import threading
 import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.auth import Access
-from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
-from expmgr.manager.live import LiveHub
-from expmgr.manager.rest import make_app
+from expmgr.server.auth import Access
+from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
+from expmgr.server.live import LiveHub
+from expmgr.server.rest import make_app
 from expmgr.store import ExperimentStore
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from expmgr import Experiment
-from expmgr.manager import live
+from expmgr.server import live
 from expmgr.store import ExperimentStore
 from tests.conftest import wait_until
 from tests.manager.conftest import get

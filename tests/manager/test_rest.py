@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment
-from expmgr.manager import static
-from expmgr.manager.rest import READ_ONLY
+from expmgr.server import static
+from expmgr.server.rest import READ_ONLY
 from expmgr.store import ExperimentStore, metric_number
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script

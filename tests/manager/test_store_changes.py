@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.live import changes_answer
+from expmgr.server.live import changes_answer
 from expmgr.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import TrialState
 from tests.manager.fill import fill_store

@@ -9,7 +9,7 @@ import pytest
 
 from expmgr.layout import ExperimentPaths
 from expmgr.store import TrialRecord
-from expmgr.manager.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail
+from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail
 from expmgr.states import TrialState
 from tests.manager.test_store import new_store
 

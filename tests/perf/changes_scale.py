@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from expmgr import Experiment  # noqa: E402
 from expmgr.layout import ExperimentPaths  # noqa: E402
-from expmgr.manager.live import changes_answer  # noqa: E402
+from expmgr.server.live import changes_answer  # noqa: E402
 from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord  # noqa: E402
 from expmgr.states import ExperimentState, TrialState  # noqa: E402
 from tests.manager.fill import fill_experiment  # noqa: E402

@@ -15,8 +15,8 @@ import pytest
 import tornado.web
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.guard import Guard
-from expmgr.manager.rest import make_app
+from expmgr.server.guard import Guard
+from expmgr.server.rest import make_app
 from tests.conftest import wait_until, write_script
 from tests.manager.conftest import STEPPED_TRIAL, Stepped, get, sockets  # noqa: F401 - the websocket client fixture
 

@@ -27,11 +27,11 @@ import tornado.ioloop
 import tornado.websocket
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import auth, views
-from expmgr.manager.guard import Guard, ServerLimits
-from expmgr.manager.reader import StoreReader
+from expmgr.server import auth, views
+from expmgr.server.guard import Guard, ServerLimits
+from expmgr.server.reader import StoreReader
 from expmgr.store import Changes, ExperimentStore
-from expmgr.manager.tails import LogFile, Tail, TailError, log_file, read_tail
+from expmgr.server.tails import LogFile, Tail, TailError, log_file, read_tail
 
 PUSH_INTERVAL = 0.25
 """At most one changes message per client in this many seconds."""
