@@ -35,11 +35,11 @@ from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_
 from expmgr.server import views
 from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
 from expmgr.server.guard import LimitsError, ServerLimits
-from expmgr.manager.manager import Manager
+from expmgr.experiment.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
-from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
+from expmgr.engine.runner import SubmissionRefused, TrialRunner, UpdateRefused
 from expmgr.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
-from expmgr.manager.viewer import Viewer
+from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits

@@ -28,7 +28,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, tails, views
 from expmgr.server.guard import Guard, GuardedApplication
 from expmgr.server.live import LiveHub, LiveSocket
-from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
+from expmgr.engine.runner import MetricRejected, TrialRunner, UpdateRefused
 from expmgr.server.static import ui_routes
 from expmgr.store import ExperimentStore
 

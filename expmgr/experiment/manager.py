@@ -26,7 +26,7 @@ from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
 from expmgr.server.rest import make_app
-from expmgr.manager.runner import TrialRunner
+from expmgr.engine.runner import TrialRunner
 from expmgr.store import ExperimentStore
 from expmgr.states import ExperimentState
 
