@@ -20,7 +20,7 @@ from expmgr import Experiment, ExperimentConfig
 from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
-from tests.manager.conftest import SocketClient
+from tests.server.conftest import SocketClient
 
 REPORTS = 5  # per trial: 4 intermediate, 1 final
 HOLD_SECONDS = 15.0

@@ -11,7 +11,7 @@ import pytest
 from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
 from expmgr.server.guard import Guard, LimitsError, ServerLimits, allowed_hosts
-from tests.manager.fill import fill_experiment
+from tests.server.fill import fill_experiment
 from tests.security.conftest import send
 
 

@@ -16,9 +16,9 @@ from expmgr.store import ExperimentStore, metric_number
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.experiment.test_resume import grid_config
-from tests.manager.conftest import call, get, get_text
-from tests.manager.fill import fill_experiment
-from tests.manager.test_store_changes import downgrade_to_schema_2, schema_of
+from tests.server.conftest import call, get, get_text
+from tests.server.fill import fill_experiment
+from tests.store.test_store_changes import downgrade_to_schema_2, schema_of
 
 API = "/api/v1/nni"
 
