@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ._durations import parse_duration
 from ._errors import ConfigError
-from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig
+from ._model import ExperimentConfig
+from ._sections import AlgorithmConfig, LocalConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 
 __all__ = [
