@@ -2,6 +2,10 @@
 
     config = ExperimentConfig.load("config.yml")   # ConfigError: "config.yml:7:19: trialConcurrency: ..."
     canonical = config.canonical()                 # validated copy: seconds, absolute paths, defaults
+
+May import: ``expmgr.algorithms`` (to check a tuner's arguments) and the bottom modules
+(layout, log, states, trial); nothing from store, training, dispatcher, engine, server,
+experiment or cli.
 """
 from __future__ import annotations
 

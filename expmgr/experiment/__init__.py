@@ -1,4 +1,10 @@
-"""The Experiment API: start, watch and stop one experiment from Python."""
+"""The Experiment API: start, watch and stop one experiment from Python, and the hosts
+that run one (``manager.Manager``: engine and server; ``viewer.Viewer``: the server
+alone, over a stopped experiment's store).
+
+May import: server, engine, store, training, dispatcher, config, algorithms and the
+bottom modules (layout, log, states, trial); nothing from cli.
+"""
 from expmgr.experiment.experiment import (Experiment, ExperimentError, HostError, PortInUseError,
                                           current_experiment)
 from expmgr.server.auth import AccessError

@@ -4,8 +4,9 @@ The trial runner writes the store and the server and the Experiment API read it;
 ``sqlite.py`` is today's implementation (one SQLite database per experiment).
 ``registry.py`` lists a home's experiments and their processes.
 
-May import: ``expmgr.layout``, ``expmgr.log``, ``expmgr.states`` and the standard
-library; nothing from config, training, dispatcher, engine, server, experiment or cli.
+May import: ``expmgr.config``, ``expmgr.algorithms`` and the bottom modules (layout,
+log, states, trial); today it needs only layout and states. Nothing from training,
+dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
