@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from expmgr.layout import ExperimentPaths, default_home
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
-from expmgr.store import ExperimentStore, StoreError, unreadable_store
+from expmgr.store import ExperimentStore, StoreError, open_store, unreadable_store
 
 if TYPE_CHECKING:
     from expmgr.server.auth import Access
@@ -100,17 +100,16 @@ def experiment_store(entry: RegistryEntry) -> Iterator[ExperimentStore]:
     """The experiment's store, read-only, closed after the block. A missing or damaged
     database (garbage, truncated, another program's file), at opening or at any query in
     the block, is a CliError naming the file (exit 1), not a traceback."""
-    database = ExperimentPaths(Path(entry.dir)).database
+    paths = ExperimentPaths(Path(entry.dir))
     try:
-        store = ExperimentStore.open(database, readonly=True)
+        store = open_store(paths, readonly=True)
     except StoreError as error:
         raise CliError(str(error), EXIT_FAILED) from None
-    try:
-        yield store
-    except sqlite3.DatabaseError as error:
-        raise CliError(str(unreadable_store(database, error)), EXIT_FAILED) from None
-    finally:
-        store.close()
+    with store:
+        try:
+            yield store
+        except sqlite3.DatabaseError as error:
+            raise CliError(str(unreadable_store(paths.database, error)), EXIT_FAILED) from None
 
 
 def store_problem(entry: RegistryEntry) -> str | None:

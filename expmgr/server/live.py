@@ -81,7 +81,7 @@ class LiveHub:
         self.paths = paths
         self.read_only = read_only
         self.limits = limits or ServerLimits()
-        self.reader = StoreReader(paths.database)
+        self.reader = StoreReader(paths)
         self._sockets: set[LiveSocket] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
