@@ -54,7 +54,7 @@ class ExperimentPaths:
 
     @property
     def access_file(self) -> Path:
-        """Host, url prefix and access token of its server (mode 0600; see manager/auth.py)."""
+        """Host, url prefix and access token of its server (mode 0600; see expmgr/server/auth.py)."""
         return self.root / "access.json"
 
     @property

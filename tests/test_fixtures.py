@@ -49,9 +49,9 @@ def test_a_process_left_behind_is_named_with_its_command_line_and_killed(tmp_pat
 def test_stepped_stops_its_experiment_when_its_setup_fails(tmp_path: Path):
     result = run_pytest(tmp_path, """
         import pytest
-        import tests.manager.conftest as manager_conftest
+        import tests.server.conftest as manager_conftest
         from tests.conftest import code_dir, no_child_process_left_behind, wait_until  # noqa: F401 - fixtures
-        from tests.manager.conftest import stepped  # noqa: F401 - the fixture under test
+        from tests.server.conftest import stepped  # noqa: F401 - the fixture under test
 
         @pytest.fixture
         def failing_setup(monkeypatch):

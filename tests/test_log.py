@@ -524,7 +524,7 @@ def test_importing_expmgr_adds_no_handler_and_leaves_the_root_logger_alone(tmp_p
         import expmgr                       # before logging, as a trial script may do
         import logging
         root_state = (logging.root.level, list(logging.root.handlers))
-        import expmgr.log, expmgr.experiment, expmgr.manager.manager, expmgr.dispatcher.host
+        import expmgr.log, expmgr.experiment, expmgr.experiment.manager, expmgr.dispatcher.host
         import expmgr.cli.__main__, expmgr.algorithms
         expmgr.Experiment, expmgr.ExperimentConfig, expmgr.current_experiment
         loggers = [logging.root, *(logger for logger in logging.Logger.manager.loggerDict.values()

@@ -52,7 +52,8 @@ def test_the_direction_is_the_tuners_default_when_not_given(tuner: dict | None, 
 
 def test_every_layer_reads_the_one_table_of_updatable_fields() -> None:
     from expmgr.cli import update
-    from expmgr.manager import rest, runner, views
+    from expmgr.engine import runner
+    from expmgr.server import rest, views
     fields = [entry.field for entry in UPDATABLE_FIELDS]
     assert list(runner.UPDATABLE_FIELDS) == fields
     assert {attribute for attribute in runner.UPDATABLE_FIELDS.values()} <= set(ExperimentConfig.__dataclass_fields__)
@@ -67,7 +68,7 @@ def _store_with_results(tmp_path, config: dict):  # noqa: ANN001, ANN202
     attempt (its first one's 0.1 no longer counts); e RUNNING without a result; f WAITING."""
     import time
 
-    from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord
+    from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord
     from expmgr.states import ExperimentState, TrialState
     store = ExperimentStore.create(tmp_path / "experiment.sqlite", ExperimentProfile(
         id="facts001", name=None, config=config, status=ExperimentState.RUNNING, error=None,
@@ -92,7 +93,7 @@ def _store_with_results(tmp_path, config: dict):  # noqa: ANN001, ANN202
 ])
 def test_the_server_tells_the_ui_the_mode_the_best_trial_and_the_controls(tmp_path, tuner, mode, best) -> None:  # noqa: ANN001
     from expmgr.layout import ExperimentPaths
-    from expmgr.manager import views
+    from expmgr.server import views
     store = _store_with_results(tmp_path, {"tuner": tuner})
     try:
         profile = views.experiment_view(store)

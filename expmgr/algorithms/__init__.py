@@ -4,6 +4,10 @@ Built-in algorithms are looked up by the ``name`` of a config's ``tuner`` or
 ``assessor`` section (case-insensitive)::
 
     tuner = create_tuner("TPE", {"optimize_mode": "maximize", "seed": 1})
+
+May import: the bottom modules (``expmgr.layout``, ``expmgr.log``, ``expmgr.states``, ``expmgr.metrics``,
+``expmgr.trial``) and third-party libraries; they run in the dispatcher process,
+which knows nothing of the store, the server or the config.
 """
 from __future__ import annotations
 

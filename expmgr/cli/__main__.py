@@ -31,7 +31,7 @@ import sys
 
 from expmgr.cli import control, launch, listing, logs, top, update
 from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError
-from expmgr.manager.registry import RegistryError
+from expmgr.store.registry import RegistryError
 
 
 def build_parser() -> argparse.ArgumentParser:

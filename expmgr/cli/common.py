@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from expmgr.layout import ExperimentPaths, default_home
-from expmgr.manager.registry import Registry, RegistryEntry, experiment_process_alive
-from expmgr.manager.store import ExperimentStore, StoreError, unreadable_store
 from expmgr.states import TrialState
+from expmgr.store import ExperimentStore, StoreError, open_store, unreadable_store
+from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
 
 if TYPE_CHECKING:
-    from expmgr.manager.auth import Access
+    from expmgr.server.auth import Access
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 141
@@ -95,7 +95,7 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument
 def access_of(entry: RegistryEntry) -> "Access":
     """The host, url prefix and token of the experiment's server (its access file);
     CliError when it cannot be read (another user's experiment)."""
-    from expmgr.manager.auth import Access, AccessError
+    from expmgr.server.auth import Access, AccessError
     try:
         return Access.load(ExperimentPaths(Path(entry.dir)).access_file)
     except AccessError as error:
@@ -115,17 +115,16 @@ def experiment_store(entry: RegistryEntry) -> Iterator[ExperimentStore]:
     """The experiment's store, read-only, closed after the block. A missing or damaged
     database (garbage, truncated, another program's file), at opening or at any query in
     the block, is a CliError naming the file (exit 1), not a traceback."""
-    database = ExperimentPaths(Path(entry.dir)).database
+    paths = ExperimentPaths(Path(entry.dir))
     try:
-        store = ExperimentStore.open(database, readonly=True)
+        store = open_store(paths, readonly=True)
     except StoreError as error:
         raise CliError(str(error), EXIT_FAILED) from None
-    try:
-        yield store
-    except sqlite3.DatabaseError as error:
-        raise CliError(str(unreadable_store(database, error)), EXIT_FAILED) from None
-    finally:
-        store.close()
+    with store:
+        try:
+            yield store
+        except sqlite3.DatabaseError as error:
+            raise CliError(str(unreadable_store(paths.database, error)), EXIT_FAILED) from None
 
 
 def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -> Any:

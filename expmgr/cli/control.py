@@ -14,7 +14,7 @@ import time
 
 from expmgr.cli.common import (EXIT_OK, CliError, experiment_store, find_experiment, is_running, port_number,
                                registry, shown_status)
-from expmgr.manager.registry import RegistryEntry
+from expmgr.store.registry import RegistryEntry
 from expmgr.states import ExperimentState
 
 _STOP_TIMEOUT_AFTER_GRACE = 30.0

@@ -7,7 +7,7 @@ The daemon is this same command run with ``--foreground`` in a new session. Unti
 its experiment runs, its output comes back through a pipe (so an early error is
 shown here); then it moves its output to ``logs/daemon.log`` and this command
 returns once the experiment's REST server answers, printing its address (with
-``?token=`` when it has an access token, see expmgr/manager/auth.py). The daemon is
+``?token=`` when it has an access token, see expmgr/server/auth.py). The daemon is
 given ``--host`` and ``--url-prefix`` as arguments and the token in ``$EXPMGR_TOKEN``,
 never on its command line.
 """
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Callable
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
                                find_experiment, is_running, port_number)
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import auth
-from expmgr.manager.registry import Registry
+from expmgr.server import auth
+from expmgr.store.registry import Registry
 
 if TYPE_CHECKING:
     from expmgr.experiment import Experiment

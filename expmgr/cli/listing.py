@@ -14,8 +14,8 @@ from pathlib import Path
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
                                print_table, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
-from expmgr.manager import views
 from expmgr.metrics import ranked
+from expmgr.server import views
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from expmgr.cli.common import EXIT_OK, CliError, check_id, experiment_store, find_experiment, is_running, registry
 from expmgr.layout import ExperimentPaths, TrialFiles
-from expmgr.manager.registry import RegistryEntry
+from expmgr.store.registry import RegistryEntry
 
 _FOLLOW_INTERVAL = 0.2
 _EXPERIMENT_LOGS = {"experiment": "experiment_log", "dispatcher": "dispatcher_log"}

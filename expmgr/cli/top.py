@@ -11,9 +11,9 @@ from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, f
                                shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.log import use_colour
-from expmgr.manager import views
-from expmgr.manager.registry import RegistryEntry
 from expmgr.metrics import best_result
+from expmgr.server import views
+from expmgr.store.registry import RegistryEntry
 from expmgr.states import TrialState
 
 _CLEAR = "\x1b[H\x1b[2J"

@@ -2,12 +2,17 @@
 
     config = ExperimentConfig.load("config.yml")   # ConfigError: "config.yml:7:19: trialConcurrency: ..."
     canonical = config.canonical()                 # validated copy: seconds, absolute paths, defaults
+
+May import: ``expmgr.algorithms`` (to check a tuner's arguments) and the bottom modules
+(layout, log, states, metrics, trial); nothing from store, training, dispatcher, engine, server,
+experiment or cli.
 """
 from __future__ import annotations
 
 from ._durations import parse_duration
 from ._errors import ConfigError
-from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig
+from ._model import ExperimentConfig
+from ._sections import AlgorithmConfig, LocalConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 from ._updatable import UPDATABLE_FIELDS, UpdatableField
 

@@ -5,8 +5,6 @@ A ``Source`` remembers the parsed document so that a field path such as
 """
 from __future__ import annotations
 
-import copy
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,7 +205,7 @@ def to_plain(node: Any) -> Any:
     return node
 
 
-def _type_name(node: Any) -> str:
+def type_name(node: Any) -> str:
     if isinstance(node, list):
         return "a list"
     if isinstance(node, str):
@@ -217,52 +215,6 @@ def _type_name(node: Any) -> str:
     if isinstance(node, (int, float)):
         return "a number"
     return type(node).__name__
-
-
-def load_config(path: str | os.PathLike[str]) -> Any:
-    """``ExperimentConfig.load``: parse, check keys, make paths absolute, validate."""
-    from ._validate import config_from_mapping, resolve_paths
-
-    shown = Path(path)
-    real = shown.expanduser()
-    try:
-        text = read_text(real)
-    except ConfigError as exc:
-        exc.file = shown
-        raise
-    doc = parse_yaml(text, shown)
-    if doc is None:
-        raise ConfigError("config file is empty; expected a mapping of config keys "
-                          "(trialCommand, trialConcurrency, ...)", file=shown)
-    if not isinstance(doc, dict):
-        line = doc.lc.line + 1 if hasattr(doc, "lc") else 1
-        column = doc.lc.col + 1 if hasattr(doc, "lc") else 1
-        raise ConfigError(f"the top level must be a mapping of config keys, got {_type_name(doc)}",
-                          file=shown, line=line, column=column)
-    source = Source(shown, doc)
-    try:
-        config = config_from_mapping(to_plain(doc), origin="file")
-        resolve_paths(config, real.parent.absolute())
-    except Problem as problem:
-        raise source.error(problem) from None
-    from ._model import public_fields
-    source.snapshot = {name: copy.deepcopy(getattr(config, name)) for name in public_fields(type(config))}
-    source.key_order = [_field_of(k) for k in doc if _field_of(k) is not None]
-    config._source = source
-    config._origin = "file"
-    config.canonical()   # validate now, so that errors point into the file
-    return config
-
-
-def _field_of(key: Any) -> str | None:
-    from ._model import ExperimentConfig, public_fields
-
-    if not isinstance(key, str):
-        return None
-    for name in public_fields(ExperimentConfig):
-        if norm(name) == norm(key):
-            return name
-    return None
 
 
 def read_search_space_file(real: Path) -> tuple[Any, Source]:

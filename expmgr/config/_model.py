@@ -1,45 +1,16 @@
-"""The config records: ExperimentConfig, AlgorithmConfig (tuner/assessor) and LocalConfig.
+"""The config record ExperimentConfig; its sections AlgorithmConfig and LocalConfig are in ``_sections``.
 
 Plain dataclasses with snake_case attributes; ``canonical()`` validates and fills defaults,
 ``to_dict()``/``to_yaml()`` write NNI v2 camelCase, ``load()``/``from_dict()`` read it back.
 """
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ._errors import snake_to_camel
+from ._sections import AlgorithmConfig, LocalConfig, PathLike, section_dict
 
-PathLike = Union[str, Path]
 Duration = Union[int, float, str]
-
-
-@dataclass(slots=True)
-class AlgorithmConfig:
-    """A tuner or assessor: a built-in ``name`` or your own ``class_name`` ("module.ClassName")."""
-
-    name: str | None = None
-    class_name: str | None = None
-    code_directory: PathLike | None = None
-    class_args: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return _section_dict(self)
-
-
-@dataclass(slots=True)
-class LocalConfig:
-    """The local training service: trials run as processes on this machine."""
-
-    platform: str = "local"
-    use_active_gpu: bool = False
-    max_trial_number_per_gpu: int = 1
-    gpu_indices: list[int] | int | str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return _section_dict(self)
 
 
 @dataclass(slots=True)
@@ -87,14 +58,14 @@ class ExperimentConfig:
         Returns the config as written (paths made absolute); raises ConfigError with the
         file, line and column of the first problem.
         """
-        from ._loader import load_config
-        return load_config(path)
+        from ._validate import load_config
+        return load_config(cls, path)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
         """The inverse of ``to_dict()``: camelCase or snake_case keys. Validates keys only."""
         from ._validate import config_from_dict
-        return config_from_dict(data)
+        return config_from_dict(cls, data)
 
     @property
     def minimizes(self) -> bool:
@@ -123,7 +94,7 @@ class ExperimentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable NNI v2 dict: camelCase keys, paths as str, None fields left out."""
-        return _section_dict(self)
+        return section_dict(self)
 
     def to_yaml(self) -> str:
         """``to_dict()`` as camelCase YAML text."""
@@ -156,28 +127,3 @@ def _flow_leaf_lists(value: Any) -> Any:
         seq.fa.set_flow_style()
         return seq
     return value
-
-
-def public_fields(cls: type) -> list[str]:
-    return [f.name for f in fields(cls) if not f.name.startswith("_")]
-
-
-def _section_dict(obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in public_fields(type(obj)):
-        value = getattr(obj, name)
-        if value is not None:
-            out[snake_to_camel(name)] = _jsonable(value)
-    return out
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (AlgorithmConfig, LocalConfig)):
-        return value.to_dict()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return copy.deepcopy(value)

@@ -9,7 +9,7 @@ import copy
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr.layout import default_home
 
@@ -18,9 +18,12 @@ from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, spell, unknown_message
 from ._limits import (MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER, MAX_TRIAL_RETRIES,
                       MAX_TRIALS_PER_GPU)
-from ._loader import read_search_space_file
-from ._model import AlgorithmConfig, ExperimentConfig, LocalConfig, public_fields
+from ._loader import Source, parse_yaml, read_search_space_file, read_text, to_plain, type_name
 from ._search_space import check_search_space
+from ._sections import AlgorithmConfig, LocalConfig, public_fields
+
+if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
+    from ._model import ExperimentConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
 DEFAULT_TRIAL_GRACE_PERIOD = 30.0
@@ -48,10 +51,10 @@ _PATH_FIELDS = ("trial_code_directory", "search_space_file", "experiment_working
 
 # -- from a mapping (YAML document or dict) to the records, checking keys only ----------------
 
-def config_from_mapping(raw: dict[Any, Any], origin: str) -> ExperimentConfig:
+def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin: str) -> ExperimentConfig:
     """An ExperimentConfig holding the values of ``raw`` as given; raises Problem for bad keys."""
     style = "snake" if origin == "python" else "camel"
-    values = match_keys(raw, public_fields(ExperimentConfig), (), style, _TOP_HINTS)
+    values = match_keys(raw, public_fields(cls), (), style, _TOP_HINTS)
     for name in ("tuner", "assessor"):
         if isinstance(values.get(name), dict):
             values[name] = algorithm_from_mapping(values[name], (Key(name),), style)
@@ -63,17 +66,17 @@ def config_from_mapping(raw: dict[Any, Any], origin: str) -> ExperimentConfig:
     for name in _PATH_FIELDS:
         if isinstance(values.get(name), str):
             values[name] = Path(values[name])
-    config = ExperimentConfig(**values)
+    config = cls(**values)
     config._origin = origin
     return config
 
 
-def config_from_dict(data: dict[str, Any]) -> ExperimentConfig:
+def config_from_dict(cls: type[ExperimentConfig], data: dict[str, Any]) -> ExperimentConfig:
     """``ExperimentConfig.from_dict``."""
     if not isinstance(data, dict):
         raise ConfigError(f"ExperimentConfig.from_dict needs a dict, got {type(data).__name__}")
     try:
-        config = config_from_mapping(data, origin="dict")
+        config = config_from_mapping(cls, data, origin="dict")
     except Problem as problem:
         raise ConfigError(problem.message, field=format_path(problem.path) or None) from None
     if config.search_space is not None and isinstance(config.search_space_file, (str, Path)):
@@ -113,6 +116,49 @@ def _absolute(value: str | Path, base: Path) -> Path:
     if not path.is_absolute():
         path = base / path
     return Path(os.path.normpath(path))
+
+
+# -- from a file ---------------------------------------------------------------------------
+
+def load_config(cls: type[ExperimentConfig], path: str | os.PathLike[str]) -> ExperimentConfig:
+    """``ExperimentConfig.load``: parse, check keys, make paths absolute, validate."""
+    shown = Path(path)
+    real = shown.expanduser()
+    try:
+        text = read_text(real)
+    except ConfigError as exc:
+        exc.file = shown
+        raise
+    doc = parse_yaml(text, shown)
+    if doc is None:
+        raise ConfigError("config file is empty; expected a mapping of config keys "
+                          "(trialCommand, trialConcurrency, ...)", file=shown)
+    if not isinstance(doc, dict):
+        line = doc.lc.line + 1 if hasattr(doc, "lc") else 1
+        column = doc.lc.col + 1 if hasattr(doc, "lc") else 1
+        raise ConfigError(f"the top level must be a mapping of config keys, got {type_name(doc)}",
+                          file=shown, line=line, column=column)
+    source = Source(shown, doc)
+    try:
+        config = config_from_mapping(cls, to_plain(doc), origin="file")
+        resolve_paths(config, real.parent.absolute())
+    except Problem as problem:
+        raise source.error(problem) from None
+    source.snapshot = {name: copy.deepcopy(getattr(config, name)) for name in public_fields(type(config))}
+    source.key_order = [_field_of(cls, k) for k in doc if _field_of(cls, k) is not None]
+    config._source = source
+    config._origin = "file"
+    config.canonical()   # validate now, so that errors point into the file
+    return config
+
+
+def _field_of(cls: type[ExperimentConfig], key: Any) -> str | None:
+    if not isinstance(key, str):
+        return None
+    for name in public_fields(cls):
+        if norm(name) == norm(key):
+            return name
+    return None
 
 
 # -- canonicalisation -----------------------------------------------------------------------
@@ -155,7 +201,7 @@ class _Canonicalizer:
 
     def run(self) -> ExperimentConfig:
         config = self.config
-        names = public_fields(ExperimentConfig)
+        names = public_fields(type(config))
         order = list(config._source.key_order) if config._source is not None else []
         order += [n for n in names if n not in order]
         out: dict[str, Any] = {}
@@ -173,7 +219,7 @@ class _Canonicalizer:
         elif out["log_level"] is None:
             out["log_level"] = "info"
         self._check_builtin_algorithms(out)
-        result = ExperimentConfig(**out)
+        result = type(config)(**out)
         result._origin = config._origin
         result._source = config._source
         result._search_space_read_from = self.read_from

@@ -1,7 +1,13 @@
-"""The Experiment API: start, watch and stop one experiment from Python."""
+"""The Experiment API: start, watch and stop one experiment from Python, and the hosts
+that run one (``manager.Manager``: engine and server; ``viewer.Viewer``: the server
+alone, over a stopped experiment's store).
+
+May import: server, engine, store, training, dispatcher, config, algorithms and the
+bottom modules (layout, log, states, metrics, trial); nothing from cli.
+"""
 from expmgr.experiment.experiment import (Experiment, ExperimentError, HostError, PortInUseError,
                                           current_experiment)
-from expmgr.manager.auth import AccessError
+from expmgr.server.auth import AccessError
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle, TrialOutcome
 

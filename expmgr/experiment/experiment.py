@@ -32,14 +32,14 @@ from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
 from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
                         pop_experiment, push_experiment)
-from expmgr.manager import views
-from expmgr.manager.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
-from expmgr.manager.guard import LimitsError, ServerLimits
-from expmgr.manager.manager import Manager
-from expmgr.manager.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
-from expmgr.manager.runner import SubmissionRefused, TrialRunner, UpdateRefused
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, StoreError, unreadable_store
-from expmgr.manager.viewer import Viewer
+from expmgr.server import views
+from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
+from expmgr.server.guard import LimitsError, ServerLimits
+from expmgr.experiment.manager import Manager
+from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
+from expmgr.engine.runner import SubmissionRefused, TrialRunner, UpdateRefused
+from expmgr.store import ExperimentProfile, ExperimentStore, StoreError, create_store, open_store, unreadable_store
+from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -155,13 +155,13 @@ class Experiment:
         if self._resume_from is None:
             paths.create()
             paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
-            store = ExperimentStore.create(paths.database, ExperimentProfile(
+            store = create_store(paths, ExperimentProfile(
                 id=self.id, name=config.experiment_name, config=config.to_dict(),
                 status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
                 port=self.port, log_dir=str(paths.root)))
             make_private_files(*paths.database_files)  # SQLite made them 0644 less the umask
         else:
-            store = ExperimentStore.open(paths.database)
+            store = open_store(paths)
             store.reopen()
         access.save(paths.access_file)  # before the registry lists it: clients read it from then on
         registry = Registry(home)
@@ -458,52 +458,34 @@ class Experiment:
     def _open_store(self) -> ExperimentStore:
         if self.paths is None:
             raise ExperimentError(f"experiment {self.id} was not started")
-        return ExperimentStore.open(self.paths.database, readonly=True)
+        return open_store(self.paths, readonly=True)
 
     def get_status(self) -> str:
         """The experiment's state name: RUNNING, DONE, ERROR, ..."""
-        store = self._open_store()
-        try:
+        with self._open_store() as store:
             return store.profile().status.value
-        finally:
-            store.close()
 
     def get_error(self) -> str | None:
         """The stored error (e.g. the tuner's traceback) when the status is ERROR."""
-        store = self._open_store()
-        try:
+        with self._open_store() as store:
             return store.profile().error
-        finally:
-            store.close()
 
     def list_trial_jobs(self) -> list[TrialJob]:
-        store = self._open_store()
-        try:
+        with self._open_store() as store:
             return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, self.paths)]
-        finally:
-            store.close()
 
     def export_data(self) -> list[TrialResult]:
         """Every trial with a final result: its parameters and value (NNI's export shape)."""
-        store = self._open_store()
-        try:
+        with self._open_store() as store:
             return [TrialResult.from_view(view) for view in views.export_data_view(store)]
-        finally:
-            store.close()
 
     def get_job_statistics(self) -> list[dict[str, Any]]:
-        store = self._open_store()
-        try:
+        with self._open_store() as store:
             return views.job_statistics_view(store)
-        finally:
-            store.close()
 
     def get_experiment_profile(self) -> dict[str, Any]:
-        store = self._open_store()
-        try:
+        with self._open_store() as store:
             return views.experiment_view(store)
-        finally:
-            store.close()
 
     def best_trial(self) -> TrialResult | None:
         """The trial with the best final result: the highest ``default`` value, or the
@@ -547,15 +529,13 @@ def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, E
     entry = registry.get(exp_id)
     if entry is None:
         raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
-    database = ExperimentPaths(Path(entry.dir)).database
+    paths = ExperimentPaths(Path(entry.dir))
     try:
-        store = ExperimentStore.open(database, readonly=True)
-        try:
-            return entry, ExperimentConfig.from_dict(store.profile().config)
-        except sqlite3.DatabaseError as error:  # damaged beyond its first page
-            raise unreadable_store(database, error) from None
-        finally:
-            store.close()
+        with open_store(paths, readonly=True) as store:
+            try:
+                return entry, ExperimentConfig.from_dict(store.profile().config)
+            except sqlite3.DatabaseError as error:  # damaged beyond its first page
+                raise unreadable_store(paths.database, error) from None
     except StoreError as error:
         raise ExperimentError(f"cannot open experiment {exp_id}: {error}") from None
 

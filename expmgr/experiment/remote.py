@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from expmgr.manager.auth import Access
+from expmgr.server.auth import Access
 
 
 class RestRefused(Exception):

@@ -15,7 +15,7 @@ import urllib.request
 import psutil
 import pytest
 
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.cli.test_daemon import created_id, entry, expctl, project  # noqa: F401 - the fixture
 from tests.conftest import REPO, wait_until

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from tests.conftest import REPO
-from tests.manager.fill import fill_experiment
+from tests.server.fill import fill_experiment
 
 
 def expctl(home: Path, *args: str) -> subprocess.CompletedProcess:

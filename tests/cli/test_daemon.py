@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from expmgr.manager.registry import Registry, RegistryEntry
+from expmgr.store.registry import Registry, RegistryEntry
 from expmgr.states import ExperimentState
 from tests.conftest import REPO, wait_until
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.cli.test_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401 (a fixture)
 from tests.conftest import REPO, wait_until

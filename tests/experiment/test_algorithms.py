@@ -10,7 +10,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFiles
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import open_store
 from tests.conftest import write_script
 
 # A learning curve x * step for STEPS steps. Trials whose x is in HOLD stay open after
@@ -104,13 +104,10 @@ def test_pbt_trials_resume_from_the_checkpoint_of_the_member_they_exploit(tmp_pa
                      tuner={"name": "PBT", "class_args": {"population_size": 4, "fraction": 0.25, "seed": 3}})
     experiment = Experiment(config)
     assert experiment.run(port=0)
-    store = ExperimentStore.open(experiment.paths.database, readonly=True)
-    try:
+    with open_store(experiment.paths, readonly=True) as store:
         trials = store.trials()
         finals = {trial_id: metric.value for trial_id, metric in store.final_metrics().items()}
         sources = store.checkpoint_sources()
-    finally:
-        store.close()
     assert [t.status.value for t in trials] == ["SUCCEEDED"] * 12
     generations = [trials[0:4], trials[4:8], trials[8:12]]
     assert not any(t.trial_id in sources for t in generations[0])

@@ -467,7 +467,7 @@ def test_retried_trial_is_told_to_the_tuner_once_with_its_last_attempts_result(t
 
 def test_registry_tracks_the_running_experiment(gated_experiment):
     import os
-    from expmgr.manager.registry import Registry
+    from expmgr.store.registry import Registry
     experiment, release = gated_experiment
     experiment.start(port=0)
     registry = Registry(experiment.paths.root.parent)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import open_store
 from tests.conftest import REPO, write_script
 
 RECORDING_TUNER = """
@@ -95,11 +95,8 @@ def test_non_finite_results_are_stored_shown_as_strings_never_best_and_not_given
     finally:
         view.stop()
     # Stored as reported.
-    store = ExperimentStore.open(experiment.paths.database, readonly=True)
-    try:
+    with open_store(experiment.paths, readonly=True) as store:
         stored = {tuple(t.parameters.values()): store.final_metrics()[t.trial_id].value for t in store.trials()}
-    finally:
-        store.close()
     assert math.isnan(stored[(1,)]) and stored[(3,)] == math.inf and stored[(2,)] == 5.0
     # The tuner heard only finite results; a non-finite one ended its trial as a failure.
     events = [json.loads(line) for line in tuner_log.read_text().splitlines()]

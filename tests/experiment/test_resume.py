@@ -14,7 +14,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import REPO, wait_until, write_script
 

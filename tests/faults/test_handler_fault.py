@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 from tests.conftest import write_script
 
 

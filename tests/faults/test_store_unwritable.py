@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.registry import Registry
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
-from tests.manager.conftest import SocketClient
+from tests.server.conftest import SocketClient
 
 REPORTS = 5  # per trial: 4 intermediate, 1 final
 HOLD_SECONDS = 15.0
@@ -266,7 +266,7 @@ def test_a_stop_while_the_store_is_locked_stops_the_trials_and_records_the_end_o
 
 def test_a_store_locked_past_the_final_patience_still_lets_the_experiment_end_with_a_clear_error(
         tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    from expmgr.manager import runner
+    from expmgr.engine import runner
     monkeypatch.setattr(runner, "FINAL_WRITE_PATIENCE", 1.0)  # not 60 s: a short test
     write_script(code_dir, "trial.py", LONG_TRIAL)
     experiment = Experiment(_config(tmp_path, code_dir))

@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from expmgr import Experiment, ExperimentConfig  # noqa: E402
 from expmgr.layout import ExperimentPaths  # noqa: E402
-from expmgr.manager.registry import Registry, RegistryEntry  # noqa: E402
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord  # noqa: E402
+from expmgr.store.registry import Registry, RegistryEntry  # noqa: E402
+from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord  # noqa: E402
 from expmgr.states import ExperimentState, TrialState  # noqa: E402
 from tests.webui.conftest import CHROMIUM_FLAGS, load_testids  # noqa: E402
 

@@ -15,12 +15,12 @@ import pytest
 import tornado.web
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.guard import Guard
-from expmgr.manager.rest import make_app
+from expmgr.server.guard import Guard
+from expmgr.server.rest import make_app
 from tests.conftest import wait_until, write_script
-from tests.manager.conftest import STEPPED_TRIAL, Stepped, get, sockets  # noqa: F401 - the websocket client fixture
+from tests.server.conftest import STEPPED_TRIAL, Stepped, get, sockets  # noqa: F401 - the websocket client fixture
 
-# The stepped trials of tests/manager, living long enough for the slowest test here.
+# The stepped trials of tests/server, living long enough for the slowest test here.
 LONG_STEPPED_TRIAL = STEPPED_TRIAL.replace("time.monotonic() + 60", "time.monotonic() + 900")
 assert LONG_STEPPED_TRIAL != STEPPED_TRIAL
 

@@ -10,8 +10,8 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
-from expmgr.manager.guard import Guard, LimitsError, ServerLimits, allowed_hosts
-from tests.manager.fill import fill_experiment
+from expmgr.server.guard import Guard, LimitsError, ServerLimits, allowed_hosts
+from tests.server.fill import fill_experiment
 from tests.security.conftest import send
 
 

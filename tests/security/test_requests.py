@@ -1,4 +1,4 @@
-"""The guard in front of every route (expmgr/manager/guard.py), attacked on a real running
+"""The guard in front of every route (expmgr/server/guard.py), attacked on a real running
 experiment: a page of another site (foreign Origin, text/plain), DNS rebinding (a foreign
 Host), and bodies too large to buffer. Each refused request changes nothing."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import tornado.httpclient
 import tornado.websocket
 
-from expmgr.manager.guard import MiB, ServerLimits
+from expmgr.server.guard import MiB, ServerLimits
 from tests.conftest import wait_until
 from tests.security.conftest import Answer, app_routes, concrete, send, trial_token, unchanged_state, writes_of
 

@@ -1,4 +1,4 @@
-"""The access token (expmgr/manager/auth.py) against a real server: required on every
+"""The access token (expmgr/server/auth.py) against a real server: required on every
 REST route, the websocket and the page when set, given by header, bearer or the cookie
 a ``?token=`` link sets; trials report without it; everything served under a url
 prefix; another local user cannot stop the experiment."""
@@ -26,8 +26,8 @@ import tornado.httpclient
 import tornado.websocket
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager import auth
-from expmgr.manager.registry import Registry
+from expmgr.server import auth
+from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import REPO, wait_until, write_script
 

@@ -11,7 +11,7 @@ import time
 import tornado.httpclient
 import tornado.websocket
 
-from expmgr.manager.guard import ServerLimits
+from expmgr.server.guard import ServerLimits
 from tests.conftest import wait_until
 from tests.security.conftest import send, trial_token
 

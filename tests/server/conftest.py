@@ -17,7 +17,7 @@ import tornado.websocket
 
 from expmgr import Experiment, ExperimentConfig
 from tests.conftest import wait_until, write_script
-from tests.manager.fill import fill_experiment
+from tests.server.fill import fill_experiment
 
 STEPPED_TRIAL = """
     import os, sys, time

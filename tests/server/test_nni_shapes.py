@@ -20,7 +20,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from tests.conftest import wait_until, write_script
-from tests.manager.conftest import get
+from tests.server.conftest import get
 
 API = "/api/v1/nni"
 

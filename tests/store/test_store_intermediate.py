@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.manager.store import (
+from expmgr.store import (
     ExperimentProfile,
     ExperimentStore,
     MetricRecord,
@@ -15,7 +15,7 @@ from expmgr.manager.store import (
 )
 from expmgr.states import ExperimentState, TrialState
 from tests.conftest import write_script
-from tests.manager.conftest import get
+from tests.server.conftest import get
 
 # Values of several kinds: the store must give back each as written.
 VALUES = {

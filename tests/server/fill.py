@@ -13,8 +13,8 @@ from pathlib import Path
 
 from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.registry import Registry, RegistryEntry
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, metric_number
+from expmgr.store.registry import Registry, RegistryEntry
+from expmgr.store import ExperimentProfile, ExperimentStore, metric_number
 from expmgr.states import ExperimentState
 
 SEARCH_SPACE = {"lr": {"_type": "loguniform", "_value": [1e-5, 1e-1]},

@@ -8,10 +8,10 @@ from pathlib import Path, PurePath
 import pytest
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.store import TrialRecord
-from expmgr.manager.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail
+from expmgr.store import TrialRecord
+from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail
 from expmgr.states import TrialState
-from tests.manager.test_store import new_store
+from tests.store.test_store import new_store
 
 
 def log(path: Path) -> LogFile:

@@ -15,9 +15,9 @@ from typing import Any
 
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.metrics import best_result, metric_number
 from expmgr.states import ExperimentState, TrialState
+from expmgr.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
 
 
 def _ms(seconds: float | None) -> int | None:

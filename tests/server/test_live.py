@@ -5,11 +5,11 @@ from __future__ import annotations
 import sqlite3
 
 from expmgr import Experiment
-from expmgr.manager import live
-from expmgr.manager.store import ExperimentStore
+from expmgr.server import live
+from expmgr.store import ExperimentStore
 from tests.conftest import wait_until
-from tests.manager.conftest import get
-from tests.manager.fill import fill_experiment
+from tests.server.conftest import get
+from tests.server.fill import fill_experiment
 
 
 def metrics_of(messages: list[dict]) -> list[tuple]:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.live import changes_answer
-from expmgr.manager.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
+from expmgr.server.live import changes_answer
+from expmgr.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import TrialState
-from tests.manager.fill import fill_store
-from tests.manager.test_store import new_store
+from tests.server.fill import fill_store
+from tests.store.test_store import new_store
 
 
 def add_trial(store: ExperimentStore, trial_id: str, sequence_id: int) -> None:

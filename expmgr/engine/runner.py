@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths, TrialFiles
-from expmgr.manager.dispatcher_client import DispatcherClient, DispatcherError
-from expmgr.manager.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.metrics import is_better, metric_number, reported_number
+from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingServiceError, TrialLaunch
 from expmgr.training.local import LocalTrainingService
@@ -1152,7 +1152,7 @@ class TrialRunner:
         try:  # one O_APPEND write, as the trial's own lines are
             descriptor = os.open(files.trial_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                os.write(descriptor, f"[{stamp}] WARNING (expmgr.manager) {message}\n".encode())
+                os.write(descriptor, f"[{stamp}] WARNING (expmgr.engine) {message}\n".encode())
             finally:
                 os.close(descriptor)
         except OSError:

@@ -2,7 +2,7 @@
 event loop: the changes of 10,000 trials take a good part of a second, and the loop also
 takes the trials' reports. SQLite does its part of the work without holding the GIL::
 
-    reader = StoreReader(paths.database)
+    reader = StoreReader(paths)
     text = await reader.run(lambda store: views.trial_jobs_view(store, paths))
     reader.close()
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from pathlib import Path
 from typing import Callable, TypeVar
 
-from expmgr.manager.store import ExperimentStore
+from expmgr.layout import ExperimentPaths
+from expmgr.store import ExperimentStore, open_store
 
 T = TypeVar("T")
 
@@ -21,8 +21,8 @@ T = TypeVar("T")
 class StoreReader:
     """Runs functions of a read-only ExperimentStore, one at a time, on one thread."""
 
-    def __init__(self, database: Path) -> None:
-        self._database = database
+    def __init__(self, paths: ExperimentPaths) -> None:
+        self._paths = paths
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._store: ExperimentStore | None = None
 
@@ -34,7 +34,7 @@ class StoreReader:
 
     def _call(self, function: Callable[[ExperimentStore], T]) -> T:
         if self._store is None:
-            self._store = ExperimentStore.open(self._database, readonly=True)
+            self._store = open_store(self._paths, readonly=True)
         return function(self._store)
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import tornado.web
 
-from expmgr.manager import auth
+from expmgr.server import auth
 
 WEBUI_DIR = Path(__file__).resolve().parents[1] / "webui"
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment
-from expmgr.manager import static
-from expmgr.manager.rest import READ_ONLY
-from expmgr.manager.store import ExperimentStore, metric_number
+from expmgr.server import static
+from expmgr.server.rest import READ_ONLY
+from expmgr.store import ExperimentStore, metric_number
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.experiment.test_resume import grid_config
-from tests.manager.conftest import call, get, get_text
-from tests.manager.fill import fill_experiment
-from tests.manager.test_store_changes import downgrade_to_schema_2, schema_of
+from tests.server.conftest import call, get, get_text
+from tests.server.fill import fill_experiment
+from tests.store.test_store_changes import downgrade_to_schema_2, schema_of
 
 API = "/api/v1/nni"
 

@@ -6,11 +6,10 @@ worker thread; the Experiment API reads from any thread through read-only
 connections of its own. Listeners hear of every committed write, and
 ``changes(cursor)`` tells what changed since an earlier answer::
 
-    store = ExperimentStore.create(paths.database, profile)
+    store = create_store(paths, profile)         # expmgr.store's factories
     store.add_commit_listener(lambda: ...)
     store.add_trial(trial)
-    reader = ExperimentStore.open(paths.database, readonly=True)
-    with reader.snapshot():
+    with open_store(paths, readonly=True) as reader, reader.snapshot():
         changes = reader.changes(since=None)    # everything; then since=changes.cursor
 """
 from __future__ import annotations
@@ -18,12 +17,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from expmgr.metrics import metric_number  # noqa: F401 - the store's column; also imported from here by tests
 from expmgr.states import ExperimentState, TrialState
+from expmgr.store.records import (AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, StoreUnreadable,
+                                  TrialRecord)
 
 SCHEMA_VERSION = 3
 """3 added ``metrics.value`` and the ``metrics_final`` index; a version 2 database is
@@ -92,14 +92,6 @@ CREATE TABLE runs (
 """
 
 
-class StoreError(Exception):
-    """The database is missing, of another schema version, or inconsistent."""
-
-
-class StoreUnreadable(StoreError):
-    """The database file cannot be read: damaged, truncated, overwritten, or busy."""
-
-
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 
 
@@ -110,54 +102,6 @@ def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadabl
         return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
     return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
                            "or delete the experiment (expctl experiment delete ID)")
-
-
-@dataclass
-class TrialRecord:
-    trial_id: str
-    sequence_id: int
-    parameters: dict[str, Any]
-    status: TrialState
-    submit_time: float
-    start_time: float | None = None
-    end_time: float | None = None
-    attempts: int = 0
-
-
-@dataclass
-class AttemptRecord:
-    trial_id: str
-    attempt: int
-    status: TrialState
-    start_time: float
-    end_time: float | None
-    exit_code: int | None
-    signal: int | None
-    pid: int | None = None
-    pid_started: float | None = None
-
-
-@dataclass
-class MetricRecord:
-    trial_id: str
-    attempt: int
-    sequence: int
-    type: str  # "PERIODICAL" or "FINAL", NNI's names
-    value: Any
-    time: float = field(default_factory=time.time)
-
-
-@dataclass
-class ExperimentProfile:
-    id: str
-    name: str | None
-    config: dict[str, Any]
-    status: ExperimentState
-    error: str | None
-    start_time: float
-    end_time: float | None
-    port: int | None
-    log_dir: str
 
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
@@ -232,6 +176,12 @@ class ExperimentStore:
             _migrate_2_to_3(conn)
             version = 3
         return cls(conn, path, schema_version=version)
+
+    def __enter__(self) -> ExperimentStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def close(self) -> None:
         self._conn.close()
@@ -613,26 +563,6 @@ class ExperimentStore:
             return None
         event_id, metric_id, finals_id = map(int, parts[1:])
         return (event_id, metric_id, finals_id) if metric_id <= finals_id else None
-
-
-@dataclass
-class Changes:
-    """The answer of ``ExperimentStore.changes``."""
-
-    cursor: str
-    """Where the next question starts: ``changes(since=cursor)``."""
-    full: bool
-    """Everything is here (the cursor asked from was None, of another experiment, or unknown)."""
-    more: bool
-    """The limit cut this answer short: ask again from ``cursor``."""
-    trials: list[TrialRecord]
-    """The changed trials, in their present state, by sequence id."""
-    finals: dict[str, MetricRecord]
-    """The final metric of each trial in ``trials`` that has one."""
-    metrics_json: str
-    """The added metrics as one JSON array (built by SQLite: there may be 200,000) of
-    ``[trialId, sequenceId, type, sequence, number, timeMs, attempt]``, in the order stored;
-    ``number`` is the value or its ``default`` (null when not finite)."""
 
 
 def _trial(row: sqlite3.Row) -> TrialRecord:

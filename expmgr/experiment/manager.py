@@ -21,13 +21,13 @@ import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
-from expmgr.manager.auth import Access
-from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
-from expmgr.manager.live import LiveHub
-from expmgr.manager.registry import Registry, RegistryError
-from expmgr.manager.rest import make_app
-from expmgr.manager.runner import TrialRunner
-from expmgr.manager.store import ExperimentStore
+from expmgr.server.auth import Access
+from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
+from expmgr.server.live import LiveHub
+from expmgr.store.registry import Registry, RegistryError
+from expmgr.server.rest import make_app
+from expmgr.engine.runner import TrialRunner
+from expmgr.store import ExperimentStore
 from expmgr.states import ExperimentState
 
 if TYPE_CHECKING:

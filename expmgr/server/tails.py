@@ -19,7 +19,7 @@ from pathlib import Path, PurePath
 from typing import BinaryIO
 
 from expmgr.layout import ExperimentPaths, TrialFiles
-from expmgr.manager.store import ExperimentStore
+from expmgr.store import ExperimentStore
 
 TRIAL_FILES = ("stdout", "stderr", "trial.log")
 EXPERIMENT_FILES = ("experiment.log", "dispatcher.log")

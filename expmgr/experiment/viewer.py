@@ -15,11 +15,11 @@ import threading
 import tornado.httpserver
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager.auth import Access
-from expmgr.manager.guard import Guard, ServerLimits, allowed_hosts
-from expmgr.manager.live import LiveHub
-from expmgr.manager.rest import make_app
-from expmgr.manager.store import ExperimentStore
+from expmgr.server.auth import Access
+from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
+from expmgr.server.live import LiveHub
+from expmgr.server.rest import make_app
+from expmgr.store import open_store
 
 
 class Viewer:
@@ -53,7 +53,7 @@ class Viewer:
             self._started.set()
 
     async def _main(self) -> None:
-        store = ExperimentStore.open(self.paths.database, readonly=True)
+        store = open_store(self.paths, readonly=True)
         guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
         hub = LiveHub(store, self.paths, read_only=True, limits=self.limits)
         hub.start()

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from expmgr.manager.registry import Registry, RegistryEntry
-from expmgr.manager.store import ExperimentProfile, ExperimentStore, MetricRecord, StoreError, TrialRecord
+from expmgr.store.registry import Registry, RegistryEntry
+from expmgr.layout import ExperimentPaths
+from expmgr.store import (ExperimentProfile, ExperimentStore, MetricRecord, StoreError, TrialRecord, create_store,
+                          open_store)
 from expmgr.states import ExperimentState, TrialState
 
 
@@ -100,3 +102,24 @@ def test_store_refuses_a_trial_state_change_the_transition_table_does_not_allow(
     final = {TrialState.SUCCEEDED, TrialState.FAILED, TrialState.CRASHED, TrialState.EARLY_STOPPED}
     assert {state for state in TrialState if not TRIAL_TRANSITIONS[state]} == final
     assert TrialState.PREEMPTED.can_become(TrialState.WAITING) and not TrialState.FAILED.can_become(TrialState.WAITING)
+
+
+def test_open_store_gives_the_experiments_store_and_closes_it_after_the_block_even_on_error(tmp_path: Path):
+    paths = ExperimentPaths(tmp_path / "abcd1234")
+    paths.create()
+    create_store(paths, ExperimentProfile(
+        id="abcd1234", name="t", config={}, status=ExperimentState.INITIALIZED, error=None,
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root))).close()
+    with open_store(paths, readonly=True) as store:
+        assert store.profile().id == "abcd1234"
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.set_experiment_status(ExperimentState.RUNNING)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        store.profile()
+    with pytest.raises(RuntimeError, match="in the block"):
+        with open_store(paths) as store:
+            raise RuntimeError("in the block")
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        store.profile()
+    with pytest.raises(StoreError, match="no experiment database"):
+        open_store(ExperimentPaths(tmp_path / "elsewhere"))

@@ -26,12 +26,12 @@ import tornado.web
 from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import auth, tails, views
-from expmgr.manager.guard import Guard, GuardedApplication
-from expmgr.manager.live import LiveHub, LiveSocket
-from expmgr.manager.runner import MetricRejected, TrialRunner, UpdateRefused
-from expmgr.manager.static import ui_routes
-from expmgr.manager.store import ExperimentStore
+from expmgr.server import auth, tails, views
+from expmgr.server.guard import Guard, GuardedApplication
+from expmgr.server.live import LiveHub, LiveSocket
+from expmgr.engine.runner import MetricRejected, TrialRunner, UpdateRefused
+from expmgr.server.static import ui_routes
+from expmgr.store import ExperimentStore
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"

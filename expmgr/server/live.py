@@ -27,11 +27,11 @@ import tornado.ioloop
 import tornado.websocket
 
 from expmgr.layout import ExperimentPaths
-from expmgr.manager import auth, views
-from expmgr.manager.guard import Guard, ServerLimits
-from expmgr.manager.reader import StoreReader
-from expmgr.manager.store import Changes, ExperimentStore
-from expmgr.manager.tails import LogFile, Tail, TailError, log_file, read_tail
+from expmgr.server import auth, views
+from expmgr.server.guard import Guard, ServerLimits
+from expmgr.server.reader import StoreReader
+from expmgr.store import Changes, ExperimentStore
+from expmgr.server.tails import LogFile, Tail, TailError, log_file, read_tail
 
 PUSH_INTERVAL = 0.25
 """At most one changes message per client in this many seconds."""
@@ -81,7 +81,7 @@ class LiveHub:
         self.paths = paths
         self.read_only = read_only
         self.limits = limits or ServerLimits()
-        self.reader = StoreReader(paths.database)
+        self.reader = StoreReader(paths)
         self._sockets: set[LiveSocket] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None

@@ -1,0 +1,67 @@
+"""The config's sections, AlgorithmConfig (tuner/assessor) and LocalConfig, and the field
+helpers every config record shares.
+
+Below ``_validate`` and ``_model``: validation builds these sections, and ExperimentConfig
+(in ``_model``) holds them and calls validation.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Union
+
+from ._errors import snake_to_camel
+
+PathLike = Union[str, Path]
+
+
+@dataclass(slots=True)
+class AlgorithmConfig:
+    """A tuner or assessor: a built-in ``name`` or your own ``class_name`` ("module.ClassName")."""
+
+    name: str | None = None
+    class_name: str | None = None
+    code_directory: PathLike | None = None
+    class_args: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return section_dict(self)
+
+
+@dataclass(slots=True)
+class LocalConfig:
+    """The local training service: trials run as processes on this machine."""
+
+    platform: str = "local"
+    use_active_gpu: bool = False
+    max_trial_number_per_gpu: int = 1
+    gpu_indices: list[int] | int | str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return section_dict(self)
+
+
+def public_fields(cls: type) -> list[str]:
+    return [f.name for f in fields(cls) if not f.name.startswith("_")]
+
+
+def section_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in public_fields(type(obj)):
+        value = getattr(obj, name)
+        if value is not None:
+            out[snake_to_camel(name)] = _jsonable(value)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (AlgorithmConfig, LocalConfig)):
+        return value.to_dict()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return copy.deepcopy(value)

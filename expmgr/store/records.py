@@ -1,0 +1,85 @@
+"""What a store holds and answers, whatever keeps it: the records of an experiment, its
+trials, their attempts and metrics, the changes since a cursor, and the store's errors."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from expmgr.states import ExperimentState, TrialState
+
+
+class StoreError(Exception):
+    """The database is missing, of another schema version, or inconsistent."""
+
+
+class StoreUnreadable(StoreError):
+    """The database file cannot be read: damaged, truncated, overwritten, or busy."""
+
+
+@dataclass
+class TrialRecord:
+    trial_id: str
+    sequence_id: int
+    parameters: dict[str, Any]
+    status: TrialState
+    submit_time: float
+    start_time: float | None = None
+    end_time: float | None = None
+    attempts: int = 0
+
+
+@dataclass
+class AttemptRecord:
+    trial_id: str
+    attempt: int
+    status: TrialState
+    start_time: float
+    end_time: float | None
+    exit_code: int | None
+    signal: int | None
+    pid: int | None = None
+    pid_started: float | None = None
+
+
+@dataclass
+class MetricRecord:
+    trial_id: str
+    attempt: int
+    sequence: int
+    type: str  # "PERIODICAL" or "FINAL", NNI's names
+    value: Any
+    time: float = field(default_factory=time.time)
+
+
+@dataclass
+class ExperimentProfile:
+    id: str
+    name: str | None
+    config: dict[str, Any]
+    status: ExperimentState
+    error: str | None
+    start_time: float
+    end_time: float | None
+    port: int | None
+    log_dir: str
+
+
+@dataclass
+class Changes:
+    """The answer of ``ExperimentStore.changes``."""
+
+    cursor: str
+    """Where the next question starts: ``changes(since=cursor)``."""
+    full: bool
+    """Everything is here (the cursor asked from was None, of another experiment, or unknown)."""
+    more: bool
+    """The limit cut this answer short: ask again from ``cursor``."""
+    trials: list[TrialRecord]
+    """The changed trials, in their present state, by sequence id."""
+    finals: dict[str, MetricRecord]
+    """The final metric of each trial in ``trials`` that has one."""
+    metrics_json: str
+    """The added metrics as one JSON array (built by SQLite: there may be 200,000) of
+    ``[trialId, sequenceId, type, sequence, number, timeMs, attempt]``, in the order stored;
+    ``number`` is the value or its ``default`` (null when not finite)."""

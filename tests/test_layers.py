@@ -1,0 +1,179 @@
+"""The package layering of expmgr, read from the source: imports only go down, and no
+package's modules import each other in a circle.
+
+Every ``import`` and ``from ... import`` counts, at any depth: inside functions
+(lazy imports are still dependencies). Imports under ``if TYPE_CHECKING:`` count for
+the layer order (a type is part of what a module depends on) but not for cycles: they
+never run, and they are how a lower module names the type of what it is handed (as
+``config/_validate.py`` does for ExperimentConfig).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "expmgr"
+
+LAYERS: list[set[str]] = [  # top first; a unit may import its own modules and any unit in a lower layer
+    {"cli"},
+    {"experiment"},            # Experiment and the Manager/Viewer hosts that start engine + server
+    {"server"},
+    {"engine"},
+    {"training", "store", "dispatcher"},
+    {"config"},                # below training: a training service is built from its part of the config
+    {"algorithms"},
+    {"trial"},                 # the trial-side API (and the `expmgr` package that re-exports it)
+    {"layout", "log", "states", "metrics"},
+]
+RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str        # the importing module, dotted
+    target: str        # the imported module (or package), dotted
+    where: str         # file:line, for the failure message
+    type_only: bool = False   # under `if TYPE_CHECKING:`
+
+
+def module_name(path: Path, root: Path = PACKAGE_ROOT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_module(dotted: str, root: Path = PACKAGE_ROOT) -> bool:
+    path = root.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports_of(path: Path, root: Path = PACKAGE_ROOT) -> list[Import]:
+    module = module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    type_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node.test)
+                 for child in node.body for inner in ast.walk(child)}
+    found = []
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found += [Import(module, alias.name, where, id(node) in type_only)
+                      for alias in node.names if alias.name.split(".")[0] == "expmgr"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != "expmgr":
+                continue
+            for alias in node.names:  # `from pkg import submodule` depends on the submodule itself
+                candidate = f"{source}.{alias.name}"
+                found.append(Import(module, candidate if is_module(candidate, root) else source, where,
+                                    id(node) in type_only))
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def all_imports() -> list[Import]:
+    return [found for path in sorted(PACKAGE_ROOT.rglob("*.py")) for found in imports_of(path)]
+
+
+def unit_of(dotted: str) -> str:
+    parts = dotted.split(".")
+    return "trial" if len(parts) == 1 else parts[1]  # `expmgr` itself is the trial API's front
+
+
+def test_every_module_of_expmgr_belongs_to_a_layer():
+    units = {unit_of(module_name(path)) for path in PACKAGE_ROOT.rglob("*.py")}
+    assert units - RANK.keys() == set(), "add these packages/modules to LAYERS"
+
+
+def test_imports_only_go_down_the_layers():
+    wrong = []
+    for found in all_imports():
+        source, target = unit_of(found.module), unit_of(found.target)
+        if source == target:
+            continue
+        if RANK[target] <= RANK[source]:
+            direction = "sideways" if RANK[target] == RANK[source] else "up"
+            wrong.append(f"{found.where}: {found.module} imports {found.target} ({direction}: {source} -> {target})")
+    assert wrong == [], "imports against the layer order:\n" + "\n".join(wrong)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(edges.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(path.parent.name for path in PACKAGE_ROOT.glob("*/__init__.py")))
+def test_no_import_cycle_between_the_modules_of_a_package(package: str):
+    # A package's __init__ that re-exports its modules is not part of a cycle: it is what
+    # imports them, not what they need (they import the modules themselves).
+    edges: dict[str, set[str]] = {}
+    for found in all_imports():
+        if (unit_of(found.module) == package == unit_of(found.target) and found.target != f"expmgr.{package}"
+                and not found.type_only):
+            edges.setdefault(found.module, set()).add(found.target)
+    circles = cycles(edges)
+    assert circles == [], f"modules of expmgr.{package} that import each other in a circle: {circles}"
+
+
+def test_every_package_says_what_it_is_for_and_what_it_may_import():
+    silent = []
+    for init in sorted(PACKAGE_ROOT.glob("*/__init__.py")):
+        docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if "May import" not in docstring:
+            silent.append(str(init.relative_to(PACKAGE_ROOT.parent)))
+    assert silent == [], f"__init__ docstrings without a 'May import: ...' paragraph: {silent}"
+
+
+def test_the_checks_see_lazy_and_type_checking_imports(tmp_path: Path):
+    # The parser itself: imports inside a function, under TYPE_CHECKING, relative ones.
+    module = tmp_path / "expmgr" / "engine" / "example.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("from typing import TYPE_CHECKING\nfrom . import runner\n"
+                      "if TYPE_CHECKING:\n    from expmgr.config import ExperimentConfig\n"
+                      "def later():\n    import expmgr.server.rest\n")
+    found = [(item.module, item.target, item.type_only) for item in imports_of(module, root=tmp_path / "expmgr")]
+    assert found == [("expmgr.engine.example", "expmgr.engine", False), ("expmgr.engine.example", "expmgr.config", True),
+                     ("expmgr.engine.example", "expmgr.server.rest", False)]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
