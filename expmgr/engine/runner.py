@@ -33,6 +33,7 @@ from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
+from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.metrics import is_better, metric_number, reported_number
 from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.states import ExperimentState, TrialState
@@ -60,10 +61,6 @@ TRIAL_SECRET_FILE = "trial-secret"
 so a resume knows the tokens that signed the lines of metrics.jsonl."""
 
 
-class SubmissionRefused(Exception):
-    """A trial submitted by a strategy cannot be run (budget spent, experiment stopping)."""
-
-
 _REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
                                  TrialState.SYS_CANCELED, TrialState.PREEMPTED})
 """Trials a resume runs again: those the previous run did not let finish, whether it was
@@ -75,28 +72,12 @@ UPDATABLE_FIELDS = {entry.field: entry.attribute for entry in UPDATABLE_TABLE}
 """Config fields that may change while the experiment runs (camelCase -> attribute)."""
 
 
-class UpdateRefused(Exception):
-    """A change to a running experiment that cannot be made; ``status`` is the HTTP status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class _StrategyFailed(Exception):
     """The strategy raised; its traceback is the message."""
 
 
 class _HandlerFailed(Exception):
     """An event handler of the loop raised (a bug of ours); its traceback is the message."""
-
-
-class MetricRejected(Exception):
-    """A metric report that is malformed or not this trial's; ``status`` is the HTTP status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -161,7 +142,8 @@ def check_metric_value(value: Any, field: str = "value") -> None:
     """A metric is a number, or a dict with a number under ``default`` (NNI's rule)."""
     number = reported_number(value)
     if isinstance(number, bool) or not isinstance(number, (int, float)):
-        raise MetricRejected(400, f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
+        raise MetricRejected(RefusalKind.INVALID,
+                             f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
 
 
 def _as_float_metric(value: Any) -> Any:
@@ -523,8 +505,8 @@ class TrialRunner:
         in a config file; the loop acts on it at once. Raises UpdateRefused."""
         from expmgr.config import ConfigError, ExperimentConfig
         if field not in UPDATABLE_FIELDS:
-            raise UpdateRefused(400, f"{field}: cannot be changed while running; "
-                                     f"one of {', '.join(UPDATABLE_FIELDS)} can")
+            raise UpdateRefused(RefusalKind.INVALID, f"{field}: cannot be changed while running; "
+                                                      f"one of {', '.join(UPDATABLE_FIELDS)} can")
         self._refuse_unless_running()
         candidate = ExperimentConfig.from_dict(self.config.to_dict())
         setattr(candidate, UPDATABLE_FIELDS[field], value)
@@ -533,7 +515,7 @@ class TrialRunner:
         try:
             checked = candidate.canonical(with_strategy=self.config.tuner is None)
         except ConfigError as error:
-            raise UpdateRefused(400, str(error)) from None
+            raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
         new_value = getattr(checked, UPDATABLE_FIELDS[field])
         setattr(self.config, UPDATABLE_FIELDS[field], new_value)
         if field == "searchSpace":
@@ -553,23 +535,23 @@ class TrialRunner:
         chunks, so that a large import neither blocks the loop nor overflows the channel."""
         self._refuse_unless_running()
         if self.dispatcher is None or self.config.tuner is None:
-            raise UpdateRefused(409, f"experiment {self.exp_id} has no tuner to import results into")
+            raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} has no tuner to import results into")
         if not isinstance(records, list):
-            raise UpdateRefused(400, f"body: expected a list of records, got {type(records).__name__}")
+            raise UpdateRefused(RefusalKind.INVALID, f"body: expected a list of records, got {type(records).__name__}")
         for index, record in enumerate(records):
             if not isinstance(record, dict) or not isinstance(record.get("parameter"), dict):
-                raise UpdateRefused(400, f"[{index}].parameter: expected a dict of parameters")
+                raise UpdateRefused(RefusalKind.INVALID, f"[{index}].parameter: expected a dict of parameters")
             try:
                 check_metric_value(record.get("value"), f"[{index}].value")
             except MetricRejected as error:
-                raise UpdateRefused(400, str(error)) from None
+                raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
             try:
                 finite = metric_number(record["value"]) is not None
             except OverflowError:   # an integer beyond any float
                 finite = False
             if not finite:
-                raise UpdateRefused(400, f"[{index}].value: not a finite number; tuners are given "
-                                         "finite results only")
+                raise UpdateRefused(RefusalKind.INVALID, f"[{index}].value: not a finite number; tuners are given "
+                                                          "finite results only")
         self._spawn(self._apply_import(records))
         return len(records)
 
@@ -591,7 +573,7 @@ class TrialRunner:
         live = self._live.get(trial_id)
         if live is None:
             known = self.store.trial(trial_id)
-            raise UpdateRefused(404 if known is None else 409,
+            raise UpdateRefused(RefusalKind.NOT_FOUND if known is None else RefusalKind.CONFLICT,
                                 f"no trial {trial_id!r}" if known is None
                                 else f"trial {trial_id} is not running ({known.status.value})")
         self.logger.info("trial %s is killed on request", trial_id)
@@ -600,7 +582,8 @@ class TrialRunner:
 
     def _refuse_unless_running(self) -> None:
         if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise UpdateRefused(409, f"experiment {self.exp_id} is {self.state.value}; it cannot be changed")
+            raise UpdateRefused(RefusalKind.CONFLICT,
+                                f"experiment {self.exp_id} is {self.state.value}; it cannot be changed")
 
     # -- trials submitted by a strategy (NAS-style code in the experiment process) --
 
@@ -608,15 +591,18 @@ class TrialRunner:
         """Queue a trial with these parameters; returns its id and a future of its
         (final state, final value). Raises SubmissionRefused."""
         if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise SubmissionRefused(f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
+            raise SubmissionRefused(RefusalKind.CONFLICT,
+                                    f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
         if not isinstance(parameters, dict):
-            raise SubmissionRefused(f"parameters: expected a dict, got {type(parameters).__name__}")
+            raise SubmissionRefused(RefusalKind.INVALID,
+                                    f"parameters: expected a dict, got {type(parameters).__name__}")
         try:
             json.dumps(parameters)
         except (TypeError, ValueError) as error:
-            raise SubmissionRefused(f"parameters: not JSON-serialisable ({error})") from None
+            raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
         if not self._budget_left():
-            raise SubmissionRefused(f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already")
+            raise SubmissionRefused(RefusalKind.CONFLICT,
+                                    f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already")
         record = self._create_trial(self._reserve_trial(), parameters, source="customized")
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
@@ -1019,9 +1005,9 @@ class TrialRunner:
     def receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
         """Store a report POSTed by a running trial and tell the tuner or assessor.
 
-        Raises MetricRejected (with the HTTP status) for a wrong token or a bad field
-        (4xx), and 503 when the store cannot take it now (the trial's line in
-        metrics.jsonl is stored when the trial ends).
+        Raises MetricRejected: FORBIDDEN for a wrong token, INVALID for a bad field,
+        CONFLICT for another attempt, UNAVAILABLE when the store cannot take it now (the
+        trial's line in metrics.jsonl is stored when the trial ends).
         """
         try:
             self._receive_metric(trial_id, token, report)
@@ -1029,45 +1015,50 @@ class TrialRunner:
             raise
         except Exception:
             self._handler_failed("receive_metric")
-            raise MetricRejected(500, "the manager failed on this report; the experiment ends in ERROR") from None
+            raise MetricRejected(RefusalKind.FAILED,
+                                 "the manager failed on this report; the experiment ends in ERROR") from None
 
     def _receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
         live = self._live.get(trial_id)
         if live is None or token is None or not secrets.compare_digest(token, live.token):
-            raise MetricRejected(403, f"no running trial {trial_id!r} with this token")
+            raise MetricRejected(RefusalKind.FORBIDDEN, f"no running trial {trial_id!r} with this token")
         if not isinstance(report, dict):
-            raise MetricRejected(400, "body: expected a JSON object")
+            raise MetricRejected(RefusalKind.INVALID, "body: expected a JSON object")
         metric = self._parse_report(trial_id, report)
         if metric.attempt != live.attempt:
-            raise MetricRejected(409, f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
+            raise MetricRejected(RefusalKind.CONFLICT,
+                                 f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
         if metric.sequence in live.reported:
             return  # seen before: reports are idempotent
         not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
                    "metrics.jsonl and stored when the trial ends")
         if self._unwritable is not None or self._pending:
-            raise MetricRejected(503, not_now.format(self._unwritable or "earlier writes wait"))
+            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(self._unwritable or "earlier writes wait"))
         try:
             self._accept_metric(live, metric)
         except sqlite3.OperationalError as error:
             self._store_unwritable(error)
-            raise MetricRejected(503, not_now.format(error)) from None
+            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error)) from None
 
     def _parse_report(self, trial_id: str, report: dict[str, Any]) -> MetricRecord:
         for name in ("attempt", "sequence"):
             value = report.get(name)
             if isinstance(value, bool) or not isinstance(value, int) or value not in _SQLITE_INTEGERS or value < 0:
-                raise MetricRejected(400, f"{name}: expected a non-negative integer below 2**63, got {value!r}")
+                raise MetricRejected(RefusalKind.INVALID,
+                                     f"{name}: expected a non-negative integer below 2**63, got {value!r}")
         if report.get("type") not in METRIC_TYPES:
-            raise MetricRejected(400, f"type: expected one of {', '.join(METRIC_TYPES)}, got {report.get('type')!r}")
+            raise MetricRejected(RefusalKind.INVALID,
+                                 f"type: expected one of {', '.join(METRIC_TYPES)}, got {report.get('type')!r}")
         if "value" not in report:
-            raise MetricRejected(400, "value: missing")
+            raise MetricRejected(RefusalKind.INVALID, "value: missing")
         check_metric_value(report["value"])
         try:
             size = len(json.dumps(report["value"]))  # ASCII: json.dumps escapes the rest
         except (ValueError, TypeError, RecursionError) as error:
-            raise MetricRejected(400, f"value: cannot be stored as JSON ({error})") from None
+            raise MetricRejected(RefusalKind.INVALID, f"value: cannot be stored as JSON ({error})") from None
         if size > MAX_REPORT_BYTES:
-            raise MetricRejected(400, f"value: {size} bytes of JSON; a report holds at most {MAX_REPORT_BYTES}")
+            raise MetricRejected(RefusalKind.INVALID,
+                                 f"value: {size} bytes of JSON; a report holds at most {MAX_REPORT_BYTES}")
         return MetricRecord(trial_id=trial_id, attempt=report["attempt"], sequence=report["sequence"],
                             type=report["type"], value=report["value"])
 

@@ -26,6 +26,7 @@ from typing import Any
 import tornado.ioloop
 import tornado.websocket
 
+from expmgr.engine.errors import RefusalKind
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, views
 from expmgr.server.guard import Guard, ServerLimits
@@ -212,11 +213,12 @@ class LiveHub:
     def follow(self, socket: LiveSocket, file: str, trial: str | None, offset: int) -> None:
         """Send the file from ``offset`` (negative: its last bytes) now (or once the client
         read its backlog), then what is appended. Following a file again replaces the
-        earlier follow of it; more than ``limits.max_follows`` files is a TailError (429)."""
+        earlier follow of it; more than ``limits.max_follows`` files is a TailError (TOO_MANY)."""
         key = (file, trial or None)
         if key not in socket.follows and len(socket.follows) >= self.limits.max_follows:
-            raise TailError(429, f"follow: this connection already follows {len(socket.follows)} files, the most "
-                                 "one connection may; unfollow one first")
+            raise TailError(RefusalKind.TOO_MANY,
+                            f"follow: this connection already follows {len(socket.follows)} files, the most "
+                            "one connection may; unfollow one first")
         follow = _Follow(log_file(self.paths, self.store, file, trial), file, key[1], offset)
         socket.follows[key] = follow
         if socket.backlog <= MAX_BACKLOG:

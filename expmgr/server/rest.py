@@ -3,7 +3,9 @@ the web UI needs under ``/api/v1/expmgr/`` (changes since a cursor, log tails, t
 websocket of live.py), besides the UI itself (static.py).
 
 Reads come from the store, so the same routes serve a running experiment and
-a finished one (``runner`` None: read-only, every write answers 409). Trials POST
+a finished one (``runner`` None: read-only, every write answers 409). A handler refuses
+by raising: the engine's Refusal (expmgr.engine.errors) or a RequestError, answered
+``{"error": message}`` with the status STATUS_OF_KIND gives its kind. Trials POST
 their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
 ``X-Expmgr-Trial-Token`` header. Every request passes the guard (guard.py: Host,
 Origin, JSON, body size) before a handler runs::
@@ -29,25 +31,34 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, tails, views
 from expmgr.server.guard import Guard, GuardedApplication
 from expmgr.server.live import LiveHub, LiveSocket
-from expmgr.engine.runner import MetricRejected, TrialRunner, UpdateRefused
+from expmgr.engine.errors import Refusal, RefusalKind
+from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
 from expmgr.store import ExperimentStore
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
-NOT_JSON = object()
 READ_ONLY = "this experiment is served read-only (view); it cannot be changed and takes no reports"
 _INTEGER = re.compile(r"-?[0-9]+")
 PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
 
 
-class RequestError(tornado.web.HTTPError):
-    """Raised by a handler: answered ``{"error": message}`` with ``status``."""
+STATUS_OF_KIND: dict[RefusalKind, int] = {
+    RefusalKind.INVALID: 400,
+    RefusalKind.FORBIDDEN: 403,
+    RefusalKind.NOT_FOUND: 404,
+    RefusalKind.CONFLICT: 409,
+    RefusalKind.TOO_MANY: 429,
+    RefusalKind.FAILED: 500,
+    RefusalKind.UNAVAILABLE: 503,
+}
+"""The HTTP status of each kind of refusal: the one place the REST layer picks statuses."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(status)
-        self.message = message
+
+class RequestError(Refusal):
+    """A request the REST layer refuses itself (a bad query argument, a read-only view);
+    raised by a handler and answered as any Refusal."""
 
 
 class _Handler(tornado.web.RequestHandler):
@@ -70,8 +81,17 @@ class _Handler(tornado.web.RequestHandler):
         self.finish(json.dumps(data))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """A Refusal is answered ``{"error": message}`` with its kind's status; anything
+        else with tornado's status and reason."""
         error = kwargs.get("exc_info", (None, None, None))[1]
-        self.send_json({"error": error.message if isinstance(error, RequestError) else self._reason}, status_code)
+        if isinstance(error, Refusal):
+            self.send_json({"error": str(error)}, STATUS_OF_KIND[error.kind])
+        else:
+            self.send_json({"error": self._reason}, status_code)
+
+    def log_exception(self, typ: Any, value: BaseException | None, tb: Any) -> None:
+        if not isinstance(value, Refusal):  # a refusal is an answer, not a server error
+            super().log_exception(typ, value, tb)
 
     def int_argument(self, name: str, default: int | None, minimum: int | None = 0) -> int | None:
         """Query argument ``name`` as an integer (``default`` when absent); a RequestError
@@ -82,35 +102,34 @@ class _Handler(tornado.web.RequestHandler):
         if _INTEGER.fullmatch(raw) is None or (minimum is not None and int(raw) < minimum):
             kind = ("an integer" if minimum is None else "a non-negative integer" if minimum == 0
                     else "a positive integer" if minimum == 1 else f"an integer of at least {minimum}")
-            raise RequestError(400, f"{name}: expected {kind}, got {raw!r}")
+            raise RequestError(RefusalKind.INVALID, f"{name}: expected {kind}, got {raw!r}")
         return int(raw)
 
     def path_int(self, name: str, raw: str) -> int:
         if _INTEGER.fullmatch(raw) is None:
-            raise RequestError(400, f"{name}: expected an integer, got {raw!r}")
+            raise RequestError(RefusalKind.INVALID, f"{name}: expected an integer, got {raw!r}")
         return int(raw)
 
     def apply_change(self, change: Callable[[TrialRunner], None]) -> None:
-        """Make a change through the runner and answer {} or the refusal."""
-        if self.runner is None:
-            self.send_json({"error": READ_ONLY}, 409)
-            return
-        try:
-            change(self.runner)
-        except UpdateRefused as refused:
-            self.send_json({"error": str(refused)}, refused.status)
-            return
+        """Make a change through the runner and answer {}; the runner's UpdateRefused
+        is raised on."""
+        change(self.writable_runner())
         self.send_json({})
 
+    def writable_runner(self) -> TrialRunner:
+        """The runner; a RequestError (CONFLICT) when the experiment is served read-only."""
+        if self.runner is None:
+            raise RequestError(RefusalKind.CONFLICT, READ_ONLY)
+        return self.runner
+
     async def json_body(self) -> Any:
-        """The request's JSON body, or NOT_JSON after answering 400; a large body is
+        """The request's JSON body (a RequestError when it is not JSON); a large body is
         parsed off the event loop."""
         body = self.request.body
         try:
             return json.loads(body) if len(body) <= PARSE_INLINE else await asyncio.to_thread(json.loads, body)
         except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
-            self.send_json({"error": f"body: not JSON ({error})"}, 400)
-            return NOT_JSON
+            raise RequestError(RefusalKind.INVALID, f"body: not JSON ({error})") from None
 
 
 class ImportDataHandler(_Handler):
@@ -120,8 +139,7 @@ class ImportDataHandler(_Handler):
 
     async def post(self) -> None:
         records = await self.json_body()
-        if records is not NOT_JSON:
-            self.apply_change(lambda runner: runner.import_data(records))
+        self.apply_change(lambda runner: runner.import_data(records))
 
 
 class CheckStatusHandler(_Handler):
@@ -149,16 +167,12 @@ class ExperimentHandler(_Handler):
         update_type = self.get_query_argument("update_type", "")
         field = UPDATE_TYPES.get(update_type)
         if field is None:
-            self.send_json({"error": f"update_type: expected one of {', '.join(UPDATE_TYPES)}, "
-                                     f"got {update_type!r}"}, 400)
-            return
+            raise RequestError(RefusalKind.INVALID, f"update_type: expected one of {', '.join(UPDATE_TYPES)}, "
+                                                    f"got {update_type!r}")
         body = await self.json_body()
-        if body is NOT_JSON:
-            return
         params = body.get("params", body) if isinstance(body, dict) else None
         if not isinstance(params, dict) or field not in params:
-            self.send_json({"error": f"body: expected a JSON object with params.{field}"}, 400)
-            return
+            raise RequestError(RefusalKind.INVALID, f"body: expected a JSON object with params.{field}")
         self.apply_change(lambda runner: runner.update_config(field, params[field]))
 
 
@@ -172,8 +186,7 @@ class TrialJobsHandler(_Handler):
             return
         trial = self.store.trial(trial_id)
         if trial is None:
-            self.send_json({"error": f"no trial {trial_id!r}"}, 404)
-            return
+            raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
         view = views.trial_job_view(trial, self.paths, self.store.final_metrics([trial_id]).get(trial_id))
         view["attemptDetails"] = views.attempt_views(sorted(self.store.attempts(trial_id), key=lambda a: a.attempt))
         self.send_json(view)
@@ -186,8 +199,7 @@ class TrialJobsHandler(_Handler):
 class MetricDataHandler(_Handler):
     def get(self, trial_id: str | None = None) -> None:
         if trial_id is not None and self.store.trial(trial_id) is None:
-            self.send_json({"error": f"no trial {trial_id!r}"}, 404)
-            return
+            raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
         self.send_json(views.metrics_view(self.store, trial_id))
 
 
@@ -209,13 +221,12 @@ class TrialFileHandler(_Handler):
 
     async def get(self, trial_id: str, name: str) -> None:
         if name not in tails.TRIAL_FILES:
-            raise RequestError(400, f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
+            raise RequestError(RefusalKind.INVALID,
+                               f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
         try:
             file = tails.log_file(self.paths, self.store, name, trial_id).open()
         except FileNotFoundError:  # the trial has not started
             file = None
-        except tails.TailError as error:
-            raise RequestError(error.status, str(error)) from None
         self.set_header("Content-Type", "text/plain; charset=UTF-8")
         if file is not None:
             with file:  # local files, read in chunks between flushes
@@ -231,13 +242,10 @@ class TailHandler(_Handler):
     def get(self) -> None:
         which = self.get_query_argument("file", None)
         if which is None:
-            raise RequestError(400, "file: missing")
+            raise RequestError(RefusalKind.INVALID, "file: missing")
         offset = self.int_argument("offset", 0, minimum=None)
-        try:
-            tail = tails.read_tail(tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None)),
-                                   offset)
-        except tails.TailError as error:
-            raise RequestError(error.status, str(error)) from None
+        tail = tails.read_tail(tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None)),
+                               offset)
         self.send_json({"offset": tail.offset, "next": tail.next, "size": tail.size, "text": tail.text})
 
 
@@ -269,17 +277,9 @@ class TrialMetricsHandler(_Handler):
     body_limit = "max_report_body"
 
     async def post(self, trial_id: str) -> None:
-        if self.runner is None:
-            self.send_json({"error": READ_ONLY}, 409)
-            return
+        runner = self.writable_runner()
         report = await self.json_body()
-        if report is NOT_JSON:
-            return
-        try:
-            self.runner.receive_metric(trial_id, self.request.headers.get(trial_api.TOKEN_HEADER), report)
-        except MetricRejected as rejected:
-            self.send_json({"error": str(rejected)}, rejected.status)
-            return
+        runner.receive_metric(trial_id, self.request.headers.get(trial_api.TOKEN_HEADER), report)
         self.send_json({"ok": True})
 
 

@@ -7,7 +7,7 @@
 
 A trial may replace its files (or its folder) with symlinks, or with a FIFO: a file is
 opened one folder at a time below the experiment's folder, never through a symlink, and
-only when it is a regular file (TailError 403 otherwise).
+only when it is a regular file (a FORBIDDEN TailError otherwise).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import BinaryIO
 
+from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.store import ExperimentStore
 
@@ -27,13 +28,10 @@ MAX_BYTES = 256 * 1024
 """The most one read returns."""
 
 
-class TailError(Exception):
-    """A file that cannot be named (``status`` 400), a trial that does not exist (404),
-    or a file that is a symlink or not a regular file (403)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+class TailError(Refusal):
+    """A file that cannot be named (INVALID), a trial that does not exist (NOT_FOUND),
+    a file that is a symlink or not a regular file (FORBIDDEN), or one file too many
+    followed (TOO_MANY)."""
 
 
 @dataclass
@@ -65,10 +63,11 @@ class LogFile:
 
     def open(self) -> BinaryIO:
         """The file opened for reading; FileNotFoundError when it does not exist (yet),
-        TailError 403 when it, or a folder on the way, is a symlink or not what it should be."""
+        TailError (FORBIDDEN) when it, or a folder on the way, is a symlink or not what it should be."""
         parts = self.relative.parts
         if not parts or any(part in ("", ".", "..") or "/" in part for part in parts):
-            raise TailError(403, f"{self.relative}: not a file name inside the experiment's folder")
+            raise TailError(RefusalKind.FORBIDDEN,
+                            f"{self.relative}: not a file name inside the experiment's folder")
         folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for index, part in enumerate(parts):
@@ -79,13 +78,14 @@ class LogFile:
                     opened = os.open(part, flags, dir_fd=folder)
                 except OSError as error:
                     if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise TailError(403, f"{self.relative}: refused, it is (or is inside) a symlink or "
-                                             "not a folder; only files inside the experiment's folder are served") from None
+                        raise TailError(RefusalKind.FORBIDDEN,
+                                        f"{self.relative}: refused, it is (or is inside) a symlink or "
+                                        "not a folder; only files inside the experiment's folder are served") from None
                     raise
                 os.close(folder)
                 folder = opened
             if not stat.S_ISREG(os.fstat(folder).st_mode):
-                raise TailError(403, f"{self.relative}: refused, not a regular file")
+                raise TailError(RefusalKind.FORBIDDEN, f"{self.relative}: refused, not a regular file")
             os.set_blocking(folder, True)
             file = os.fdopen(folder, "rb")
         except BaseException:
@@ -106,22 +106,23 @@ def log_file(paths: ExperimentPaths, store: ExperimentStore, which: str, trial_i
     ``trial_id``), or the experiment's ``experiment.log`` or ``dispatcher.log``."""
     if which in TRIAL_FILES:
         if not trial_id:
-            raise TailError(400, f"trial: {which} is a trial's file; name the trial")
+            raise TailError(RefusalKind.INVALID, f"trial: {which} is a trial's file; name the trial")
         if store.trial(trial_id) is None:
-            raise TailError(404, f"no trial {trial_id!r}")
+            raise TailError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
         files = TrialFiles(paths.trial_dir(trial_id))
         path = {"stdout": files.stdout, "stderr": files.stderr, "trial.log": files.trial_log}[which]
     elif which in EXPERIMENT_FILES:
         path = paths.experiment_log if which == "experiment.log" else paths.dispatcher_log
     else:
-        raise TailError(400, f"file: expected one of {', '.join(TRIAL_FILES + EXPERIMENT_FILES)}, got {which!r}")
+        raise TailError(RefusalKind.INVALID,
+                        f"file: expected one of {', '.join(TRIAL_FILES + EXPERIMENT_FILES)}, got {which!r}")
     return LogFile(paths.root, path.relative_to(paths.root))
 
 
 def read_tail(log: LogFile, offset: int, max_bytes: int = MAX_BYTES) -> Tail:
     """Read from ``offset`` (from 0 if the file is now shorter: it was truncated; the last
     ``-offset`` bytes if negative), at most ``max_bytes``, never splitting a character;
-    TailError 403 for a symlink (see LogFile.open)."""
+    TailError (FORBIDDEN) for a symlink (see LogFile.open)."""
     try:
         with log.open() as file:
             size = os.fstat(file.fileno()).st_size

@@ -9,6 +9,7 @@ import pytest
 
 from expmgr.layout import ExperimentPaths
 from expmgr.store import TrialRecord
+from expmgr.engine.errors import RefusalKind
 from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail
 from expmgr.states import TrialState
 from tests.store.test_store import new_store
@@ -76,12 +77,12 @@ def test_files_are_named_by_kind_and_trial_files_need_a_known_trial(tmp_path: Pa
     assert log_file(paths, store, "stderr", "t1").path == paths.trial_dir("t1") / "stderr"
     assert log_file(paths, store, "trial.log", "t1").path == paths.trial_dir("t1") / "trial.log"
     assert log_file(paths, store, "dispatcher.log", None).path == paths.dispatcher_log
-    for which, trial, status, message in [("stdout", "nosuch", 404, "no trial 'nosuch'"),
-                                          ("stdout", None, 400, "trial: stdout is a trial's file"),
-                                          ("../../config.yml", "t1", 400, "file: expected one of stdout")]:
+    for which, trial, kind, message in [("stdout", "nosuch", RefusalKind.NOT_FOUND, "no trial 'nosuch'"),
+                                        ("stdout", None, RefusalKind.INVALID, "trial: stdout is a trial's file"),
+                                        ("../../config.yml", "t1", RefusalKind.INVALID, "file: expected one of stdout")]:
         with pytest.raises(TailError, match=message) as error:
             log_file(paths, store, which, trial)
-        assert error.value.status == status
+        assert error.value.kind == kind
 
 
 def test_a_symlink_a_fifo_or_a_symlinked_folder_is_refused_and_nothing_is_read_through_it(tmp_path: Path):
@@ -95,5 +96,5 @@ def test_a_symlink_a_fifo_or_a_symlinked_folder_is_refused_and_nothing_is_read_t
     for relative in ["trials/t1/stdout", "trials/t1/stderr", "trials/t2/secret"]:
         with pytest.raises(TailError, match="refused") as error:
             read_tail(LogFile(root, PurePath(relative)), 0)
-        assert error.value.status == 403
+        assert error.value.kind == RefusalKind.FORBIDDEN
     assert read_tail(LogFile(root, PurePath("trials/t1/trial.log")), 0).size == 0, "not there yet"
