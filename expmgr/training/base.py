@@ -50,7 +50,8 @@ class TrialEvents(Protocol):
 
     def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
         """An attempt whose ``launch()`` returned could not be started after all (a remote
-        service's placement failed); it ends FAILED as if ``launch()`` had raised."""
+        service's placement failed), told instead of ``trial_started``; it ends FAILED as
+        if ``launch()`` had raised."""
 
     def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
         """The attempt can no longer be reached: with ``preempted`` its node was taken away

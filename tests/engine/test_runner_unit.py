@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
-import pytest
 
 from expmgr.config import ExperimentConfig
 from expmgr.engine.runner import TrialRunner
