@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+import psutil
 import pytest
 
 from expmgr import trial as trial_api
@@ -189,5 +191,23 @@ def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Pa
         c.paths.trial_dir("next").mkdir()
         await c.service.copy_checkpoint("writer", "next")
         assert (c.paths.trial_dir("next") / "checkpoint" / "state").read_text() == "42"
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_leftover_process_is_ended_only_when_pid_and_start_time_match(service: str, tmp_path: Path):
+    async def test(c: Context) -> None:
+        leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        try:
+            started = psutil.Process(leftover.pid).create_time()
+            assert not c.service.end_leftover("old", leftover.pid, started + 5), "another process's pid"
+            assert leftover.poll() is None, "a process that only shares the pid is left alone"
+            assert c.service.end_leftover("old", leftover.pid, started)
+            leftover.wait(timeout=DEADLINE)
+        finally:
+            if leftover.poll() is None:
+                leftover.kill()
+                leftover.wait()
 
     run_service(service, tmp_path, test)
