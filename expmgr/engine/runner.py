@@ -5,7 +5,8 @@ It asks the tuner for parameters, gives trials to the training service within
 duration limits, and commits every step to the store before acting on it.
 Everything here runs on the manager's event loop::
 
-    runner = TrialRunner(exp_id, config, store, paths, port, logger)
+    runner = TrialRunner(exp_id, config, store, paths, port, logger, dispatcher=dispatcher,
+                         training=functools.partial(create_training_service, config, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
 """
 from __future__ import annotations
@@ -19,7 +20,6 @@ import logging
 import math
 import os
 import secrets
-import shutil
 import signal
 import sqlite3
 import string
@@ -37,8 +37,7 @@ from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused,
 from expmgr.metrics import is_better, metric_number, reported_number
 from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import TrainingServiceError, TrialLaunch
-from expmgr.training.local import LocalTrainingService
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
 if TYPE_CHECKING:
     from expmgr.config import AlgorithmConfig, ExperimentConfig
@@ -127,17 +126,6 @@ def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | Non
             "classArgs": algorithm.class_args or {}}
 
 
-def _process_start_time(pid: int | None) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), or None if it is gone."""
-    if pid is None:
-        return None
-    import psutil
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
 def check_metric_value(value: Any, field: str = "value") -> None:
     """A metric is a number, or a dict with a number under ``default`` (NNI's rule)."""
     number = reported_number(value)
@@ -175,14 +163,18 @@ class TrialRunner:
     """Drives one experiment's trials to the end; see the module docstring."""
 
     def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
-                 paths: ExperimentPaths, port: int, logger: logging.Logger,
+                 paths: ExperimentPaths, port: int, logger: logging.Logger, *,
+                 training: Callable[[TrialEvents], TrainingService], dispatcher: DispatcherClient | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
-                 with_strategy: bool = False, resumed: bool = False,
-                 manager_host: str = "127.0.0.1", url_prefix: str = "",
-                 on_store_unwritable: Callable[[str | None], None] = lambda notice: None) -> None:
+                 with_strategy: bool = False, resumed: bool = False, url_prefix: str = "",
+                 on_store_unwritable: Callable[[str | None], None] = lambda notice: None,
+                 clock: Callable[[], float] = time.time) -> None:
+        """``training`` builds the training service, given the runner as its listener;
+        ``dispatcher`` hosts the tuner and assessor (None when the experiment has neither);
+        ``clock`` is what the duration limits are measured with (a test's own clock)."""
         self.exp_id = exp_id
-        self.manager_host, self.url_prefix = manager_host, url_prefix
-        """Where trials send their reports: the server's local address and url prefix."""
+        self.url_prefix = url_prefix
+        """Where trials send their reports: the server's url prefix (the host is the service's)."""
         self.config = config
         self.store = store
         self.paths = paths
@@ -192,11 +184,9 @@ class TrialRunner:
         self._on_store_unwritable = on_store_unwritable
         """Told ``store_unwritable`` when launching pauses for it, and None when it goes on."""
         self.state = ExperimentState.INITIALIZED
-        # The dispatcher hosts the tuner and assessor; a strategy-only experiment needs neither.
-        self.dispatcher: DispatcherClient | None = None
-        if config.tuner is not None or config.assessor is not None:
-            self.dispatcher = DispatcherClient(paths.dispatcher_log, config.log_level)
-        self.training = LocalTrainingService(config.training_service, config.trial_gpu_number, self)
+        self._clock = clock
+        self.dispatcher = dispatcher
+        self.training = training(self)
         self._live: dict[str, _LiveTrial] = {}
         self._retries: deque[tuple[TrialRecord, int]] = deque()
         self._submitted_by_strategy: deque[TrialRecord] = deque()
@@ -241,7 +231,7 @@ class TrialRunner:
         try:
             self._secret = self._trial_secret()
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
-            self._start = time.time() - self.store.seconds_run()
+            self._start = self._clock() - self.store.seconds_run()
             self._commit(self._begin_run, time.time())
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
@@ -319,7 +309,7 @@ class TrialRunner:
                     self._end_leftover_process(record.trial_id, open_attempt)
                     attempt = open_attempt.attempt
                     live = _LiveTrial(record, attempt, self._attempt_token(record.trial_id, attempt), None,
-                                      last_activity=now)
+                                      last_activity=self._clock())
                     self._commit(self._ingest_metrics_file, live)
                     self._commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
                                                    TrialState.CRASHED, now, None, None,
@@ -340,23 +330,13 @@ class TrialRunner:
             self.dispatcher.notify_import(history)
 
     def _end_leftover_process(self, trial_id: str, attempt: AttemptRecord) -> None:
-        """A trial process that outlived its manager (the watchdog normally prevents it)
-        is found by pid and start time, never by name, and its group is killed."""
+        """A trial process that outlived its manager is ended by the training service
+        (found by pid and start time, never by name)."""
         if attempt.pid is None or attempt.pid_started is None:
             return
-        started = _process_start_time(attempt.pid)
-        if started is None or abs(started - attempt.pid_started) > 0.01:
-            return  # gone, or the pid now belongs to another process
-        self.logger.warning("trial %s: its process %d outlived the last run; killing its group", trial_id, attempt.pid)
-        try:
-            os.killpg(attempt.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        import psutil
-        try:
-            psutil.Process(attempt.pid).wait(timeout=10)
-        except (psutil.Error, ChildProcessError):
-            pass
+        if self.training.end_leftover(trial_id, attempt.pid, attempt.pid_started):
+            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
+                                trial_id, attempt.pid)
 
     async def _wake_when_dispatcher_exits(self, dispatcher: DispatcherClient) -> None:
         await dispatcher.exited.wait()
@@ -373,7 +353,7 @@ class TrialRunner:
                 raise _HandlerFailed(self._handler_error)
             if self._stop_requested:
                 return
-            now = time.time()
+            now = self._clock()
             if self._experiment_time_left(now) == 0:
                 self.logger.info("maxExperimentDuration reached; stopping the running trials")
                 await self._stop_trials(TrialState.SYS_CANCELED)
@@ -390,7 +370,7 @@ class TrialRunner:
             if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
             try:
-                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(time.time()))
+                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(self._clock()))
             except asyncio.TimeoutError:
                 pass
 
@@ -491,10 +471,7 @@ class TrialRunner:
     async def _copy_checkpoint(self, source: TrialRecord, record: TrialRecord) -> None:
         """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner
         asked (PBT's exploit); the source folder is left as it is."""
-        source_dir = TrialFiles(self.paths.trial_dir(source.trial_id)).checkpoint_dir
-        target_dir = TrialFiles(self.paths.trial_dir(record.trial_id)).checkpoint_dir
-        if source_dir.is_dir():
-            await asyncio.to_thread(shutil.copytree, source_dir, target_dir)
+        await self.training.copy_checkpoint(source.trial_id, record.trial_id)
         self._commit(self.store.record_checkpoint_source, record.trial_id, source.trial_id)
         self.logger.info("trial %s starts from the checkpoint of trial %s", record.trial_id, source.trial_id)
 
@@ -623,7 +600,7 @@ class TrialRunner:
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = self._attempt_token(record.trial_id, attempt)
-        now = time.time()
+        now = self._clock()
         deadline = None
         if self.config.max_trial_duration is not None:
             deadline = now + self.config.max_trial_duration
@@ -635,7 +612,7 @@ class TrialRunner:
             trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
             trial_api.ENV_ATTEMPT: str(attempt),
             trial_api.ENV_TRIAL_DIR: str(trial_dir),
-            trial_api.ENV_MANAGER_HOST: self.manager_host,
+            trial_api.ENV_MANAGER_HOST: self.training.manager_host(),
             trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
             trial_api.ENV_MANAGER_PORT: str(self.port),
             trial_api.ENV_TOKEN: token,
@@ -646,11 +623,19 @@ class TrialRunner:
         try:
             await self.training.launch(launch)
         except TrainingServiceError as error:
-            self._live.pop(record.trial_id, None)
-            self.logger.error("trial %s could not start: %s", record.trial_id, error)
-            now = time.time()
-            self._commit(self.store.start_attempt, record.trial_id, attempt, now)
-            self._commit(self._launch_failed, record, attempt, now)
+            self._not_started(record.trial_id, attempt, str(error))
+
+    def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
+        """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""
+        live = self._live.get(trial_id)
+        if live is None or live.attempt != attempt:
+            return  # not this attempt (it ended already)
+        del self._live[trial_id]
+        self.logger.error("trial %s could not start: %s", trial_id, reason)
+        now = time.time()
+        self._commit(self.store.start_attempt, trial_id, attempt, now)
+        self._commit(self._launch_failed, live.record, attempt, now)
+        self._wake.set()
 
     def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
         self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
@@ -691,23 +676,11 @@ class TrialRunner:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
                 self._stop_trial(live, TrialState.EARLY_STOPPED)
             elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
-                live.last_activity = max(live.last_activity, self._last_output_time(live))
+                live.last_activity = max(live.last_activity, self.training.last_output_time(live.record.trial_id))
                 if now >= live.last_activity + idle_timeout:
                     self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
                                         live.record.trial_id, idle_timeout)
                     self._stop_trial(live, TrialState.CRASHED)
-
-    def _last_output_time(self, live: _LiveTrial) -> float:
-        """When the trial last wrote to its stdout, stderr or trial.log (checked only
-        when its idle deadline comes, not polled)."""
-        files = TrialFiles(self.paths.trial_dir(live.record.trial_id))
-        times = []
-        for path in (files.stdout, files.stderr, files.trial_log):
-            try:
-                times.append(path.stat().st_mtime)
-            except FileNotFoundError:
-                pass
-        return max(times, default=0.0)
 
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
@@ -886,15 +859,22 @@ class TrialRunner:
     # -- events from the training service (TrialEvents) ------------------------
 
     @_loop_handler
-    def trial_started(self, trial_id: str, attempt: int, pid: int | None) -> None:
-        self._commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, _process_start_time(pid))
-        self.logger.debug("trial %s attempt %d started (pid %s)", trial_id, attempt, pid)
+    def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
+                      pid_started: float | None = None, host: str | None = None) -> None:
+        self._commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started)
+        self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
+                          f" on {host}" if host else "")
 
     @_loop_handler
-    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None) -> None:
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
+                     preempted: bool = False) -> None:
         live = self._live.pop(trial_id)
-        self._commit(self._conclude_exit, live, time.time(), exit_code, signum)
+        self._commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted)
         self._wake.set()
+
+    @_loop_handler
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
+        self._not_started(trial_id, attempt, reason)
 
     @_loop_handler
     def service_failed(self, error: str) -> None:
@@ -903,12 +883,14 @@ class TrialRunner:
             self._handler_error = f"the training service failed:\n{error}"
         self._wake.set()
 
-    def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
-        """Store what the attempt left in metrics.jsonl, then its end; queued as one
+    def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None,
+                       preempted: bool = False) -> None:
+        """Store the reports the attempt could not send, then its end; queued as one
         write while the store refuses writes (the lines already stored are skipped)."""
         trial_id, attempt = live.record.trial_id, live.attempt
         self._ingest_metrics_file(live)
-        if exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED and self._marked_preempting(live):
+        if preempted or (exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED
+                         and self.training.marked_preempting(trial_id, attempt)):
             self._trial_preempted(live, ended, exit_code, signum)
             return
         if live.stop_reason is not None:
@@ -934,13 +916,6 @@ class TrialRunner:
             self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
             self._trial_ended(live.record, status, live.final_value, live.has_final)
         self._wake.set()
-
-    def _marked_preempting(self, live: _LiveTrial) -> bool:
-        marker = TrialFiles(self.paths.trial_dir(live.record.trial_id)).preempting_marker
-        try:
-            return marker.read_text(encoding="utf-8").strip() == str(live.attempt)
-        except (FileNotFoundError, UnicodeDecodeError):
-            return False
 
     def _trial_preempted(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
         """PREEMPTED: run again first, same parameters and checkpoint folder, next attempt,
@@ -996,9 +971,10 @@ class TrialRunner:
                          counts, len(self._live), self._progress.describe())
 
     @_loop_handler
-    def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
-        self.logger.warning("trial %s was lost: %s", trial_id, reason)
-        self.trial_exited(trial_id, attempt, None, signal.SIGKILL)
+    def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
+        """A lost attempt: CRASHED (as if SIGKILLed), or PREEMPTED and run again first."""
+        self.logger.warning("trial %s was %s: %s", trial_id, "preempted" if preempted else "lost", reason)
+        self.trial_exited(trial_id, attempt, None, signal.SIGKILL, preempted)
 
     # -- metrics ----------------------------------------------------------------
 
@@ -1069,7 +1045,7 @@ class TrialRunner:
             return  # seen before: reports are idempotent
         stored = self.store.add_metric(metric)
         live.reported.add(metric.sequence)  # only now: the report counts as seen once committed
-        live.last_activity = time.time()
+        live.last_activity = self._clock()
         if not stored:
             return
         if metric.type == "FINAL":
@@ -1096,26 +1072,20 @@ class TrialRunner:
             self._stop_trial(live, TrialState.EARLY_STOPPED)
 
     def _ingest_metrics_file(self, live: _LiveTrial) -> None:
-        """Pick up reports the trial wrote but could not send: lines of this attempt whose
-        MAC matches its token. A bad line (not UTF-8, not JSON, a bad field, over
-        MAX_REPORT_BYTES, not signed by this attempt) is skipped with a warning naming
-        its line, in experiment.log and the trial's trial.log."""
-        files = TrialFiles(self.paths.trial_dir(live.record.trial_id))
-        try:
-            file = open(files.metrics, "rb")
-        except FileNotFoundError:
-            return
-        with file:
-            for number, line in enumerate(_bounded_lines(file, MAX_REPORT_BYTES), start=1):
-                try:
-                    if line is None:
-                        raise ValueError(f"longer than {MAX_REPORT_BYTES} bytes")
-                    metric = self._parse_line(live, line)
-                except (ValueError, RecursionError, MetricRejected) as error:
-                    self._skip_line(live, files, number, str(error))
-                    continue
-                if metric is not None:
-                    self._accept_metric(live, metric)
+        """Pick up reports the trial wrote but could not send (the service reads them, from
+        metrics.jsonl): lines of this attempt whose MAC matches its token. A bad line (not
+        UTF-8, not JSON, a bad field, over MAX_REPORT_BYTES, not signed by this attempt) is
+        skipped with a warning naming its line, in experiment.log and the trial's log."""
+        for number, line in self.training.unsent_reports(live.record.trial_id):
+            try:
+                if line is None:
+                    raise ValueError(f"longer than {MAX_REPORT_BYTES} bytes")
+                metric = self._parse_line(live, line)
+            except (ValueError, RecursionError, MetricRejected) as error:
+                self._skip_line(live, number, str(error))
+                continue
+            if metric is not None:
+                self._accept_metric(live, metric)
 
     def _parse_line(self, live: _LiveTrial, line: bytes) -> MetricRecord | None:
         """The metric of one line of metrics.jsonl, None when it is another attempt's;
@@ -1133,35 +1103,9 @@ class TrialRunner:
             raise ValueError(f"not signed with attempt {live.attempt}'s token: not written by this trial")
         return metric
 
-    def _skip_line(self, live: _LiveTrial, files: TrialFiles, number: int, reason: str) -> None:
+    def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
         if number in live.skipped_lines:
             return
         live.skipped_lines.add(number)
-        message = f"{files.metrics}:{number}: report skipped: {reason}"
+        message = self.training.note_skipped(live.record.trial_id, number, reason)
         self.logger.warning("trial %s: %s", live.record.trial_id, message)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        try:  # one O_APPEND write, as the trial's own lines are
-            descriptor = os.open(files.trial_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                os.write(descriptor, f"[{stamp}] WARNING (expmgr.engine) {message}\n".encode())
-            finally:
-                os.close(descriptor)
-        except OSError:
-            pass  # experiment.log has it
-
-
-def _bounded_lines(file: Any, limit: int) -> Any:
-    """The lines of a binary file, each at most ``limit`` bytes (newline aside); a longer
-    one is read past and given as None, so a huge line costs no memory."""
-    while True:
-        line = file.readline(limit + 2)
-        if not line:
-            return
-        if len(line.rstrip(b"\r\n")) > limit:
-            while not line.endswith(b"\n"):
-                line = file.readline(1 << 16)
-                if not line:
-                    break
-            yield None
-        else:
-            yield line

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import socket
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import tornado.httpserver
 
+from expmgr.dispatcher.client import DispatcherClient
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
 from expmgr.server.auth import Access
@@ -29,11 +31,20 @@ from expmgr.server.rest import make_app
 from expmgr.engine.runner import TrialRunner
 from expmgr.store import ExperimentStore
 from expmgr.states import ExperimentState
+from expmgr.training import create_training_service
 
 if TYPE_CHECKING:
     from expmgr.config import ExperimentConfig
 
 T = TypeVar("T")
+
+
+def create_dispatcher(config: "ExperimentConfig", paths: ExperimentPaths) -> DispatcherClient | None:
+    """The dispatcher process that hosts the tuner and assessor; None when the experiment
+    has neither (a strategy-only experiment)."""
+    if config.tuner is None and config.assessor is None:
+        return None
+    return DispatcherClient(paths.dispatcher_log, config.log_level)
 
 
 class Manager:
@@ -97,9 +108,12 @@ class Manager:
         hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
         hub.start()
         runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
+                             training=functools.partial(create_training_service, self.config, paths=self.paths,
+                                                        manager_host=self.access.local_host),
+                             dispatcher=create_dispatcher(self.config, self.paths),
                              on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
-                             resumed=self._resumed, manager_host=self.access.local_host,
-                             url_prefix=self.access.url_prefix, on_store_unwritable=hub.tell_store_unwritable)
+                             resumed=self._resumed, url_prefix=self.access.url_prefix,
+                             on_store_unwritable=hub.tell_store_unwritable)
         self._runner = runner
         guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
         server = tornado.httpserver.HTTPServer(

@@ -4,6 +4,24 @@ May import: ``expmgr.config`` (a service is built from its part of the config),
 ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial); nothing
 from store, dispatcher, engine, server, experiment or cli.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from expmgr.training.base import TrialEvents, TrialLaunch, TrainingService, TrainingServiceError
 
-__all__ = ["TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError"]
+if TYPE_CHECKING:
+    from expmgr.config import ExperimentConfig
+    from expmgr.layout import ExperimentPaths
+
+__all__ = ["TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError", "create_training_service"]
+
+
+def create_training_service(config: "ExperimentConfig", events: TrialEvents, paths: "ExperimentPaths",
+                            manager_host: str = "127.0.0.1") -> TrainingService:
+    """The training service ``config`` asks for, telling ``events`` what becomes of its
+    trials; trials reach the manager at ``manager_host`` (its server's local address).
+    A new service is one module plus one line here."""
+    from expmgr.training.local import LocalTrainingService
+    return LocalTrainingService(config.training_service, config.trial_gpu_number, events, paths,
+                                manager_host=manager_host)

@@ -1,19 +1,24 @@
 """The training-service interface: the trial runner hands it trials to run, and it
 tells the runner what became of them through a :class:`TrialEvents` listener::
 
-    service = LocalTrainingService(config.training_service, config.trial_gpu_number, runner)
+    service = create_training_service(config, runner, paths)     # expmgr.training
     await service.start()
     if service.has_capacity():
         await service.launch(TrialLaunch(...))
     service.signal("Xy3zQ", signal.SIGTERM)
     await service.stop()
+
+The runner knows nothing of where a trial runs: processes, hosts and the files of a
+trial (its output, its metrics.jsonl, its checkpoint folder) are the service's. This is
+the contract a new training service implements; ``tests/training/test_contract.py`` is
+the suite it must pass (docs/architecture.md, "Training services").
 """
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Iterable, Protocol
 
 
 class TrainingServiceError(Exception):
@@ -35,13 +40,22 @@ class TrialLaunch:
 class TrialEvents(Protocol):
     """What a training service tells the runner; called on the runner's event loop."""
 
-    def trial_started(self, trial_id: str, attempt: int, pid: int | None) -> None: ...
+    def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
+                      pid_started: float | None = None, host: str | None = None) -> None:
+        """The attempt runs: as process ``pid`` (started at ``pid_started``, seconds since the
+        epoch, so that a resume can tell it from a later process with that pid) on ``host``."""
 
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None) -> None:
         """The attempt's process ended: with ``exit_code``, or killed by ``signal``."""
 
-    def trial_lost(self, trial_id: str, attempt: int, reason: str) -> None:
-        """The attempt can no longer be reached (a lost node): it counts as crashed."""
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
+        """An attempt whose ``launch()`` returned could not be started after all (a remote
+        service's placement failed), told instead of ``trial_started``; it ends FAILED as
+        if ``launch()`` had raised."""
+
+    def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
+        """The attempt can no longer be reached: with ``preempted`` its node was taken away
+        (PREEMPTED, run again first), otherwise a lost node (CRASHED)."""
 
     def service_failed(self, error: str) -> None:
         """The service itself broke (``error`` is its traceback): the experiment ends in ERROR."""
@@ -70,3 +84,37 @@ class TrainingService(abc.ABC):
         """Send ``signum`` (SIGTERM; SIGUSR1 for a preemption) to every running trial,
         SIGKILL what is left after ``grace_period`` seconds, and wait until all have
         exited (their exits are reported)."""
+
+    @abc.abstractmethod
+    def manager_host(self) -> str:
+        """The host trials reach the manager's server at (the runner adds port, prefix, token)."""
+
+    @abc.abstractmethod
+    def last_output_time(self, trial_id: str) -> float:
+        """When the trial last wrote output (seconds since the epoch; 0 for never): for
+        ``trialIdleTimeout``, asked only when a trial's idle deadline comes."""
+
+    @abc.abstractmethod
+    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
+        """Whether this attempt said it is being preempted (``trial.mark_preempting()``)."""
+
+    @abc.abstractmethod
+    def unsent_reports(self, trial_id: str) -> Iterable[tuple[int, bytes | None]]:
+        """The trial's report lines (metrics.jsonl) as (line number from 1, raw line), every
+        attempt's; a line over ``trial.MAX_REPORT_BYTES`` is given as None. The runner
+        checks and stores them; lines already stored are skipped there."""
+
+    @abc.abstractmethod
+    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
+        """Tell the trial (its trial.log) that a report line was skipped; returns the
+        message, naming where the line is, for the experiment's log."""
+
+    @abc.abstractmethod
+    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
+        """On resume: end a trial process that outlived its manager, found by pid and start
+        time (never by name); True if one was found and ended."""
+
+    @abc.abstractmethod
+    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
+        """Start ``target_trial`` from a copy of ``source_trial``'s checkpoint folder (none
+        is fine); the source's is left as it is."""

@@ -16,9 +16,12 @@ import signal as signals
 import subprocess
 import sys
 import threading
+import time
 import traceback
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Iterator
 
+from expmgr import trial as trial_api
+from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
 
@@ -86,8 +89,11 @@ class _GpuSlots:
 class LocalTrainingService(TrainingService):
     """Trials as local processes; see the module docstring."""
 
-    def __init__(self, config: "LocalConfig", trial_gpu_number: int | None, events: TrialEvents) -> None:
+    def __init__(self, config: "LocalConfig", trial_gpu_number: int | None, events: TrialEvents,
+                 paths: ExperimentPaths, manager_host: str = "127.0.0.1") -> None:
         self._config = config
+        self._paths = paths
+        self._manager_host = manager_host
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
         self._events = events
@@ -152,7 +158,8 @@ class LocalTrainingService(TrainingService):
             raise TrainingServiceError(f"cannot start trial {trial.trial_id}: {error}") from error
         self._processes[trial.trial_id] = process
         self._tell_watchdog(f"+{process.pid} {marker}")
-        self._events.trial_started(trial.trial_id, trial.attempt, process.pid)
+        self._events.trial_started(trial.trial_id, trial.attempt, process.pid,
+                                   pid_started=_process_start_time(process.pid), host=self._manager_host)
         waiter = asyncio.get_running_loop().create_task(self._wait(trial, process))
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
@@ -200,6 +207,71 @@ class LocalTrainingService(TrainingService):
                 watchdog.kill()
                 watchdog.wait()
 
+    def manager_host(self) -> str:
+        return self._manager_host
+
+    def _files(self, trial_id: str) -> TrialFiles:
+        return TrialFiles(self._paths.trial_dir(trial_id))
+
+    def last_output_time(self, trial_id: str) -> float:
+        """The last change of the trial's stdout, stderr or trial.log."""
+        files = self._files(trial_id)
+        times = []
+        for path in (files.stdout, files.stderr, files.trial_log):
+            try:
+                times.append(path.stat().st_mtime)
+            except FileNotFoundError:
+                pass
+        return max(times, default=0.0)
+
+    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
+        try:
+            return self._files(trial_id).preempting_marker.read_text(encoding="utf-8").strip() == str(attempt)
+        except (FileNotFoundError, UnicodeDecodeError):
+            return False
+
+    def unsent_reports(self, trial_id: str) -> Iterator[tuple[int, bytes | None]]:
+        try:
+            file = open(self._files(trial_id).metrics, "rb")
+        except FileNotFoundError:
+            return
+        with file:
+            yield from enumerate(_bounded_lines(file, trial_api.MAX_REPORT_BYTES), start=1)
+
+    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
+        files = self._files(trial_id)
+        message = f"{files.metrics}:{line_number}: report skipped: {reason}"
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        try:  # one O_APPEND write, as the trial's own lines are
+            descriptor = os.open(files.trial_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(descriptor, f"[{stamp}] WARNING (expmgr.engine) {message}\n".encode())
+            finally:
+                os.close(descriptor)
+        except OSError:
+            pass  # the experiment's log has it
+        return message
+
+    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
+        """Kill the group of ``pid`` if it is still the process that started at ``pid_started``
+        (the watchdog normally prevents leftovers)."""
+        started = _process_start_time(pid)
+        if started is None or abs(started - pid_started) > 0.01:
+            return False  # gone, or the pid now belongs to another process
+        if not _kill_group(pid, signals.SIGKILL):
+            return False
+        import psutil
+        try:
+            psutil.Process(pid).wait(timeout=10)
+        except (psutil.Error, ChildProcessError):
+            pass
+        return True
+
+    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
+        source_dir = self._files(source_trial).checkpoint_dir
+        if source_dir.is_dir():
+            await asyncio.to_thread(shutil.copytree, source_dir, self._files(target_trial).checkpoint_dir)
+
     def _tell_watchdog(self, line: str) -> None:
         if self._watchdog is not None:
             self._tell(self._watchdog, line)
@@ -239,6 +311,34 @@ def _exit_of(process: subprocess.Popen) -> asyncio.Future:
 
     loop.add_reader(pidfd, on_exit)
     return future
+
+
+def _process_start_time(pid: int | None) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None if it is gone."""
+    if pid is None:
+        return None
+    import psutil
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _bounded_lines(file: IO[bytes], limit: int) -> Iterator[bytes | None]:
+    """The lines of a binary file, each at most ``limit`` bytes (newline aside); a longer
+    one is read past and given as None, so a huge line costs no memory."""
+    while True:
+        line = file.readline(limit + 2)
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) > limit:
+            while not line.endswith(b"\n"):
+                line = file.readline(1 << 16)
+                if not line:
+                    break
+            yield None
+        else:
+            yield line
 
 
 def _kill_group(pgid: int, signum: int) -> bool:

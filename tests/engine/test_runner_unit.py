@@ -1,0 +1,278 @@
+"""The trial runner's decisions, in-process: a fake training service, a fake dispatcher and
+an injected clock drive a real ``TrialRunner`` over a real SQLite store in ``tmp_path``.
+No process is started, so each test takes well under a second; the real-process
+behaviour of a service is tests/training/test_contract.py's."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterable
+
+
+from expmgr.config import ExperimentConfig
+from expmgr.engine.runner import TrialRunner
+from expmgr.layout import ExperimentPaths
+from expmgr.states import ExperimentState, TrialState
+from expmgr.store import ExperimentProfile, ExperimentStore, create_store
+from expmgr.training import TrainingService, TrialEvents, TrialLaunch
+
+DEADLINE = 2.0
+"""Real seconds a test waits for the runner to do what it must (it takes milliseconds)."""
+
+
+class FakeTrainingService(TrainingService):
+    """Records launches and signals; the test fires the trials' events."""
+
+    def __init__(self, events: TrialEvents) -> None:
+        self.events = events
+        self.launched: list[TrialLaunch] = []
+        self.running: dict[str, int] = {}
+        self.most_running = 0
+        self.signals: list[tuple[str, int]] = []
+        self.output_time: dict[str, float] = {}
+        self.start_on_launch = True
+        """Report trial_started from launch() (as the local service does); False: the test decides."""
+
+    async def start(self) -> None:
+        pass
+
+    def has_capacity(self) -> bool:
+        return True
+
+    async def launch(self, trial: TrialLaunch) -> None:
+        self.launched.append(trial)
+        self.running[trial.trial_id] = trial.attempt
+        self.most_running = max(self.most_running, len(self.running))
+        if self.start_on_launch:
+            self.events.trial_started(trial.trial_id, trial.attempt, None, host="node-1")
+
+    def signal(self, trial_id: str, signum: int) -> bool:
+        self.signals.append((trial_id, signum))
+        return trial_id in self.running
+
+    async def stop(self, grace_period: float, signum: int = 15) -> None:
+        for trial_id in list(self.running):
+            self.exit(trial_id, None, signum)
+
+    def exit(self, trial_id: str, exit_code: int | None, signum: int | None = None) -> None:
+        self.events.trial_exited(trial_id, self.running.pop(trial_id), exit_code, signum)
+
+    def manager_host(self) -> str:
+        return "manager.example"
+
+    def last_output_time(self, trial_id: str) -> float:
+        return self.output_time.get(trial_id, 0.0)
+
+    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
+        return False
+
+    def unsent_reports(self, trial_id: str) -> Iterable[tuple[int, bytes | None]]:
+        return []
+
+    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
+        return f"{trial_id}:{line_number}: report skipped: {reason}"
+
+    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
+        return False
+
+    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
+        pass
+
+
+class FakeDispatcher:
+    """Answers ``generate`` with the given parameters, then "no more"; records what it is told."""
+
+    def __init__(self, parameters: list[dict[str, Any]]) -> None:
+        self._parameters = list(parameters)
+        self.told: list[tuple[str, dict[str, Any]]] = []
+        self.exited = asyncio.Event()
+        self.failure = None
+
+    async def start(self) -> None:
+        pass
+
+    async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        if cmd == "generate":
+            return {"parameters": [{"parameters": self._parameters.pop(0)}] if self._parameters else []}
+        return {}
+
+    def notify(self, cmd: str, **fields: Any) -> None:
+        self.told.append((cmd, fields))
+
+    def notify_import(self, history: list[dict[str, Any]]) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.exited.set()
+
+    def trial_ends(self) -> list[tuple[str, bool]]:
+        return [(fields["trial_id"], fields["success"]) for cmd, fields in self.told if cmd == "trial_end"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    def __init__(self, runner: TrialRunner, service: FakeTrainingService, dispatcher: FakeDispatcher,
+                 store: ExperimentStore, clock: Clock) -> None:
+        self.runner, self.service, self.dispatcher, self.store, self.clock = runner, service, dispatcher, store, clock
+
+    async def until(self, condition: Callable[[], object], what: str) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.001)
+
+    def advance(self, seconds: float) -> None:
+        """Move the injected clock on and let the loop look at its deadlines."""
+        self.clock.now += seconds
+        self.runner._wake.set()  # the loop's timer runs on real time; the test's clock moved
+
+    def status(self, trial_id: str) -> TrialState:
+        record = self.store.trial(trial_id)
+        assert record is not None
+        return record.status
+
+
+def run_with(tmp_path: Path, parameters: list[dict[str, Any]],
+             test: Callable[[Harness], Awaitable[None]], **config: Any) -> ExperimentState:
+    """Run a TrialRunner with fakes until ``test`` returns and the runner ends; its final state."""
+    code = tmp_path / "code"
+    code.mkdir()
+    checked = ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="python3 trial.py",
+        trial_code_directory=code, tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home",
+        **{"trial_concurrency": 1, "trial_grace_period": 60, **config}).canonical(with_strategy=False)
+    paths = ExperimentPaths(tmp_path / "home" / "exp")
+    paths.create()
+    store = create_store(paths, ExperimentProfile(
+        id="exp", name=None, config=checked.to_dict(), status=ExperimentState.INITIALIZED, error=None,
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root)))
+    services: list[FakeTrainingService] = []
+    dispatcher, clock = FakeDispatcher(parameters), Clock()
+
+    def make_service(events: TrialEvents) -> FakeTrainingService:
+        services.append(FakeTrainingService(events))
+        return services[0]
+
+    async def main() -> ExperimentState:
+        runner = TrialRunner("exp", checked, store, paths, 8080, logging.getLogger("test-runner"),
+                             training=make_service, dispatcher=dispatcher, clock=clock)  # type: ignore[arg-type]
+        running = asyncio.get_running_loop().create_task(runner.run())
+        try:
+            await test(Harness(runner, services[0], dispatcher, store, clock))
+        finally:
+            runner.request_stop()
+        return await asyncio.wait_for(running, DEADLINE)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        store.close()
+
+
+def test_never_more_than_trial_concurrency_trials_run(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 2, "two launches")
+        await asyncio.sleep(0.01)  # room for a wrong third launch
+        assert len(h.service.running) == 2
+        for _ in range(5):
+            trial_id = next(iter(h.service.running))
+            h.service.exit(trial_id, 0)
+            await h.until(lambda: h.status(trial_id) == TrialState.SUCCEEDED, "a trial to succeed")
+            await asyncio.sleep(0.005)
+        await h.until(lambda: len(h.dispatcher.trial_ends()) == 5, "five trial ends")
+        assert h.service.most_running == 2
+        assert len(h.service.launched) == 5
+
+    final = run_with(tmp_path, [{"x": i} for i in range(5)], test, trial_concurrency=2, max_trial_number=5)
+    assert final in (ExperimentState.DONE, ExperimentState.STOPPED)
+
+
+def test_a_failed_attempt_is_retried_as_the_same_trial_while_retries_allow(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        for attempt in (1, 2, 3):
+            await h.until(lambda: len(h.service.launched) == attempt, f"attempt {attempt}")
+            launch = h.service.launched[-1]
+            assert (launch.trial_id, launch.attempt) == (h.service.launched[0].trial_id, attempt)
+            h.service.exit(launch.trial_id, 1)
+        trial_id = h.service.launched[0].trial_id
+        await h.until(lambda: h.status(trial_id) == TrialState.FAILED, "the trial to fail for good")
+        await asyncio.sleep(0.01)
+        assert len(h.service.launched) == 3, "maxTrialRetries 2: three attempts, no fourth"
+        assert h.dispatcher.trial_ends() == [(trial_id, False)], "the tuner hears of the trial once"
+
+    run_with(tmp_path, [{"x": 0}], test, max_trial_retries=2, max_trial_number=1)
+
+
+def test_a_preempted_lost_trial_is_requeued_first_and_a_lost_one_crashes(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the first launch")
+        first = h.service.launched[0]
+        h.service.running.pop(first.trial_id)
+        h.service.events.trial_lost(first.trial_id, 1, "its node was reclaimed", preempted=True)
+        await h.until(lambda: len(h.service.launched) == 2, "a launch after the preemption")
+        again = h.service.launched[1]
+        assert (again.trial_id, again.attempt) == (first.trial_id, 2), "the preempted trial runs again first"
+        assert [a.status for a in h.store.attempts() if a.trial_id == first.trial_id][0] == TrialState.PREEMPTED
+        h.service.running.pop(first.trial_id)
+        h.service.events.trial_lost(first.trial_id, 2, "its node is unreachable")
+        await h.until(lambda: h.status(first.trial_id) == TrialState.CRASHED, "the lost trial to crash")
+        await h.until(lambda: len(h.service.launched) == 3, "the next trial")
+        assert h.service.launched[2].trial_id != first.trial_id
+
+    run_with(tmp_path, [{"x": 0}, {"x": 1}], test, max_trial_number=2)
+
+
+def test_max_trial_duration_tells_the_service_to_signal_the_trial(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the launch")
+        trial_id = h.service.launched[0].trial_id
+        h.advance(9)
+        await asyncio.sleep(0.01)
+        assert h.service.signals == []
+        h.advance(2)
+        await h.until(lambda: h.service.signals == [(trial_id, signal.SIGTERM)], "SIGTERM at maxTrialDuration")
+        h.service.exit(trial_id, None, signal.SIGTERM)
+        await h.until(lambda: h.status(trial_id) == TrialState.EARLY_STOPPED, "EARLY_STOPPED")
+
+    run_with(tmp_path, [{"x": 0}], test, max_trial_duration=10, max_trial_number=1)
+
+
+def test_trial_idle_timeout_counts_from_the_services_last_output_time(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the launch")
+        trial_id = h.service.launched[0].trial_id
+        h.service.output_time[trial_id] = h.clock.now + 4  # it wrote output 4 s in
+        h.advance(6)   # silent for 5 s by the runner's count, 2 s by its output
+        await asyncio.sleep(0.01)
+        assert h.service.signals == [], "output the service saw counts as activity"
+        h.advance(4)   # now silent for 6 s
+        await h.until(lambda: h.service.signals == [(trial_id, signal.SIGTERM)], "SIGTERM after trialIdleTimeout")
+        h.service.exit(trial_id, None, signal.SIGTERM)
+        await h.until(lambda: h.status(trial_id) == TrialState.CRASHED, "CRASHED")
+
+    run_with(tmp_path, [{"x": 0}], test, trial_idle_timeout=5, max_trial_number=1)
+
+
+def test_a_launch_that_fails_after_it_returned_ends_the_trial_failed(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        h.service.start_on_launch = False
+        await h.until(lambda: len(h.service.launched) == 1, "the launch")
+        first = h.service.launched[0]
+        assert first.env["EXPMGR_MANAGER_HOST"] == "manager.example", "the service names the manager's host"
+        h.service.running.pop(first.trial_id)
+        h.service.events.trial_launch_failed(first.trial_id, 1, "no node could take it")
+        await h.until(lambda: h.status(first.trial_id) == TrialState.FAILED, "FAILED")
+        assert h.dispatcher.trial_ends() == [(first.trial_id, False)]
+        await h.until(lambda: len(h.service.launched) == 2, "the next trial's launch")
+
+    run_with(tmp_path, [{"x": 0}, {"x": 1}], test, max_trial_number=2)

@@ -1,0 +1,213 @@
+"""The contract every training service keeps (docs/architecture.md, "Training services"):
+what the runner relies on, checked with real trial processes. Parametrized over the
+services; a new service adds its name to SERVICES and passes this file unchanged."""
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import psutil
+import pytest
+
+from expmgr import trial as trial_api
+from expmgr.config import ExperimentConfig
+from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.training import TrainingService, TrialLaunch, create_training_service
+
+SERVICES = ["local"]
+DEADLINE = 30.0
+
+
+class Recorder:
+    """A TrialEvents listener that keeps what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
+                      pid_started: float | None = None, host: str | None = None) -> None:
+        self.events.append(("started", trial_id, attempt))
+
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None) -> None:
+        self.events.append(("exited", trial_id, attempt, exit_code, signal))
+
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
+        self.events.append(("launch_failed", trial_id, attempt, reason))
+
+    def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
+        self.events.append(("lost", trial_id, attempt, preempted))
+
+    def service_failed(self, error: str) -> None:
+        self.events.append(("service_failed", error))
+
+    def exit_of(self, trial_id: str) -> tuple[Any, ...] | None:
+        return next((e for e in self.events if e[0] in ("exited", "lost", "launch_failed") and e[1] == trial_id),
+                    None)
+
+
+class Context:
+    def __init__(self, service: TrainingService, events: Recorder, paths: ExperimentPaths, code: Path) -> None:
+        self.service, self.events, self.paths, self.code = service, events, paths, code
+
+    def launch_of(self, trial_id: str, command: str, attempt: int = 1) -> TrialLaunch:
+        trial_dir = self.paths.trial_dir(trial_id)
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        return TrialLaunch(trial_id=trial_id, attempt=attempt, command=command, code_directory=self.code,
+                           trial_directory=trial_dir,
+                           env={trial_api.ENV_TRIAL_ID: trial_id, trial_api.ENV_TRIAL_DIR: str(trial_dir)})
+
+    async def until(self, condition: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
+        deadline = time.monotonic() + timeout
+        while not (result := condition()):
+            assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+            await asyncio.sleep(0.02)
+        return result
+
+
+def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[None]], **config: Any) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    checked = ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="true", trial_code_directory=code,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", trial_concurrency=1,
+        **config).canonical(with_strategy=False)
+    assert checked.training_service.platform == name
+    paths = ExperimentPaths(tmp_path / "home" / "exp")
+    paths.create()
+    events = Recorder()
+
+    async def main() -> None:
+        service = create_training_service(checked, events, paths)
+        await service.start()
+        try:
+            await test(Context(service, events, paths, code))
+        finally:
+            await service.stop(grace_period=1.0)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_trial_is_started_then_exits_with_its_code(service: str, tmp_path: Path):
+    async def test(c: Context) -> None:
+        await c.service.launch(c.launch_of("ok", "true"))
+        await c.service.launch(c.launch_of("three", "python3 -c 'import sys; sys.exit(3)'", attempt=2))
+        await c.until(lambda: c.events.exit_of("ok") and c.events.exit_of("three"), "both exits")
+        assert c.events.events.index(("started", "ok", 1)) < c.events.events.index(("exited", "ok", 1, 0, None))
+        assert ("started", "three", 2) in c.events.events
+        assert c.events.exit_of("three") == ("exited", "three", 2, 3, None)
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_killed_trial_exits_with_its_signal(service: str, tmp_path: Path):
+    async def test(c: Context) -> None:
+        # A simple command (no shell syntax) runs directly, so its signal stays a signal.
+        (c.code / "selfkill.py").write_text("import os\nos.kill(os.getpid(), 9)\n")
+        await c.service.launch(c.launch_of("selfkill", "python3 selfkill.py"))
+        await c.until(lambda: c.events.exit_of("selfkill"), "its exit")
+        assert c.events.exit_of("selfkill") == ("exited", "selfkill", 1, None, signal.SIGKILL)
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_signal_reaches_the_trials_whole_process_group(service: str, tmp_path: Path):
+    child = ("python3 -c 'import pathlib, signal, time; "
+             "signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path(\"child-got-term\").write_text(\"\"), exit(0))); "
+             "pathlib.Path(\"child-ready\").write_text(\"\"); time.sleep(60)' & wait")
+
+    async def test(c: Context) -> None:
+        await c.service.launch(c.launch_of("group", child))
+        await c.until(lambda: (c.code / "child-ready").exists(), "the child to start")
+        assert c.service.signal("group", signal.SIGTERM)
+        await c.until(lambda: (c.code / "child-got-term").exists(), "the child (not the trial's own process) "
+                      "to get SIGTERM")
+        await c.until(lambda: c.events.exit_of("group"), "the trial's exit")
+        assert not c.service.signal("group", signal.SIGTERM), "an ended trial cannot be signalled"
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_stop_ends_a_trial_ignoring_sigterm_within_the_grace_period(service: str, tmp_path: Path):
+    stubborn = ("import pathlib, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "pathlib.Path('ready').write_text('')\ntime.sleep(60)\n")
+
+    async def test(c: Context) -> None:
+        (c.code / "stubborn.py").write_text(stubborn)
+        await c.service.launch(c.launch_of("stubborn", "python3 stubborn.py"))
+        await c.until(lambda: (c.code / "ready").exists(), "the trial to ignore SIGTERM")
+        began = time.monotonic()
+        await c.service.stop(grace_period=0.5)
+        assert time.monotonic() - began < 10, "stop() must SIGKILL after the grace period, not wait for the trial"
+        assert c.events.exit_of("stubborn") == ("exited", "stubborn", 1, None, signal.SIGKILL)
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
+    async def test(c: Context) -> None:
+        assert c.service.has_capacity()
+        await c.service.launch(c.launch_of("gpu", "sleep 60"))
+        assert not c.service.has_capacity(), "one GPU, one trial per GPU: it is taken"
+        c.service.signal("gpu", signal.SIGKILL)
+        await c.until(lambda: c.events.exit_of("gpu"), "the trial's exit")
+        assert c.service.has_capacity(), "the ended trial's GPU is free again"
+
+    run_service(service, tmp_path, test, trial_gpu_number=1,
+                training_service={"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1})
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Path):
+    long_line = "x" * (trial_api.MAX_REPORT_BYTES + 1)
+    writer = ("python3 -c 'import os, sys; d = os.environ[\"EXPMGR_TRIAL_DIR\"]; "
+              "f = open(os.path.join(d, \"metrics.jsonl\"), \"a\"); "
+              f"f.write(\"{{\\\"a\\\": 1}}\\n\" + \"{long_line}\\n\" + \"{{\\\"b\\\": 2}}\\n\"); f.close(); "
+              "open(os.path.join(d, \"preempting\"), \"w\").write(\"1\"); print(\"out\")'")
+
+    async def test(c: Context) -> None:
+        assert list(c.service.unsent_reports("writer")) == [], "no reports yet"
+        assert c.service.last_output_time("writer") == 0.0
+        before = time.time() - 1
+        await c.service.launch(c.launch_of("writer", writer))
+        await c.until(lambda: c.events.exit_of("writer"), "the trial's exit")
+        assert c.events.exit_of("writer") == ("exited", "writer", 1, 0, None)
+        assert list(c.service.unsent_reports("writer")) == [(1, b'{"a": 1}\n'), (2, None), (3, b'{"b": 2}\n')]
+        assert c.service.last_output_time("writer") >= before
+        message = c.service.note_skipped("writer", 2, "longer than allowed")
+        assert ":2: report skipped: longer than allowed" in message
+        assert "report skipped: longer than allowed" in TrialFiles(c.paths.trial_dir("writer")).trial_log.read_text()
+        assert c.service.marked_preempting("writer", 1) and not c.service.marked_preempting("writer", 2)
+        (c.paths.trial_dir("writer") / "checkpoint").mkdir()
+        (c.paths.trial_dir("writer") / "checkpoint" / "state").write_text("42")
+        c.paths.trial_dir("next").mkdir()
+        await c.service.copy_checkpoint("writer", "next")
+        assert (c.paths.trial_dir("next") / "checkpoint" / "state").read_text() == "42"
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_a_leftover_process_is_ended_only_when_pid_and_start_time_match(service: str, tmp_path: Path):
+    async def test(c: Context) -> None:
+        leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        try:
+            started = psutil.Process(leftover.pid).create_time()
+            assert not c.service.end_leftover("old", leftover.pid, started + 5), "another process's pid"
+            assert leftover.poll() is None, "a process that only shares the pid is left alone"
+            assert c.service.end_leftover("old", leftover.pid, started)
+            leftover.wait(timeout=DEADLINE)
+        finally:
+            if leftover.poll() is None:
+                leftover.kill()
+                leftover.wait()
+
+    run_service(service, tmp_path, test)
