@@ -37,7 +37,8 @@ from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_
 from expmgr.server.guard import LimitsError, ServerLimits
 from expmgr.experiment.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
-from expmgr.engine.runner import SubmissionRefused, TrialRunner, UpdateRefused
+from expmgr.engine.errors import SubmissionRefused, UpdateRefused
+from expmgr.engine.runner import TrialRunner
 from expmgr.store import ExperimentProfile, ExperimentStore, StoreError, create_store, open_store, unreadable_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
