@@ -181,11 +181,13 @@ def _to_unit(spec: ParameterSpec, value: Any) -> float:
     if spec.categorical:
         return float(value)
     if spec.type == RANDINT:
-        return min(max((value - spec.low + 0.5) / (spec.high - spec.low + 1), 0.0), 1.0)
+        low, high = spec.bounds()
+        return min(max((value - low + 0.5) / (high - low + 1), 0.0), 1.0)
     x = math.log(max(float(value), spec.q / 2 if spec.q else _TINY)) if spec.log else float(value)
     if spec.normal:
         return _STANDARD_NORMAL.cdf((x - spec.mu) / spec.sigma)
-    lo, hi = (math.log(spec.low), math.log(spec.high)) if spec.log else (spec.low, spec.high)
+    low, high = spec.bounds()
+    lo, hi = (math.log(low), math.log(high)) if spec.log else (low, high)
     return 0.5 if hi == lo else min(max((x - lo) / (hi - lo), 0.0), 1.0)
 
 
@@ -193,12 +195,14 @@ def _from_unit(spec: ParameterSpec, u: float) -> float | int:
     if spec.categorical:
         return min(max(int(round(u)), 0), len(spec.values) - 1)
     if spec.type == RANDINT:
-        count = int(spec.high - spec.low) + 1
-        return int(spec.low) + min(max(int(math.floor(u * count)), 0), count - 1)
+        low, high = spec.bounds()
+        count = int(high - low) + 1
+        return int(low) + min(max(int(math.floor(u * count)), 0), count - 1)
     if spec.normal:
         z = spec.mu + spec.sigma * _STANDARD_NORMAL.inv_cdf(min(max(u, _UNIT_MARGIN), 1 - _UNIT_MARGIN))
     else:
-        lo, hi = (math.log(spec.low), math.log(spec.high)) if spec.log else (spec.low, spec.high)
+        low, high = spec.bounds()
+        lo, hi = (math.log(low), math.log(high)) if spec.log else (low, high)
         z = lo + u * (hi - lo)
     return spec.finish(math.exp(z) if spec.log else z)
 

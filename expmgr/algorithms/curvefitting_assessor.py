@@ -146,10 +146,10 @@ def predict(history: list[float], epoch_num: int) -> float | None:
     n = len(y)
     if n < _MIN_POINTS:
         return None
-    fits = [_fit_family(family, x, y, float(epoch_num)) for family in _FAMILIES if n > family.n_params]
+    candidates = [_fit_family(family, x, y, float(epoch_num)) for family in _FAMILIES if n > family.n_params]
     if n > _VAPOR_PRESSURE_PARAMS:
-        fits.append(_fit_vapor_pressure(x, y, float(epoch_num)))
-    fits = [fit for fit in fits if fit is not None]
+        candidates.append(_fit_vapor_pressure(x, y, float(epoch_num)))
+    fits = [fit for fit in candidates if fit is not None]
     if not fits:
         return None
     sse = np.array([fit[0] for fit in fits])

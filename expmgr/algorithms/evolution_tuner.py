@@ -103,6 +103,7 @@ class EvolutionTuner(Tuner):
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
         specs, space = self._require_specs(), self._space
+        assert space is not None  # set together with the specs
         if len(self._population) < self.population_size:
             return self._tried.fresh(lambda: sample(space, self._rng), self._rng)
         return self._tried.fresh(

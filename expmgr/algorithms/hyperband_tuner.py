@@ -21,7 +21,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.search_space import (
@@ -285,7 +285,7 @@ class HyperbandTuner(Tuner):
         """Once a rung is complete, promote its best configurations or end the bracket."""
         if not bracket.rung_complete():
             return
-        ranked = sorted((t for t in bracket.trials if t.loss is not None), key=lambda t: t.loss)
+        ranked = sorted((t for t in bracket.trials if t.loss is not None), key=lambda t: cast(float, t.loss))
         keep = min(max(1, len(bracket.trials) // self.schedule.eta), len(ranked))
         if bracket.rung < bracket.s and keep > 0:
             bracket.rung += 1
@@ -299,8 +299,10 @@ class HyperbandTuner(Tuner):
     # -- configurations ---------------------------------------------------------
 
     def _random_untried(self) -> dict | None:
+        space = self._space
+        assert space is not None  # generate_parameters refuses to run before update_search_space
         for _ in range(MAX_DRAWS):
-            config = sample(self._space, self._rng)
+            config = sample(space, self._rng)
             if self._claim(config):
                 return config
         return None

@@ -130,7 +130,7 @@ class _Parameter:
                 if spec.log:
                     low, high = math.exp(low), math.exp(high)
             else:
-                low, high = spec.low, spec.high
+                low, high = spec.bounds()
             if spec.q is not None and not spec.log:
                 step = spec.q
                 low, high = self._on_grid(low), self._on_grid(high)
@@ -141,7 +141,8 @@ class _Parameter:
 
     def _on_grid(self, x: float) -> float:
         """The multiple of q nearest x, computed in decimal so Optuna sees an exact grid."""
-        return float(Decimal(repr(self.spec.q)) * round(x / self.spec.q))
+        q = self.spec.step()
+        return float(Decimal(repr(q)) * round(x / q))
 
     def suggest(self, trial: Any) -> Any:
         d = self.distribution

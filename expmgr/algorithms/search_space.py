@@ -124,14 +124,27 @@ class ParameterSpec:
     def sigma(self) -> float:
         return float(self.values[1])
 
+    def bounds(self) -> tuple[float, float]:
+        """``(low, high)`` of a bounded type (callers only ask bounded types)."""
+        low, high = self.low, self.high
+        assert low is not None and high is not None, self.type
+        return low, high
+
+    def step(self) -> float:
+        """``q`` of a q type (callers only ask q types)."""
+        q = self.q
+        assert q is not None, self.type
+        return q
+
     def model_bounds(self) -> tuple[float, float]:
         """The range in the space tuners move values in: log space for log types,
         unbounded for normal types."""
         if self.normal:
             return -math.inf, math.inf
         if self.log:
-            return math.log(self.low), math.log(self.high)
-        return self.low, self.high
+            low, high = self.bounds()
+            return math.log(low), math.log(high)
+        return self.bounds()
 
     def to_model(self, value: float) -> float:
         """A numeric value in that space: its log for log types (a q type's 0 counts as
@@ -150,7 +163,8 @@ class ParameterSpec:
         if q is not None:
             x = float(np.round(x / q) * q)
         if not self.normal:
-            x = min(max(x, self.low), self.high)
+            low, high = self.bounds()
+            x = min(max(x, low), high)
         if self.type == RANDINT:
             return int(round(x))
         return float(x)
@@ -164,9 +178,11 @@ class ParameterSpec:
         if self.normal:
             z = rng.normal(self.mu, self.sigma)
         elif self.log:
-            z = rng.uniform(math.log(self.low), math.log(self.high))
+            low, high = self.bounds()
+            z = rng.uniform(math.log(low), math.log(high))
         else:
-            z = rng.uniform(self.low, self.high)
+            low, high = self.bounds()
+            z = rng.uniform(low, high)
         return self.finish(math.exp(z) if self.log else z)
 
     def index_of(self, value: Any) -> int:
@@ -259,8 +275,9 @@ def grid_values(spec: ParameterSpec) -> Sequence:
     if spec.type == RANDINT:
         return range(int(spec.values[0]), int(spec.values[1]))
     if spec.type in (QUNIFORM, QLOGUNIFORM):
-        q = spec.q
-        steps = range(int(np.round(spec.low / q)), int(np.round(spec.high / q)) + 1)
+        q = spec.step()
+        low, high = spec.bounds()
+        steps = range(int(np.round(low / q)), int(np.round(high / q)) + 1)
         raw = [k * q for k in steps]
     elif spec.normal:
         offsets = np.linspace(-2.0, 2.0, CONTINUOUS_GRID_POINTS)
@@ -268,9 +285,11 @@ def grid_values(spec: ParameterSpec) -> Sequence:
         if spec.log:
             raw = [math.exp(z) for z in raw]
     elif spec.log:
-        raw = list(np.geomspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
+        low, high = spec.bounds()
+        raw = list(np.geomspace(low, high, CONTINUOUS_GRID_POINTS))
     else:
-        raw = list(np.linspace(spec.low, spec.high, CONTINUOUS_GRID_POINTS))
+        low, high = spec.bounds()
+        raw = list(np.linspace(low, high, CONTINUOUS_GRID_POINTS))
     return list(dict.fromkeys(spec.finish(float(x)) for x in raw))
 
 
@@ -299,7 +318,9 @@ def _grid_count(spec: ParameterSpec) -> int:
     if spec.type == RANDINT:
         return int(spec.values[1]) - int(spec.values[0])
     if spec.type in (QUNIFORM, QLOGUNIFORM):
-        steps = float(np.round(spec.high / spec.q)) - float(np.round(spec.low / spec.q)) + 1
+        q = spec.step()
+        low, high = spec.bounds()
+        steps = float(np.round(high / q)) - float(np.round(low / q)) + 1
         return int(min(steps, GRID_LIMIT + 1)) if math.isfinite(steps) else GRID_LIMIT + 1
     return CONTINUOUS_GRID_POINTS
 
