@@ -205,6 +205,8 @@ class _LogFileHandler(logging.FileHandler):
     """A FileHandler that stays closed: a record still on its way to it when it is
     closed (another thread was emitting) is dropped instead of reopening the file."""
 
+    _closed: bool  # logging.Handler's own flag (set by close()), missing from typeshed
+
     def emit(self, record: logging.LogRecord) -> None:
         if not self._closed:  # set by close(), under the lock emit() is called with
             super().emit(record)

@@ -13,7 +13,7 @@ import itertools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from expmgr.dispatcher.protocol import HEADER_SIZE, ProtocolError, chunks, decode_body, decode_length, encode_frame
 
@@ -131,7 +131,8 @@ class DispatcherClient:
             while True:
                 header = await stdout.readexactly(HEADER_SIZE)
                 reply = decode_body(await stdout.readexactly(decode_length(header)))
-                future = self._pending.pop(reply.get("id"), None)
+                # A refusal of an unreadable frame has id None, which pop() does not find.
+                future = self._pending.pop(cast(int, reply.get("id")), None)
                 if "error" in reply:
                     if reply.get("fatal", True):   # else the dispatcher refused one frame and goes on
                         error = reply["error"]

@@ -64,7 +64,7 @@ class DispatcherHost:
     def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
         """Parameters for each id; stops early with ``no_more`` (never any more) or
         ``waiting`` (none until a running trial reports or ends)."""
-        generated = []
+        generated: list[dict[str, Any]] = []
         for parameter_id in message["parameter_ids"]:
             try:
                 parameters = self.tuner.generate_parameters(parameter_id)
@@ -127,9 +127,9 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
             _refuse(channel_out, message.get("id"), error)
             continue
         except Exception:  # any failure of user or tuner code ends the experiment
-            error = traceback.format_exc()
-            _logger.error("command %r failed:\n%s", message.get("cmd"), error)
-            write_frame(channel_out, {"id": message.get("id"), "error": error})
+            details = traceback.format_exc()
+            _logger.error("command %r failed:\n%s", message.get("cmd"), details)
+            write_frame(channel_out, {"id": message.get("id"), "error": details})
             return 1
         if message.get("reply", True):
             reply["id"] = message.get("id")
