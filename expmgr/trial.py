@@ -17,6 +17,14 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy takes it as True
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
 # Deliberately no `json`, `socket` or `typing` here: their imports (through `re`
 # and `enum`) would more than double what a trial pays to start. The C modules
 # behind them are enough for the little JSON and HTTP a trial needs.
@@ -51,7 +59,8 @@ def report_mac(token: str, body: bytes) -> str:
     try:
         from _hashlib import hmac_digest  # the C function; `hmac` would import `hashlib` and more
     except ImportError:  # a Python built without OpenSSL
-        from hmac import digest as hmac_digest
+        # typeshed types _hashlib's and hmac's digest differently; both take the call below
+        from hmac import digest as hmac_digest  # type: ignore[assignment]
     return hmac_digest(token.encode(), body, "sha256").hex()
 
 
@@ -106,7 +115,7 @@ class _ConfigureLoggingAfterImport:
     """A meta-path finder that waits for the script to import ``logging`` and then
     routes ``nni.*`` records to trial.log; a trial that never logs never pays for it."""
 
-    def find_spec(self, name: str, path: object, target: object = None) -> object:
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         if name != "logging":
             return None
         sys.meta_path.remove(self)
@@ -119,13 +128,13 @@ class _ConfigureLoggingAfterImport:
 
 
 class _LoaderThenConfigure:
-    def __init__(self, loader: object) -> None:
+    def __init__(self, loader: Loader) -> None:
         self._loader = loader
 
-    def create_module(self, spec: object) -> object:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module: object) -> None:
+    def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
         _configure_trial_logging()
 
@@ -187,7 +196,10 @@ def get_checkpoint_dir() -> str:
     """A folder kept across this trial's attempts (retries, preemption, resume): save
     checkpoints here and look for them when starting. Created if missing."""
     ctx = _ctx()
-    path = os.path.join(ctx.trial_dir if not ctx.standalone else os.getcwd(), CHECKPOINT_DIR)
+    base = ctx.trial_dir if not ctx.standalone else os.getcwd()
+    if base is None:  # a trial without EXPMGR_TRIAL_DIR: the error os.path.join(None, ...) raised
+        raise TypeError("expected str, bytes or os.PathLike object, not NoneType")
+    path = os.path.join(base, CHECKPOINT_DIR)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -310,7 +322,7 @@ def _warn(message: str) -> None:
     print(f"expmgr: warning: {message}", file=sys.stderr, flush=True)
 
 
-def _json_loads(text: str) -> object:
+def _json_loads(text: str) -> Any:
     """``json.loads`` without importing ``json``: the C scanner behind it, given a
     document that starts with its value (as ours do); ``json`` where it is missing."""
     try:
@@ -318,7 +330,8 @@ def _json_loads(text: str) -> object:
     except ImportError:
         import json
         return json.loads(text)
-    value, end = make_scanner(_ScannerContext)(text, 0)
+    # typeshed wants a make_scanner as the context; any object with its attributes works
+    value, end = make_scanner(_ScannerContext)(text, 0)  # type: ignore[arg-type]
     if text[end:].strip():
         raise ValueError(f"extra data after the JSON value at offset {end}")
     return value
