@@ -6,7 +6,10 @@ Validation code raises the private ``Problem`` with a path of keys; the loader t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:  # _loader imports this module
+    from ._loader import Source
 
 
 class ConfigError(Exception):
@@ -96,7 +99,7 @@ class Problem(Exception):
     """
 
     def __init__(self, path: tuple[PathSegment, ...], message: str, *, at_key: bool = False,
-                 source: object | None = None, skip: int = 0) -> None:
+                 source: Source | None = None, skip: int = 0) -> None:
         super().__init__(message)
         self.path = tuple(path)
         self.message = message

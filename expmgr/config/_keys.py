@@ -5,7 +5,7 @@ Keys match NNI's way: case and underscores are ignored, so ``trialConcurrency``,
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ._errors import PathSegment, Problem, snake_to_camel
 
@@ -38,14 +38,14 @@ def unknown_message(what: str, word: str, choices: Sequence[str], known_label: s
 
 
 def match_keys(mapping: Mapping[object, object], fields: Sequence[str], path: tuple[PathSegment, ...],
-               style: str, hints: Mapping[str, str] | None = None) -> dict[str, object]:
+               style: str, hints: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``{snake_field: value}`` for each key of ``mapping``, in the mapping's order.
 
     Raises Problem (pointing at the key) for a key that is not one of ``fields``, with a
     did-you-mean; ``hints`` maps a normalised key to a more helpful message for it.
     """
     by_norm = {norm(f): f for f in fields}
-    result: dict[str, object] = {}
+    result: dict[str, Any] = {}  # values as given: the canonicalizer checks their types
     for key, value in mapping.items():
         if not isinstance(key, str):
             raise Problem(path + (str(key),), f"keys must be strings, got {key!r}", at_key=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import norm
@@ -44,7 +44,7 @@ class Source:
                 if not isinstance(node, list) or not 0 <= seg < len(node):
                     pos = key_pos
                     break
-                key_pos = pos = _lc(node.lc.item(seg))
+                key_pos = pos = _lc(cast(Any, node).lc.item(seg))   # a ruamel CommentedSeq
                 node = node[seg]
                 continue
             found = _find_key(node, seg) if isinstance(node, dict) else _MISSING

@@ -145,7 +145,7 @@ def load_config(cls: type[ExperimentConfig], path: str | os.PathLike[str]) -> Ex
     except Problem as problem:
         raise source.error(problem) from None
     source.snapshot = {name: copy.deepcopy(getattr(config, name)) for name in public_fields(type(config))}
-    source.key_order = [_field_of(cls, k) for k in doc if _field_of(cls, k) is not None]
+    source.key_order = [name for name in (_field_of(cls, k) for k in doc) if name is not None]
     config._source = source
     config._origin = "file"
     config.canonical()   # validate now, so that errors point into the file
@@ -255,6 +255,7 @@ class _Canonicalizer:
     def _check_argument_names(self, kind: str, spec: AlgorithmConfig, apath: tuple[PathSegment, ...]) -> None:
         from expmgr.algorithms import accepted_arguments, builtin_class
 
+        assert spec.name is not None  # the caller checks only algorithms named
         accepted = accepted_arguments(builtin_class(kind, spec.name)[1])
         for key in spec.class_args or {}:
             if accepted is not None and key not in accepted:
