@@ -208,7 +208,7 @@ class ExperimentStore:
             self._conn.execute("UPDATE experiment SET config_json = ?", (json.dumps(config),))
             self._event(None, "config_update", {})
 
-    def record_import(self, records: list[dict[str, Any]]) -> None:
+    def record_import(self, records: Sequence[dict[str, Any]]) -> None:
         """Results imported into the tuner (``expctl experiment import``), kept as an event."""
         with self._write():
             self._event(None, "import_data", {"records": records})
