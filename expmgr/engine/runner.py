@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from expmgr.config import AlgorithmConfig, ExperimentConfig
-    from expmgr.config._model import Duration
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 METRIC_TYPES = ("PERIODICAL", "FINAL")
@@ -121,13 +120,13 @@ class _BestResult:
         return "" if self._best is None else f", best {self._best[0]:g} (trial {self._best[1]})"
 
 
-def _seconds(duration: "Duration | None") -> float:
+def _seconds(duration: "int | float | str | None") -> float:
     """A duration of a canonical config, present: seconds (``canonical()`` turns text into
     a number and fills the defaults)."""
     return cast(float, duration)
 
 
-def _optional_seconds(duration: "Duration | None") -> float | None:
+def _optional_seconds(duration: "int | float | str | None") -> float | None:
     """A duration of a canonical config that may be absent: seconds or None."""
     return cast("float | None", duration)
 
