@@ -160,7 +160,8 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
 def _move_output_to_log(experiment: Experiment) -> None:
     """The daemon's stdout and stderr from now on go to logs/daemon.log; this closes the
     pipe that ``_start_daemon`` reads its start-up output from."""
-    log = os.open(cast(ExperimentPaths, experiment.paths).log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(cast(ExperimentPaths, experiment.paths).log_dir / "daemon.log",
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(log, 1)

@@ -30,8 +30,8 @@ from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
-from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
-                        pop_experiment, push_experiment)
+from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
+                        experiment_logger, pop_experiment, push_experiment)
 from expmgr.server import views
 from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
 from expmgr.server.guard import LimitsError, ServerLimits
@@ -411,8 +411,8 @@ class Experiment:
             else:
                 field, value = args
                 update_type = next(entry.update_type for entry in UPDATABLE_FIELDS if entry.field == field)
-                rest_call(cast(int, self.port), "PUT", f"experiment?update_type={update_type}", {"params": {field: value}},
-                          access=self.access)
+                rest_call(cast(int, self.port), "PUT", f"experiment?update_type={update_type}",
+                          {"params": {field: value}}, access=self.access)
         except RestRefused as refused:
             raise ExperimentError(str(refused)) from None
 
@@ -477,7 +477,8 @@ class Experiment:
 
     def list_trial_jobs(self) -> list[TrialJob]:
         with self._open_store() as store:
-            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, cast(ExperimentPaths, self.paths))]
+            paths = cast(ExperimentPaths, self.paths)  # _open_store() checked it
+            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, paths)]
 
     def export_data(self) -> list[TrialResult]:
         """Every trial with a final result: its parameters and value (NNI's export shape)."""
