@@ -7,7 +7,7 @@ import json
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from expmgr.layout import ExperimentPaths, default_home
 from expmgr.states import TrialState
@@ -132,7 +132,8 @@ def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -
     when it refuses."""
     from expmgr.experiment.remote import RestRefused, rest_call as call
     try:
-        return call(entry.port, method, route, body, access=access_of(entry))
+        # Called for a running experiment, whose entry has its server's port.
+        return call(cast(int, entry.port), method, route, body, access=access_of(entry))
     except RestRefused as refused:
         raise CliError(str(refused), EXIT_BAD_INPUT if refused.status in (400, 404, 409) else EXIT_FAILED) from None
 

@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import time
+from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, experiment_store, find_experiment, is_running, port_number,
                                registry, shown_status)
@@ -59,19 +60,20 @@ def run(args: argparse.Namespace) -> int:
 def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
     grace = _grace_period(entry)
     deadline = time.monotonic() + (timeout if timeout is not None else grace + _STOP_TIMEOUT_AFTER_GRACE)
+    pid = cast(int, entry.pid)  # the caller checked that it runs: it has its pid
     try:
-        os.kill(entry.pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
     except PermissionError:
         raise CliError(f"experiment {entry.id} runs as another user (pid {entry.pid}); only its owner can "
                        "stop it", status=1) from None
     if cancel:
         # A second signal sent before the first was handled would be merged into it.
         _wait_for(entry, lambda e: e.status in (ExperimentState.STOPPING,) or e.status.is_finished(), deadline)
-        if is_running(registry().get(entry.id)):
-            os.kill(entry.pid, signal.SIGTERM)
+        if is_running(cast(RegistryEntry, registry().get(entry.id))):
+            os.kill(pid, signal.SIGTERM)
     if not _wait_for(entry, lambda e: e.status.is_finished() or not is_running(e), deadline):
         raise CliError(f"experiment {entry.id} did not stop in time (pid {entry.pid})", status=1)
-    print(f"experiment {entry.id} {registry().get(entry.id).status.value}")
+    print(f"experiment {entry.id} {cast(RegistryEntry, registry().get(entry.id)).status.value}")
 
 
 def _wait_for(entry: RegistryEntry, condition, deadline: float) -> bool:  # noqa: ANN001

@@ -20,13 +20,13 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
                                find_experiment, is_running, port_number)
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth
-from expmgr.store.registry import Registry
+from expmgr.store.registry import Registry, RegistryEntry
 
 if TYPE_CHECKING:
     from expmgr.experiment import Experiment
@@ -79,7 +79,7 @@ def create_experiment(args: argparse.Namespace) -> int:
             return experiment
         return _run_here(args, start)
     exp_id = new_experiment_id()
-    home = Path(config.canonical().experiment_working_directory)
+    home = Path(cast("Path", config.canonical().experiment_working_directory))  # canonical() fills it
     return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id,
                                 *(["--debug"] if args.debug else [])], exp_id, home)
 
@@ -109,7 +109,13 @@ def view_experiment(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _access_arguments(args: argparse.Namespace) -> dict[str, str | None]:
+class _AccessArguments(TypedDict):
+    host: str
+    url_prefix: str
+    token: str | None
+
+
+def _access_arguments(args: argparse.Namespace) -> _AccessArguments:
     """``host``, ``url_prefix`` and ``token`` (``--token``, else $EXPMGR_TOKEN) for Experiment."""
     token = args.token if args.token is not None else (os.environ.get(auth.TOKEN_ENV) or None)
     return {"host": args.host, "url_prefix": args.url_prefix, "token": token}
@@ -132,10 +138,11 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
         raise CliError(_flag_error(error)) from None
     except ExperimentError as error:
         raise CliError(str(error), EXIT_FAILED) from None
+    access = cast(auth.Access, experiment.access)  # a started experiment has its access and port
     if args.daemon:
         _move_output_to_log(experiment)
-    elif experiment.access.token:  # the log leaves the token out: show it here, to the user only
-        print("its web UI, with the access token: " + "  ".join(experiment.access.urls(experiment.port)),
+    elif access.token:  # the log leaves the token out: show it here, to the user only
+        print("its web UI, with the access token: " + "  ".join(access.urls(cast(int, experiment.port))),
               flush=True)
     succeeded = experiment.wait_completion()
     status = experiment.get_status()
@@ -153,7 +160,8 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
 def _move_output_to_log(experiment: Experiment) -> None:
     """The daemon's stdout and stderr from now on go to logs/daemon.log; this closes the
     pipe that ``_start_daemon`` reads its start-up output from."""
-    log = os.open(experiment.paths.log_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(cast(ExperimentPaths, experiment.paths).log_dir / "daemon.log",
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(log, 1)
@@ -172,6 +180,7 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True, env=env)
     # The pipe closes when the daemon moved its output to its log, or when it died.
+    assert daemon.stdout is not None  # started with stdout=PIPE
     early_output = daemon.stdout.read().decode(errors="replace")
     daemon.stdout.close()
     experiments = Registry(home)  # the experiment's own home, which may not be $EXPMGR_HOME
@@ -188,9 +197,9 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
         raise CliError(f"the experiment did not start (exit status {code})"
                        + (f"; its logs are in {logs}" if logs.is_dir() else ""),
                        EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED)
-    entry = experiments.get(exp_id)
+    entry = cast(RegistryEntry, experiments.get(exp_id))  # serving: it is registered, with its port
     log_dir = home / exp_id / "logs"
-    first, *others = access_of(entry).urls(entry.port)
+    first, *others = access_of(entry).urls(cast(int, entry.port))
     print(f"experiment {exp_id} {'created' if arguments[0] == 'create' else 'resumed'}: {first}")
     for url in others:
         print(f"  from elsewhere:  {url}")
@@ -200,7 +209,7 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     return EXIT_OK
 
 
-def _check_can_serve(port: int, access: dict[str, str | None]) -> None:
+def _check_can_serve(port: int, access: _AccessArguments) -> None:
     """Refuse here what the daemon would refuse: a taken port, a bad --host, --url-prefix
     or --token (the experiment's own checks, on sockets closed again at once)."""
     from expmgr.experiment import HostError, PortInUseError

@@ -10,6 +10,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
                                print_table, registry, shown_status, shown_trial_status)
@@ -141,7 +142,7 @@ def webui_url(args: argparse.Namespace) -> int:
     if not is_running(entry):
         raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); "
                        f"expctl view {entry.id} serves it read-only")
-    for url in access_of(entry).urls(entry.port):
+    for url in access_of(entry).urls(cast(int, entry.port)):  # running: it has its port
         print(url)
     return EXIT_OK
 

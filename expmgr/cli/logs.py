@@ -10,11 +10,15 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 from expmgr.cli.common import EXIT_OK, CliError, check_id, experiment_store, find_experiment, is_running, registry
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.store.registry import RegistryEntry
+
+if TYPE_CHECKING:
+    from expmgr.store import TrialRecord
+
 
 _FOLLOW_INTERVAL = 0.2
 _EXPERIMENT_LOGS = {"experiment": "experiment_log", "dispatcher": "dispatcher_log"}
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         ended = lambda: _trial_ended(trial_id, entry)  # noqa: E731
     else:
         path = getattr(paths, _EXPERIMENT_LOGS[args.which])
-        ended = lambda: not is_running(registry().get(entry.id))  # noqa: E731
+        ended = lambda: not is_running(cast(RegistryEntry, registry().get(entry.id)))  # noqa: E731
     offset = _print_start(path, args.tail)
     if args.follow:
         _follow(path, offset, ended)
@@ -67,10 +71,11 @@ def _find_trial(entry: RegistryEntry, prefix: str) -> str:
 
 
 def _trial_ended(trial_id: str, entry: RegistryEntry) -> bool:
-    if not is_running(registry().get(entry.id)):
+    # The entry and the trial were found before (the registry entry stays while the experiment runs).
+    if not is_running(cast(RegistryEntry, registry().get(entry.id))):
         return True
     with experiment_store(entry) as store:
-        return store.trial(trial_id).status.is_finished()
+        return cast("TrialRecord", store.trial(trial_id)).status.is_finished()
 
 
 def _print_start(path: Path, tail: int | None) -> int:

@@ -27,7 +27,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
@@ -40,6 +40,8 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from expmgr.config import AlgorithmConfig, ExperimentConfig
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
@@ -116,6 +118,17 @@ class _BestResult:
 
     def describe(self) -> str:
         return "" if self._best is None else f", best {self._best[0]:g} (trial {self._best[1]})"
+
+
+def _seconds(duration: "int | float | str | None") -> float:
+    """A duration of a canonical config, present: seconds (``canonical()`` turns text into
+    a number and fills the defaults)."""
+    return cast(float, duration)
+
+
+def _optional_seconds(duration: "int | float | str | None") -> float | None:
+    """A duration of a canonical config that may be absent: seconds or None."""
+    return cast("float | None", duration)
 
 
 def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
@@ -286,7 +299,8 @@ class TrialRunner:
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
             await self.dispatcher.request(
                 "initialize", search_space=self.config.search_space,
-                tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
+                tuner=_algorithm_spec(cast("AlgorithmConfig | None", self.config.tuner)),
+                assessor=_algorithm_spec(cast("AlgorithmConfig | None", self.config.assessor)))
         if self._resumed:
             self._restore()
         await self.training.start()
@@ -325,7 +339,8 @@ class TrialRunner:
                     self._progress.offer(record.trial_id, finals[record.trial_id].value)
             final = finals.get(record.trial_id)
             usable = final is not None and metric_number(final.value) is not None   # never NaN to the tuner
-            history.append({"parameter": record.parameters, "value": final.value if usable else None})
+            history.append({"parameter": record.parameters,
+                            "value": final.value if final is not None and usable else None})
         if history and self.dispatcher is not None:
             self.dispatcher.notify_import(history)
 
@@ -386,7 +401,7 @@ class TrialRunner:
         return self._tuner_has_more() and not self._tuner_waiting
 
     def _has_free_slot(self) -> bool:
-        return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
+        return (len(self._live) < cast(int, self.config.trial_concurrency) and self.training.has_capacity()
                 and not self._stop_requested and self._unwritable is None and not self._pending)
 
     async def _fill_slots(self) -> None:
@@ -603,10 +618,10 @@ class TrialRunner:
         now = self._clock()
         deadline = None
         if self.config.max_trial_duration is not None:
-            deadline = now + self.config.max_trial_duration
+            deadline = now + _seconds(self.config.max_trial_duration)
         self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline, last_activity=now)
         trial_dir = self.paths.trial_dir(record.trial_id)
-        env = {
+        env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
             trial_api.ENV_TRIAL_ID: record.trial_id,
             trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
@@ -616,10 +631,11 @@ class TrialRunner:
             trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
             trial_api.ENV_MANAGER_PORT: str(self.port),
             trial_api.ENV_TOKEN: token,
-            trial_api.ENV_LOG_LEVEL: self.config.log_level,
+            trial_api.ENV_LOG_LEVEL: cast(str, self.config.log_level),  # canonical() fills it
         }
-        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=self.config.trial_command,
-                             code_directory=self.config.trial_code_directory, trial_directory=trial_dir, env=env)
+        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=cast(str, self.config.trial_command),
+                             code_directory=cast("Path", self.config.trial_code_directory),
+                             trial_directory=trial_dir, env=env)
         try:
             await self.training.launch(launch)
         except TrainingServiceError as error:
@@ -651,11 +667,11 @@ class TrialRunner:
 
     def _experiment_time_left(self, now: float) -> float | None:
         limit = self.config.max_experiment_duration
-        return None if limit is None else max(0.0, self._start + limit - now)
+        return None if limit is None else max(0.0, self._start + _seconds(limit) - now)
 
     def _seconds_to_next_deadline(self, now: float) -> float | None:
         deadlines = []
-        idle_timeout = self.config.trial_idle_timeout
+        idle_timeout = _optional_seconds(self.config.trial_idle_timeout)
         for live in self._live.values():
             if live.stop_reason is None:
                 if live.deadline is not None:
@@ -668,7 +684,7 @@ class TrialRunner:
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _enforce_trial_deadlines(self, now: float) -> None:
-        idle_timeout = self.config.trial_idle_timeout
+        idle_timeout = _optional_seconds(self.config.trial_idle_timeout)
         for live in self._live.values():
             if live.stop_reason is not None:
                 continue
@@ -685,7 +701,7 @@ class TrialRunner:
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
         self.training.signal(live.record.trial_id, signal.SIGTERM)
-        asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
+        asyncio.get_running_loop().call_later(_seconds(self.config.trial_grace_period), self._kill_if_alive,
                                               live.record.trial_id, live.attempt)
 
     @_loop_handler
@@ -698,7 +714,7 @@ class TrialRunner:
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
-        await self.training.stop(self.config.trial_grace_period,
+        await self.training.stop(_seconds(self.config.trial_grace_period),
                                  signal.SIGUSR1 if self._preempted else signal.SIGTERM)
 
     # -- stopping -------------------------------------------------------------

@@ -24,14 +24,14 @@ import time
 import traceback
 import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
-from expmgr.log import (attach_experiment, current_experiment_id, ensure_stdout_logging, experiment_logger,
-                        pop_experiment, push_experiment)
+from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
+                        experiment_logger, pop_experiment, push_experiment)
 from expmgr.server import views
 from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
 from expmgr.server.guard import LimitsError, ServerLimits
@@ -98,7 +98,7 @@ class Experiment:
         self.paths: ExperimentPaths | None = None
         self._canonical: ExperimentConfig | None = None
         self._manager: Manager | None = None
-        self._log_attachment = None
+        self._log_attachment: ExperimentLogAttachment | None = None
         self._viewer: Viewer | None = None
         self._connected: tuple[Registry, RegistryEntry] | None = None
         """The registry and entry of an experiment running elsewhere (see ``connect``)."""
@@ -139,7 +139,7 @@ class Experiment:
         self._canonical = config
         _check_server_limits()
         sockets, access = server_sockets(port, host, url_prefix, token)
-        home = Path(config.experiment_working_directory)
+        home = Path(cast(Path, config.experiment_working_directory))  # canonical() fills it
         paths = ExperimentPaths(self._resume_from or home / self.id)
         try:
             if self._resume_from is None and paths.root.exists():
@@ -168,7 +168,7 @@ class Experiment:
         registry = Registry(home)
         registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
-        self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
+        self._log_attachment = attach_experiment(self.id, paths.experiment_log, cast(str, config.log_level))
         self._started_on = push_experiment(self.id)
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
                                 with_strategy=self.strategy is not None, resumed=self._resume_from is not None,
@@ -328,8 +328,10 @@ class Experiment:
             return
         if self._connected is not None:
             registry, entry = self._connected
-            if not registry.get(entry.id).status.is_finished() and experiment_process_alive(entry):
-                os.kill(entry.pid, signal.SIGTERM)  # its process stops it as Ctrl+C would
+            # A connected experiment stays registered; its process being alive, it has its pid.
+            if not cast(RegistryEntry, registry.get(entry.id)).status.is_finished() \
+                    and experiment_process_alive(entry):
+                os.kill(cast(int, entry.pid), signal.SIGTERM)  # its process stops it as Ctrl+C would
             self._wait_for_remote_end(None)
             return
         if self._manager is None:
@@ -348,7 +350,8 @@ class Experiment:
         finally:
             pop_experiment(self.id)
         try:
-            self._manager.call(TrialRunner.strategy_finished, error)
+            # The strategy thread is started with the manager.
+            cast(Manager, self._manager).call(TrialRunner.strategy_finished, error)
         except RuntimeError:
             pass  # the experiment ended (stopped) while the strategy ran
 
@@ -404,17 +407,17 @@ class Experiment:
         from expmgr.config import UPDATABLE_FIELDS
         try:
             if method is TrialRunner.kill_trial:
-                rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}", access=self.access)
+                rest_call(cast(int, self.port), "DELETE", f"trial-jobs/{args[0]}", access=self.access)
             else:
                 field, value = args
                 update_type = next(entry.update_type for entry in UPDATABLE_FIELDS if entry.field == field)
-                rest_call(self.port, "PUT", f"experiment?update_type={update_type}", {"params": {field: value}},
-                          access=self.access)
+                rest_call(cast(int, self.port), "PUT", f"experiment?update_type={update_type}",
+                          {"params": {field: value}}, access=self.access)
         except RestRefused as refused:
             raise ExperimentError(str(refused)) from None
 
     def _wait_for_remote_end(self, timeout: float | None) -> bool:
-        registry, entry = self._connected
+        registry, entry = cast("tuple[Registry, RegistryEntry]", self._connected)  # called when connected
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             current = registry.get(entry.id)
@@ -436,7 +439,8 @@ class Experiment:
         if self._strategy_thread is not None and self._strategy_thread is not threading.current_thread():
             # Its pending waits were answered when the experiment ended; a strategy
             # that still does not return is left behind (a daemon thread), with a warning.
-            self._strategy_thread.join(timeout=self._canonical.trial_grace_period if self._canonical else 5)
+            self._strategy_thread.join(
+                timeout=cast(float, self._canonical.trial_grace_period) if self._canonical else 5)
             if self._strategy_thread.is_alive():
                 self.logger.warning("the strategy of experiment %s did not return after the experiment ended",
                                     self.id)
@@ -473,7 +477,8 @@ class Experiment:
 
     def list_trial_jobs(self) -> list[TrialJob]:
         with self._open_store() as store:
-            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, self.paths)]
+            paths = cast(ExperimentPaths, self.paths)  # _open_store() checked it
+            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, paths)]
 
     def export_data(self) -> list[TrialResult]:
         """Every trial with a final result: its parameters and value (NNI's export shape)."""

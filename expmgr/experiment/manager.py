@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 import tornado.httpserver
 
@@ -44,7 +44,7 @@ def create_dispatcher(config: "ExperimentConfig", paths: ExperimentPaths) -> Dis
     has neither (a strategy-only experiment)."""
     if config.tuner is None and config.assessor is None:
         return None
-    return DispatcherClient(paths.dispatcher_log, config.log_level)
+    return DispatcherClient(paths.dispatcher_log, cast(str, config.log_level))  # canonical() fills it
 
 
 class Manager:

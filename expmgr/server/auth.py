@@ -26,7 +26,7 @@ import socket
 import urllib.parse
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import tornado.log
 import tornado.web
@@ -249,7 +249,7 @@ def check(handler: tornado.web.RequestHandler, *, page: bool = False) -> None:
         _refuse(handler, f"the access token in {where} is wrong")
 
 
-def _refuse(handler: tornado.web.RequestHandler, message: str) -> None:
+def _refuse(handler: tornado.web.RequestHandler, message: str) -> NoReturn:
     handler.clear()
     handler.set_status(401)
     handler.set_header("WWW-Authenticate", 'Bearer realm="expmgr"')

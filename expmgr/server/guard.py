@@ -20,10 +20,11 @@ import os
 import socket
 import sys
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 from urllib.parse import urlsplit
 
 import psutil
+import tornado.http1connection
 import tornado.httputil
 import tornado.ioloop
 import tornado.web
@@ -241,7 +242,7 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
             self._end_lingering()
         elif self.refusal is not None and not self.answered:
             self._answer(*self.refusal)
-            self.request.connection.finish()
+            self._connection().finish()
         elif not self.answered:
             self.inner.finish()
 
@@ -251,6 +252,11 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
         if self.passed:
             self.inner.on_connection_close()
 
+    def _connection(self) -> tornado.http1connection.HTTP1Connection:
+        # The server's requests come on HTTP/1 connections; tornado types the attribute
+        # as the optional interface.
+        return cast(tornado.http1connection.HTTP1Connection, self.request.connection)
+
     def _answer(self, status: int, message: str, close: bool = False) -> None:
         self.answered = True
         body = json.dumps({"error": message}).encode()
@@ -258,7 +264,7 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
                                                 "Content-Length": str(len(body))})
         if close:
             headers["Connection"] = "close"
-        self.request.connection.write_headers(tornado.httputil.ResponseStartLine(
+        self._connection().write_headers(tornado.httputil.ResponseStartLine(
             "HTTP/1.1", status, tornado.httputil.responses.get(status, "Refused")), headers, body)
 
     def _answer_too_large(self, message: str) -> None:
@@ -266,15 +272,16 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
         self._answer(413, message, close=True)
         # The body is dropped as it comes (not kept), beyond tornado's own limit, which
         # would add a bare 400 after our answer.
-        self.request.connection.set_max_body_size(sys.maxsize)
+        self._connection().set_max_body_size(sys.maxsize)
         self.lingering = tornado.ioloop.IOLoop.current()
         self.linger_timer = self.lingering.call_later(LINGER_SECONDS, self._end_lingering)
 
     def _end_lingering(self) -> None:
         if self.linger_timer is not None:
+            assert self.lingering is not None  # set with the timer
             self.lingering.remove_timeout(self.linger_timer)
             self.linger_timer = None
-            self.request.connection.finish()  # the body is not read to its end: this closes the connection
+            self._connection().finish()  # the body is not read to its end: this closes the connection
 
 
 class GuardedApplication(tornado.web.Application):

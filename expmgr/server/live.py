@@ -104,6 +104,10 @@ class LiveHub:
         self._loop_thread = threading.get_ident()
         self.store.add_commit_listener(self._store_changed)
 
+    def _started_loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None  # set by start(), before the store's commits are followed
+        return self._loop
+
     async def stop(self) -> None:
         """Push the last changes (the experiment's end), close the sockets, stop
         following, close the reader; idempotent."""
@@ -139,7 +143,7 @@ class LiveHub:
     def _store_changed(self) -> None:
         """The store committed a write (called in the writing thread)."""
         if threading.get_ident() != self._loop_thread:
-            self._loop.call_soon_threadsafe(self._store_changed)
+            self._started_loop().call_soon_threadsafe(self._store_changed)
             return
         self._dirty = True
         self._schedule_push()
@@ -147,13 +151,13 @@ class LiveHub:
     def _schedule_push(self) -> None:
         if self._stopping or not self._sockets or self._push_timer is not None or self._push_task is not None:
             return  # the running push reschedules itself when done
-        delay = max(0.0, self._last_push + PUSH_INTERVAL - self._loop.time())
-        self._push_timer = self._loop.call_later(delay, self._start_push)
+        delay = max(0.0, self._last_push + PUSH_INTERVAL - self._started_loop().time())
+        self._push_timer = self._started_loop().call_later(delay, self._start_push)
 
     def _start_push(self) -> None:
         self._push_timer = None
         self._dirty = False
-        self._push_task = self._loop.create_task(self._push())
+        self._push_task = self._started_loop().create_task(self._push())
         self._push_task.add_done_callback(self._push_done)
 
     async def _push(self) -> None:
@@ -162,8 +166,9 @@ class LiveHub:
         for socket in self._sockets:
             by_cursor.setdefault(socket.cursor, []).append(socket)
         for cursor, sockets in by_cursor.items():
-            text, changes = await self.reader.run(lambda store, since=cursor: changes_answer(
-                store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"}))
+            def answer(store: ExperimentStore, since: str = cursor) -> tuple[str, Changes]:
+                return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"})
+            text, changes = await self.reader.run(answer)
             if changes.more:
                 self._dirty = True  # the rest in the next message
             for socket in sockets:
@@ -173,7 +178,7 @@ class LiveHub:
 
     def _push_done(self, task: asyncio.Task) -> None:
         self._push_task = None
-        self._last_push = self._loop.time()
+        self._last_push = self._started_loop().time()
         if not task.cancelled() and task.exception() is not None:
             _log.error("pushing changes to the web UI failed", exc_info=task.exception())
         if self._dirty:
@@ -332,7 +337,9 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
             self.hub.disconnected(self)
             return
         self.backlog += len(text)
-        written.add_done_callback(lambda future, size=len(text): self._written(future, size))
+        def written_callback(future: asyncio.Future, size: int = len(text)) -> None:
+            self._written(future, size)
+        written.add_done_callback(written_callback)
 
     def _written(self, future: asyncio.Future, size: int) -> None:
         self.backlog -= size

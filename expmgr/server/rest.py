@@ -21,7 +21,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, overload
 
 import tornado.web
 
@@ -93,6 +93,12 @@ class _Handler(tornado.web.RequestHandler):
         if not isinstance(value, Refusal):  # a refusal is an answer, not a server error
             super().log_exception(typ, value, tb)
 
+    @overload
+    def int_argument(self, name: str, default: int, minimum: int | None = 0) -> int: ...
+
+    @overload
+    def int_argument(self, name: str, default: None, minimum: int | None = 0) -> int | None: ...
+
     def int_argument(self, name: str, default: int | None, minimum: int | None = 0) -> int | None:
         """Query argument ``name`` as an integer (``default`` when absent); a RequestError
         (400) naming it when it is not one, or is below ``minimum``."""
@@ -110,7 +116,7 @@ class _Handler(tornado.web.RequestHandler):
             raise RequestError(RefusalKind.INVALID, f"{name}: expected an integer, got {raw!r}")
         return int(raw)
 
-    def apply_change(self, change: Callable[[TrialRunner], None]) -> None:
+    def apply_change(self, change: Callable[[TrialRunner], object]) -> None:
         """Make a change through the runner and answer {}; the runner's UpdateRefused
         is raised on."""
         change(self.writable_runner())

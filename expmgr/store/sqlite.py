@@ -18,7 +18,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from expmgr.metrics import metric_number  # noqa: F401 - the store's column; also imported from here by tests
 from expmgr.states import ExperimentState, TrialState
@@ -208,7 +208,7 @@ class ExperimentStore:
             self._conn.execute("UPDATE experiment SET config_json = ?", (json.dumps(config),))
             self._event(None, "config_update", {})
 
-    def record_import(self, records: list[dict[str, Any]]) -> None:
+    def record_import(self, records: Sequence[dict[str, Any]]) -> None:
         """Results imported into the tuner (``expctl experiment import``), kept as an event."""
         with self._write():
             self._event(None, "import_data", {"records": records})
@@ -256,7 +256,9 @@ class ExperimentStore:
     def begin_run(self, started: float) -> int:
         """Record that a manager runs the experiment (first start or a resume)."""
         with self._write():
-            return self._conn.execute("INSERT INTO runs (started) VALUES (?)", (started,)).lastrowid
+            run_id = self._conn.execute("INSERT INTO runs (started) VALUES (?)", (started,)).lastrowid
+        assert run_id is not None  # an INSERT always sets lastrowid
+        return run_id
 
     def end_run(self, run_id: int, ended: float) -> None:
         with self._write():
@@ -496,7 +498,7 @@ class ExperimentStore:
         last_event, last_metric = self._last_ids()
         start = self._parse_cursor(since)
         full = start is None or start[0] > last_event or start[2] > last_metric
-        event_from, metric_from, finals_from = (0, 0, 0) if full else start
+        event_from, metric_from, finals_from = (0, 0, 0) if full or start is None else start
         # The cursor's parts: trials' events seen, metrics sent, final results reflected in
         # the trial views sent (ahead of the metrics while an answer is paged).
         if full and limit is None:
@@ -526,10 +528,11 @@ class ExperimentStore:
             if budget != 0:
                 metrics_json, metric_to = self._compact_metrics(metric_from, budget)
             more = metric_to < last_metric
-        rows = self._conn.execute("SELECT * FROM trials WHERE trial_id IN (SELECT value FROM json_each(?)) "
-                                  "ORDER BY sequence_id", (json.dumps(trial_ids),))
+        trial_rows = self._conn.execute(
+            "SELECT * FROM trials WHERE trial_id IN (SELECT value FROM json_each(?)) "
+            "ORDER BY sequence_id", (json.dumps(trial_ids),))
         return Changes(cursor=self._cursor(event_to, metric_to, finals_to), full=full, more=more,
-                       trials=[_trial(row) for row in rows], finals=self.final_metrics(trial_ids),
+                       trials=[_trial(row) for row in trial_rows], finals=self.final_metrics(trial_ids),
                        metrics_json=metrics_json)
 
     def _compact_metrics(self, after_id: int, limit: int | None) -> tuple[str, int]:
@@ -629,7 +632,7 @@ class _transaction:
     """``with _transaction(conn, listeners):`` runs the block in one committed
     transaction, then calls each listener."""
 
-    def __init__(self, conn: sqlite3.Connection, listeners: list[Callable[[], None]] = ()) -> None:
+    def __init__(self, conn: sqlite3.Connection, listeners: Sequence[Callable[[], None]] = ()) -> None:
         self._conn = conn
         self._listeners = listeners
 

@@ -6,12 +6,12 @@ from store, dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from expmgr.training.base import TrialEvents, TrialLaunch, TrainingService, TrainingServiceError
 
 if TYPE_CHECKING:
-    from expmgr.config import ExperimentConfig
+    from expmgr.config import ExperimentConfig, LocalConfig
     from expmgr.layout import ExperimentPaths
 
 __all__ = ["TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError", "create_training_service"]
@@ -23,5 +23,6 @@ def create_training_service(config: "ExperimentConfig", events: TrialEvents, pat
     trials; trials reach the manager at ``manager_host`` (its server's local address).
     A new service is one module plus one line here."""
     from expmgr.training.local import LocalTrainingService
-    return LocalTrainingService(config.training_service, config.trial_gpu_number, events, paths,
+    # A validated config holds training_service as a LocalConfig.
+    return LocalTrainingService(cast("LocalConfig", config.training_service), config.trial_gpu_number, events, paths,
                                 manager_host=manager_host)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import IO, TYPE_CHECKING, Iterator
+from typing import IO, TYPE_CHECKING, Iterator, cast
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFiles
@@ -119,7 +119,9 @@ class LocalTrainingService(TrainingService):
             [os.path.dirname(sys.executable), self._base_env.get("PATH", os.defpath)])
         if self._gpus_per_trial == 0:
             return
-        indices = self._config.gpu_indices if self._config.gpu_indices is not None else detect_gpus()
+        # A validated config holds gpu_indices as a list of ints (or None).
+        configured = cast("list[int] | None", self._config.gpu_indices)
+        indices = configured if configured is not None else detect_gpus()
         if len(indices) < self._gpus_per_trial:
             raise TrainingServiceError(
                 f"trialGpuNumber is {self._gpus_per_trial} but only {len(indices)} GPU(s) are available "
@@ -200,6 +202,7 @@ class LocalTrainingService(TrainingService):
         watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None:
             self._tell(watchdog, "stop")
+            assert watchdog.stdin is not None  # started with stdin=PIPE
             watchdog.stdin.close()
             try:
                 watchdog.wait(timeout=5)  # it exits at once on "stop"
@@ -278,9 +281,11 @@ class LocalTrainingService(TrainingService):
 
     @staticmethod
     def _tell(watchdog: subprocess.Popen, line: str) -> None:
+        stdin = watchdog.stdin
+        assert stdin is not None  # started with stdin=PIPE
         try:
-            watchdog.stdin.write(line + "\n")
-            watchdog.stdin.flush()
+            stdin.write(line + "\n")
+            stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # a dead watchdog must not stop the experiment
 
