@@ -28,6 +28,18 @@ def wait_until(condition: Callable[[], object], timeout: float = 30.0, what: str
         time.sleep(0.02)
 
 
+def trial_token(trial_id: str) -> str:
+    """A running trial's token, read from its process environment as the trial itself does."""
+    for process in psutil.Process().children(recursive=True):
+        try:
+            env = process.environ()
+        except (psutil.AccessDenied, psutil.NoSuchProcess):
+            continue
+        if env.get("EXPMGR_TRIAL_ID") == trial_id:
+            return env["EXPMGR_TRIAL_TOKEN"]
+    raise AssertionError(f"no process of trial {trial_id}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Trial and dispatcher processes import this checkout's expmgr, however it was installed."""
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))

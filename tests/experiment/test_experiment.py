@@ -13,7 +13,7 @@ import pytest
 import expmgr
 from expmgr import Experiment, ExperimentConfig
 from expmgr.states import ExperimentState, TrialState
-from tests.conftest import wait_until, write_script
+from tests.conftest import trial_token, wait_until, write_script
 
 GATED_TRIAL = """
     import os, sys, time
@@ -180,25 +180,13 @@ def test_crashing_tuner_puts_experiment_in_error_with_its_traceback(tmp_path: Pa
     assert not psutil.Process().children(recursive=True)
 
 
-def _trial_token(trial_id: str) -> str:
-    """Read a running trial's token from its process environment, as the trial itself would."""
-    for process in psutil.Process().children(recursive=True):
-        try:
-            env = process.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess):
-            continue
-        if env.get("EXPMGR_TRIAL_ID") == trial_id:
-            return env["EXPMGR_TRIAL_TOKEN"]
-    raise AssertionError(f"no process of trial {trial_id}")
-
-
 def test_trial_reports_are_checked_for_token_and_fields(gated_experiment):
     experiment, release = gated_experiment
     experiment.start(port=0)
     trials = wait_until(lambda: [t for t in get_json(experiment.port, "trial-jobs") if t["status"] == "RUNNING"]
                         if len(get_json(experiment.port, "trial-jobs")) == 2 else None, what="two running trials")
     mine, other = trials[0]["trialJobId"], trials[1]["trialJobId"]
-    token = wait_until(lambda: _trial_token(mine), what="the trial's token")
+    token = wait_until(lambda: trial_token(mine), what="the trial's token")
 
     def post(trial_id: str, body: object) -> tuple[int, str]:
         request = urllib.request.Request(

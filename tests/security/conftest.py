@@ -10,7 +10,6 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-import psutil
 import pytest
 import tornado.web
 
@@ -88,18 +87,6 @@ def send(port: int, method: str, route: str, body: bytes | None = None, host: st
         return Answer(response.status, json.loads(text))
     except ValueError:
         return Answer(response.status, text)
-
-
-def trial_token(trial_id: str) -> str:
-    """A running trial's token, read from its process environment as the trial itself does."""
-    for process in psutil.Process().children(recursive=True):
-        try:
-            env = process.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess):
-            continue
-        if env.get("EXPMGR_TRIAL_ID") == trial_id:
-            return env["EXPMGR_TRIAL_TOKEN"]
-    raise AssertionError(f"no process of trial {trial_id}")
 
 
 def app_routes() -> list[tuple[str, type]]:

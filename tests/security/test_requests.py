@@ -15,7 +15,8 @@ import tornado.websocket
 
 from expmgr.server.guard import MiB, ServerLimits
 from tests.conftest import wait_until
-from tests.security.conftest import Answer, app_routes, concrete, send, trial_token, unchanged_state, writes_of
+from tests.conftest import trial_token
+from tests.security.conftest import Answer, app_routes, concrete, send, unchanged_state, writes_of
 
 API = "/api/v1/nni"
 METRICS = "/api/v1/expmgr/trials/([^/]+)/metrics"

@@ -13,7 +13,8 @@ import tornado.websocket
 
 from expmgr.server.guard import ServerLimits
 from tests.conftest import wait_until
-from tests.security.conftest import send, trial_token
+from tests.conftest import trial_token
+from tests.security.conftest import send
 
 FLOOD = 300
 """Follow messages in the flood: the number that froze the server for 8 s before."""
