@@ -8,17 +8,18 @@ Everything here runs on the manager's event loop::
     runner = TrialRunner(exp_id, config, store, paths, port, logger, dispatcher=dispatcher,
                          training=functools.partial(create_training_service, config, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
+
+Checking reports is in ``reports.py`` and queueing the writes the store refuses in
+``writes.py``. This module is still over ~450 lines because the rest is one state
+machine: every handler reads and changes the same live trials, queues and limits.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import functools
-import hmac
 import json
 import logging
-import math
-import os
 import secrets
 import signal
 import sqlite3
@@ -33,8 +34,10 @@ from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
+from expmgr.engine import reports, writes
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
-from expmgr.metrics import is_better, metric_number, reported_number
+from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
+from expmgr.metrics import is_better, metric_number
 from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
@@ -45,22 +48,6 @@ if TYPE_CHECKING:
     from expmgr.config import AlgorithmConfig, ExperimentConfig
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
-METRIC_TYPES = ("PERIODICAL", "FINAL")
-MAX_REPORT_BYTES = trial_api.MAX_REPORT_BYTES
-"""A report's size limit: a line of metrics.jsonl, or a POSTed value's JSON (64 KiB)."""
-_SQLITE_INTEGERS = range(-2**63, 2**63)
-
-WRITE_BUSY_TIMEOUT_MS = 100
-"""How long a write on the event loop waits for another connection's lock; after
-that it is queued and retried (``_RETRY_FIRST`` s, doubling to ``_RETRY_MAX`` s)."""
-_RETRY_FIRST, _RETRY_MAX = 0.1, 5.0
-FINAL_WRITE_PATIENCE = 60.0
-"""How long an ending experiment keeps retrying writes the store refuses, before it
-ends anyway and says in experiment.log what could not be recorded."""
-TRIAL_SECRET_FILE = "trial-secret"
-"""In the experiment folder (mode 0600): the key each attempt's token is derived from,
-so a resume knows the tokens that signed the lines of metrics.jsonl."""
-
 
 _REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
                                  TrialState.SYS_CANCELED, TrialState.PREEMPTED})
@@ -139,25 +126,6 @@ def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | Non
             "classArgs": algorithm.class_args or {}}
 
 
-def check_metric_value(value: Any, field: str = "value") -> None:
-    """A metric is a number, or a dict with a number under ``default`` (NNI's rule)."""
-    number = reported_number(value)
-    if isinstance(number, bool) or not isinstance(number, (int, float)):
-        raise MetricRejected(RefusalKind.INVALID,
-                             f"{field}: expected a number or a dict with a numeric 'default', got {value!r}")
-
-
-def _as_float_metric(value: Any) -> Any:
-    """A metric as assessors get it: an integer beyond any float (10**400, stored exactly)
-    becomes an infinity of its sign, which they treat as non-finite, instead of an
-    OverflowError in the dispatcher that would end the experiment."""
-    number = reported_number(value)
-    if not isinstance(number, int) or isinstance(number, bool) or metric_number(value) is not None:
-        return value
-    infinite = math.inf if number > 0 else -math.inf
-    return {**value, "default": infinite} if isinstance(value, dict) else infinite
-
-
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
     """An event handler of the loop (a trial event, a timer, a queued write): whatever it
     raises ends the experiment in ERROR with the traceback instead of being lost
@@ -210,13 +178,11 @@ class TrialRunner:
         self._strategy_error: str | None = None
         self._handler_error: str | None = None
         self._trial_ids: set[str] = set()
-        self._secret = b""  # set by run(): see TRIAL_SECRET_FILE
-        self._pending: deque[Callable[[], Any]] = deque()
-        """Writes the store refused (locked, read-only, full), in order, each with what
-        depends on it; replayed by ``_retry_pending`` once the store takes writes again."""
-        self._unwritable: str | None = None
-        """Why the store cannot be written, while it cannot: no trial is launched meanwhile."""
-        self._retrier: asyncio.Task | None = None
+        self._secret = b""  # set by run(): see reports.TRIAL_SECRET_FILE
+        self._writes = WriteQueue(record_outage=store.record_store_outage, on_paused=self._store_paused,
+                                  on_resumed=self._store_resumed, on_failed=self._handler_failed)
+        """Every store write goes through it: while the store refuses writes (locked,
+        read-only, full) they wait there, in order, and no trial is launched meanwhile."""
         self._ended: dict[TrialState, int] = {}
         self._progress = _BestResult(minimize=config.minimizes)
         self._wake = asyncio.Event()
@@ -242,10 +208,10 @@ class TrialRunner:
         error: str | None = None
         self.store.set_busy_timeout(WRITE_BUSY_TIMEOUT_MS)
         try:
-            self._secret = self._trial_secret()
+            self._secret = reports.load_trial_secret(self.paths.root)
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
             self._start = self._clock() - self.store.seconds_run()
-            self._commit(self._begin_run, time.time())
+            self._writes.commit(self._begin_run, time.time())
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
             await self._loop()
@@ -274,24 +240,6 @@ class TrialRunner:
     def _end_run(self, ended: float) -> None:
         if self._run_id is not None:
             self.store.end_run(self._run_id, ended)
-
-    def _trial_secret(self) -> bytes:
-        """The experiment's key for attempt tokens, made on its first run (see TRIAL_SECRET_FILE)."""
-        path = self.paths.root / TRIAL_SECRET_FILE
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            pass
-        secret = secrets.token_bytes(32)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(secret)
-        return secret
-
-    def _attempt_token(self, trial_id: str, attempt: int) -> str:
-        """The token of one attempt: it authenticates the attempt's reports (HTTP header)
-        and signs its lines in metrics.jsonl; derived, so a resume knows it again."""
-        return hmac.new(self._secret, f"{trial_id}:{attempt}".encode(), "sha256").hexdigest()[:32]
 
     async def _start_components(self) -> None:
         if self.dispatcher is not None:
@@ -322,14 +270,14 @@ class TrialRunner:
                 if open_attempt is not None:  # its manager died under it
                     self._end_leftover_process(record.trial_id, open_attempt)
                     attempt = open_attempt.attempt
-                    live = _LiveTrial(record, attempt, self._attempt_token(record.trial_id, attempt), None,
+                    live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt), None,
                                       last_activity=self._clock())
-                    self._commit(self._ingest_metrics_file, live)
-                    self._commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
+                    self._writes.commit(self._ingest_metrics_file, live)
+                    self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
                                                    TrialState.CRASHED, now, None, None,
                                                    trial_status=TrialState.WAITING))
                 else:
-                    self._commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
+                    self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
                 requeue((record, record.attempts + 1))
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
@@ -375,12 +323,12 @@ class TrialRunner:
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
-            if self._tuner_waiting and not (self._live or self._retries or self._pending):
+            if self._tuner_waiting and not (self._live or self._retries or self._writes):
                 self.logger.warning("the tuner waits for results but no trial is running; it has no more trials")
                 self._no_more_trials = True
             no_more_trials = not self._tuner_has_more() and not self._strategy_running
             if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy
-                                       or self._pending):
+                                       or self._writes):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
@@ -402,7 +350,7 @@ class TrialRunner:
 
     def _has_free_slot(self) -> bool:
         return (len(self._live) < cast(int, self.config.trial_concurrency) and self.training.has_capacity()
-                and not self._stop_requested and self._unwritable is None and not self._pending)
+                and not self._stop_requested and self._writes.unwritable is None and not self._writes)
 
     async def _fill_slots(self) -> None:
         while self._retries and self._has_free_slot():
@@ -438,7 +386,7 @@ class TrialRunner:
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
                     self._retries.append((record, 1))
                     return
-            if self._pending:  # the store refused to record it: it starts once the store takes writes
+            if self._writes:  # the store refused to record it: it starts once the store takes writes
                 self._retries.append((record, 1))
                 return
             await self._launch_attempt(record, attempt=1)
@@ -469,7 +417,7 @@ class TrialRunner:
         files.parameter_file.write_text(json.dumps({
             "parameter_id": record.sequence_id, "parameter_source": source,
             "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
-        self._commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
+        self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
     def _checkpoint_source(self, parameter_id: Any) -> TrialRecord | None:
@@ -487,7 +435,7 @@ class TrialRunner:
         """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner
         asked (PBT's exploit); the source folder is left as it is."""
         await self.training.copy_checkpoint(source.trial_id, record.trial_id)
-        self._commit(self.store.record_checkpoint_source, record.trial_id, source.trial_id)
+        self._writes.commit(self.store.record_checkpoint_source, record.trial_id, source.trial_id)
         self.logger.info("trial %s starts from the checkpoint of trial %s", record.trial_id, source.trial_id)
 
     # -- changes while running (expctl update, trial kill) ---------------------------
@@ -534,7 +482,7 @@ class TrialRunner:
             if not isinstance(record, dict) or not isinstance(record.get("parameter"), dict):
                 raise UpdateRefused(RefusalKind.INVALID, f"[{index}].parameter: expected a dict of parameters")
             try:
-                check_metric_value(record.get("value"), f"[{index}].value")
+                reports.check_metric_value(record.get("value"), f"[{index}].value")
             except MetricRejected as error:
                 raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
             try:
@@ -569,7 +517,7 @@ class TrialRunner:
                                 f"no trial {trial_id!r}" if known is None
                                 else f"trial {trial_id} is not running ({known.status.value})")
         self.logger.info("trial %s is killed on request", trial_id)
-        self._commit(self.store.record_kill, trial_id)
+        self._writes.commit(self.store.record_kill, trial_id)
         self._stop_trial(live, TrialState.USER_CANCELED)
 
     def _refuse_unless_running(self) -> None:
@@ -614,7 +562,7 @@ class TrialRunner:
             outcome.set_result((status, value))
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
-        token = self._attempt_token(record.trial_id, attempt)
+        token = reports.attempt_token(self._secret, record.trial_id, attempt)
         now = self._clock()
         deadline = None
         if self.config.max_trial_duration is not None:
@@ -649,8 +597,8 @@ class TrialRunner:
         del self._live[trial_id]
         self.logger.error("trial %s could not start: %s", trial_id, reason)
         now = time.time()
-        self._commit(self.store.start_attempt, trial_id, attempt, now)
-        self._commit(self._launch_failed, live.record, attempt, now)
+        self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
+        self._writes.commit(self._launch_failed, live.record, attempt, now)
         self._wake.set()
 
     def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
@@ -724,7 +672,7 @@ class TrialRunner:
         ``mark_preempting()``; the experiment stops, resumable, preempted trials first."""
         if not self._stop_requested:
             self._preempted = True
-            self._commit(self.store.record_preemption)
+            self._writes.commit(self.store.record_preemption)
             self.logger.warning("experiment %s is preempted; its trials are told with SIGUSR1", self.exp_id)
         self.request_stop()
 
@@ -751,9 +699,9 @@ class TrialRunner:
         self._retries.clear()
         self._submitted_by_strategy.clear()
         for record in never_run:
-            self._commit(self._never_run, record, reason, time.time())
-        write_deadline = time.monotonic() + FINAL_WRITE_PATIENCE
-        await self._drain_pending(write_deadline)  # trial ends reach the tuner before it stops
+            self._writes.commit(self._never_run, record, reason, time.time())
+        write_deadline = time.monotonic() + writes.FINAL_WRITE_PATIENCE
+        await self._writes.drain(write_deadline)  # trial ends reach the tuner before it stops
         if self.dispatcher is not None:
             await self.dispatcher.stop()
         if error is None and self._handler_error is not None:  # a handler failed while trials stopped
@@ -766,16 +714,15 @@ class TrialRunner:
         else:
             final = ExperimentState.DONE
         self._set_state(final, error=error, end_time=time.time())
-        self._commit(self._end_run, time.time())
-        unrecorded = not await self._drain_pending(write_deadline)
-        if self._retrier is not None:
-            self._retrier.cancel()
+        self._writes.commit(self._end_run, time.time())
+        unrecorded = not await self._writes.drain(write_deadline)
+        self._writes.close()
         if unrecorded:
             self.logger.error(
                 "the experiment ended %s, but %s could not be written for %gs (%s): its last %d change(s) "
                 "(trial and experiment states, results) are not recorded there; the trials' reports are kept "
-                "in their metrics.jsonl", final.value, self.store.path, FINAL_WRITE_PATIENCE,
-                self._unwritable, len(self._pending))
+                "in their metrics.jsonl", final.value, self.store.path, writes.FINAL_WRITE_PATIENCE,
+                self._writes.unwritable, len(self._writes))
         return final
 
     def _never_run(self, record: TrialRecord, reason: TrialState, end_time: float) -> None:
@@ -785,7 +732,7 @@ class TrialRunner:
     def _set_state(self, state: ExperimentState, *, error: str | None = None,
                    end_time: float | None = None) -> None:
         self.state = state
-        self._commit(functools.partial(self.store.set_experiment_status, state, error=error, end_time=end_time))
+        self._writes.commit(functools.partial(self.store.set_experiment_status, state, error=error, end_time=end_time))
         self._on_state_change(state)
         self.logger.info("experiment %s is %s", self.exp_id, state.value)
 
@@ -795,75 +742,18 @@ class TrialRunner:
     def store_unwritable(self) -> str | None:
         """What users are told while the store cannot be written (launching is paused
         meanwhile), or None: check-status, the web UI and experiment.log say this."""
-        if self._unwritable is None:
+        if self._writes.unwritable is None:
             return None
-        return f"launching new trials is paused: {self.store.path} cannot be written ({self._unwritable})"
+        return f"launching new trials is paused: {self.store.path} cannot be written ({self._writes.unwritable})"
 
-    def _commit(self, write: Callable[..., Any], *args: Any) -> bool:
-        """Run ``write(*args)`` (one store write and what depends on it) now, or, while
-        the store refuses writes, queue it behind the earlier ones to be replayed in
-        order; True if it ran now. A queued write is run again from the start, so
-        what it does before its write must be harmless to repeat."""
-        if not self._pending:
-            try:
-                write(*args)
-                return True
-            except sqlite3.OperationalError as error:  # locked, busy, read-only, disk full, I/O error
-                self._pending.append(functools.partial(write, *args))
-                self._store_unwritable(error)
-                return False
-        self._pending.append(functools.partial(write, *args))
-        return False
+    def _store_paused(self, reason: str) -> None:
+        self.logger.warning("%s; retrying until it can", self.store_unwritable)
+        self._on_store_unwritable(self.store_unwritable)
 
-    def _store_unwritable(self, error: sqlite3.Error) -> None:
-        """Pause launching, say so once, and retry (with the outage recorded) until a write succeeds."""
-        if self._unwritable is None:
-            self._unwritable = str(error)
-            since = time.time()
-            self.logger.warning("%s; retrying until it can", self.store_unwritable)
-            self._on_store_unwritable(self.store_unwritable)
-            self._pending.append(lambda: self.store.record_store_outage(since, str(error)))
-        if self._retrier is None or self._retrier.done():
-            self._retrier = asyncio.get_running_loop().create_task(self._retry_pending())
-
-    async def _retry_pending(self) -> None:
-        try:
-            delay = _RETRY_FIRST
-            while self._pending:
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, _RETRY_MAX)
-                self._flush_pending()
-        except Exception:
-            self._handler_failed("_retry_pending")
-
-    async def _drain_pending(self, deadline: float) -> bool:
-        """Retry the queued writes until they are all done (True) or ``deadline`` passes."""
-        delay = _RETRY_FIRST
-        while not self._flush_pending():
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(2 * delay, _RETRY_MAX)
-        return True
-
-    def _flush_pending(self) -> bool:
-        """Replay the queued writes in order; True once none is left."""
-        while self._pending:
-            write = self._pending[0]
-            try:
-                write()
-            except sqlite3.OperationalError as error:
-                self._unwritable = str(error)
-                return False
-            except Exception:
-                self._handler_failed(getattr(write, "func", write).__name__)
-            self._pending.popleft()
-        if self._unwritable is not None:
-            self._unwritable = None
-            self.logger.info("%s can be written again; launching new trials goes on", self.store.path)
-            self._on_store_unwritable(None)
-            self._wake.set()
-        return True
+    def _store_resumed(self) -> None:
+        self.logger.info("%s can be written again; launching new trials goes on", self.store.path)
+        self._on_store_unwritable(None)
+        self._wake.set()
 
     def _handler_failed(self, handler: str) -> None:
         """An event handler raised: the experiment ends in ERROR with its traceback."""
@@ -877,7 +767,7 @@ class TrialRunner:
     @_loop_handler
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
-        self._commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started)
+        self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started)
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")
 
@@ -885,7 +775,7 @@ class TrialRunner:
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
                      preempted: bool = False) -> None:
         live = self._live.pop(trial_id)
-        self._commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted)
+        self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted)
         self._wake.set()
 
     @_loop_handler
@@ -1016,7 +906,7 @@ class TrialRunner:
             raise MetricRejected(RefusalKind.FORBIDDEN, f"no running trial {trial_id!r} with this token")
         if not isinstance(report, dict):
             raise MetricRejected(RefusalKind.INVALID, "body: expected a JSON object")
-        metric = self._parse_report(trial_id, report)
+        metric = reports.parse_report(trial_id, report)
         if metric.attempt != live.attempt:
             raise MetricRejected(RefusalKind.CONFLICT,
                                  f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
@@ -1024,35 +914,14 @@ class TrialRunner:
             return  # seen before: reports are idempotent
         not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
                    "metrics.jsonl and stored when the trial ends")
-        if self._unwritable is not None or self._pending:
-            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(self._unwritable or "earlier writes wait"))
+        if self._writes.unwritable is not None or self._writes:
+            raise MetricRejected(RefusalKind.UNAVAILABLE,
+                                 not_now.format(self._writes.unwritable or "earlier writes wait"))
         try:
             self._accept_metric(live, metric)
         except sqlite3.OperationalError as error:
-            self._store_unwritable(error)
+            self._writes.refused(error)
             raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error)) from None
-
-    def _parse_report(self, trial_id: str, report: dict[str, Any]) -> MetricRecord:
-        for name in ("attempt", "sequence"):
-            value = report.get(name)
-            if isinstance(value, bool) or not isinstance(value, int) or value not in _SQLITE_INTEGERS or value < 0:
-                raise MetricRejected(RefusalKind.INVALID,
-                                     f"{name}: expected a non-negative integer below 2**63, got {value!r}")
-        if report.get("type") not in METRIC_TYPES:
-            raise MetricRejected(RefusalKind.INVALID,
-                                 f"type: expected one of {', '.join(METRIC_TYPES)}, got {report.get('type')!r}")
-        if "value" not in report:
-            raise MetricRejected(RefusalKind.INVALID, "value: missing")
-        check_metric_value(report["value"])
-        try:
-            size = len(json.dumps(report["value"]))  # ASCII: json.dumps escapes the rest
-        except (ValueError, TypeError, RecursionError) as error:
-            raise MetricRejected(RefusalKind.INVALID, f"value: cannot be stored as JSON ({error})") from None
-        if size > MAX_REPORT_BYTES:
-            raise MetricRejected(RefusalKind.INVALID,
-                                 f"value: {size} bytes of JSON; a report holds at most {MAX_REPORT_BYTES}")
-        return MetricRecord(trial_id=trial_id, attempt=report["attempt"], sequence=report["sequence"],
-                            type=report["type"], value=report["value"])
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
         """Store the metric (an OperationalError if the store refuses it: then it is not
@@ -1077,7 +946,7 @@ class TrialRunner:
 
     async def _assess_now(self, live: _LiveTrial) -> None:
         assert self.dispatcher is not None
-        history = [_as_float_metric(m.value) for m in self.store.metrics(live.record.trial_id)
+        history = [reports.as_float_metric(m.value) for m in self.store.metrics(live.record.trial_id)
                    if m.type == "PERIODICAL" and m.attempt == live.attempt]
         try:
             reply = await self.dispatcher.request("assess", trial_id=live.record.trial_id, history=history)
@@ -1090,34 +959,16 @@ class TrialRunner:
     def _ingest_metrics_file(self, live: _LiveTrial) -> None:
         """Pick up reports the trial wrote but could not send (the service reads them, from
         metrics.jsonl): lines of this attempt whose MAC matches its token. A bad line (not
-        UTF-8, not JSON, a bad field, over MAX_REPORT_BYTES, not signed by this attempt) is
+        UTF-8, not JSON, a bad field, over its size limit, not signed by this attempt) is
         skipped with a warning naming its line, in experiment.log and the trial's log."""
         for number, line in self.training.unsent_reports(live.record.trial_id):
             try:
-                if line is None:
-                    raise ValueError(f"longer than {MAX_REPORT_BYTES} bytes")
-                metric = self._parse_line(live, line)
-            except (ValueError, RecursionError, MetricRejected) as error:
+                metric = reports.parse_metrics_line(line, live.record.trial_id, live.attempt, live.token)
+            except reports.BadReportLine as error:
                 self._skip_line(live, number, str(error))
                 continue
             if metric is not None:
                 self._accept_metric(live, metric)
-
-    def _parse_line(self, live: _LiveTrial, line: bytes) -> MetricRecord | None:
-        """The metric of one line of metrics.jsonl, None when it is another attempt's;
-        ValueError or MetricRejected when it is bad."""
-        report = json.loads(line.decode("utf-8"))
-        if not isinstance(report, dict):
-            raise ValueError("not a JSON object")
-        metric = self._parse_report(live.record.trial_id, report)
-        if metric.attempt != live.attempt:
-            return None
-        record = trial_api.unsigned_record(line)
-        mac = report.get(trial_api.MAC_FIELD)
-        if record is None or not isinstance(mac, str) or not hmac.compare_digest(
-                mac, trial_api.report_mac(live.token, record)):
-            raise ValueError(f"not signed with attempt {live.attempt}'s token: not written by this trial")
-        return metric
 
     def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
         if number in live.skipped_lines:

@@ -266,8 +266,8 @@ def test_a_stop_while_the_store_is_locked_stops_the_trials_and_records_the_end_o
 
 def test_a_store_locked_past_the_final_patience_still_lets_the_experiment_end_with_a_clear_error(
         tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    from expmgr.engine import runner
-    monkeypatch.setattr(runner, "FINAL_WRITE_PATIENCE", 1.0)  # not 60 s: a short test
+    from expmgr.engine import writes
+    monkeypatch.setattr(writes, "FINAL_WRITE_PATIENCE", 1.0)  # not 60 s: a short test
     write_script(code_dir, "trial.py", LONG_TRIAL)
     experiment = Experiment(_config(tmp_path, code_dir))
     experiment.start(port=0)

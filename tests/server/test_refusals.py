@@ -10,7 +10,7 @@ import pytest
 
 import expmgr.engine
 from expmgr.engine.errors import MetricRejected, Refusal, RefusalKind, SubmissionRefused, UpdateRefused
-from expmgr.engine.runner import check_metric_value
+from expmgr.engine.reports import check_metric_value
 from expmgr.server.rest import STATUS_OF_KIND, RequestError
 from expmgr.server.tails import TailError
 from tests.server.conftest import call
