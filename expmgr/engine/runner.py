@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
@@ -380,7 +380,7 @@ class TrialRunner:
                 return
             generated = reply["parameters"][0]
             checkpoint_source = self._checkpoint_source(generated.get("checkpoint_from"))
-            record = self._create_trial(sequence_id, generated["parameters"], source="algorithm")
+            record = self._create_trial(sequence_id, generated["parameters"])
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
@@ -403,20 +403,12 @@ class TrialRunner:
         if self._next_sequence_id == sequence_id + 1:
             self._next_sequence_id = sequence_id
 
-    def _create_trial(self, sequence_id: int, parameters: dict[str, Any], source: str) -> TrialRecord:
-        """A new WAITING trial, stored, with its parameter.json; ``source`` is NNI's
-        ``parameter_source``: "algorithm" (the tuner) or "customized" (a strategy)."""
+    def _create_trial(self, sequence_id: int, parameters: dict[str, Any]) -> TrialRecord:
+        """A new WAITING trial, stored (its folder is the training service's, made at launch)."""
         trial_id = self._new_trial_id()
         self._trial_ids.add(trial_id)
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
                              status=TrialState.WAITING, submit_time=time.time())
-        files = TrialFiles(self.paths.trial_dir(trial_id))
-        files.root.mkdir()
-        # Not written atomically: the trial starts only after, and the store holds
-        # the parameters should this file be torn by a crash.
-        files.parameter_file.write_text(json.dumps({
-            "parameter_id": record.sequence_id, "parameter_source": source,
-            "parameters": parameters, "parameter_index": 0}), encoding="utf-8")
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
@@ -543,7 +535,7 @@ class TrialRunner:
         if not self._budget_left():
             raise SubmissionRefused(RefusalKind.CONFLICT,
                                     f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already")
-        record = self._create_trial(self._reserve_trial(), parameters, source="customized")
+        record = self._create_trial(self._reserve_trial(), parameters)
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
         self._submitted_by_strategy.append(record)
@@ -568,13 +560,11 @@ class TrialRunner:
         if self.config.max_trial_duration is not None:
             deadline = now + _seconds(self.config.max_trial_duration)
         self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline, last_activity=now)
-        trial_dir = self.paths.trial_dir(record.trial_id)
         env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
             trial_api.ENV_TRIAL_ID: record.trial_id,
             trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
             trial_api.ENV_ATTEMPT: str(attempt),
-            trial_api.ENV_TRIAL_DIR: str(trial_dir),
             trial_api.ENV_MANAGER_HOST: self.training.manager_host(),
             trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
             trial_api.ENV_MANAGER_PORT: str(self.port),
@@ -583,11 +573,18 @@ class TrialRunner:
         }
         launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=cast(str, self.config.trial_command),
                              code_directory=cast("Path", self.config.trial_code_directory),
-                             trial_directory=trial_dir, env=env)
+                             parameter_record=self._parameter_record(record), env=env)
         try:
             await self.training.launch(launch)
         except TrainingServiceError as error:
             self._not_started(record.trial_id, attempt, str(error))
+
+    def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
+        """The trial's parameter.json; ``parameter_source`` is NNI's: "customized" for a
+        strategy's trial, "algorithm" for the tuner's."""
+        source = "customized" if record.trial_id in self._outcomes else "algorithm"
+        return {"parameter_id": record.sequence_id, "parameter_source": source,
+                "parameters": record.parameters, "parameter_index": 0}
 
     def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
         """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""

@@ -9,7 +9,8 @@ tells the runner what became of them through a :class:`TrialEvents` listener::
     await service.stop()
 
 The runner knows nothing of where a trial runs: processes, hosts and the files of a
-trial (its output, its metrics.jsonl, its checkpoint folder) are the service's. This is
+trial (its folder, its parameter.json, its output, its metrics.jsonl, its checkpoint
+folder) are the service's, made where the trial runs. This is
 the contract a new training service implements; ``tests/training/test_contract.py`` is
 the suite it must pass (docs/architecture.md, "Training services").
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Any, Iterable, Protocol
 
 
 class TrainingServiceError(Exception):
@@ -27,14 +28,20 @@ class TrainingServiceError(Exception):
 
 @dataclass(frozen=True)
 class TrialLaunch:
-    """One attempt of one trial, as the runner asks for it; ``trial_directory`` exists."""
+    """One attempt of one trial, as the runner asks for it. The service makes the trial's
+    folder where the trial runs (``layout.TrialFiles``: the manager reads it there, or a
+    copy of it), writes ``parameter_record`` into it as parameter.json at the first
+    attempt, and adds the folder's variable (``trial.ENV_TRIAL_DIR``) to ``env``."""
 
     trial_id: str
     attempt: int
     command: str
     code_directory: Path
-    trial_directory: Path
+    parameter_record: dict[str, Any]
+    """What ``trial.get_next_parameter()`` reads: NNI's ``{parameter_id, parameter_source,
+    parameters, parameter_index}``."""
     env: dict[str, str] = field(default_factory=dict)
+    """The trial's variables besides its folder's: ids, token, where the manager is."""
 
 
 class TrialEvents(Protocol):
@@ -73,7 +80,8 @@ class TrainingService(abc.ABC):
 
     @abc.abstractmethod
     async def launch(self, trial: TrialLaunch) -> None:
-        """Start an attempt; its end is reported through ``TrialEvents.trial_exited``."""
+        """Start an attempt, in the trial's folder made ready (see TrialLaunch); its end is
+        reported through ``TrialEvents.trial_exited``."""
 
     @abc.abstractmethod
     def signal(self, trial_id: str, signum: int) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import secrets
 import shlex
@@ -133,15 +134,17 @@ class LocalTrainingService(TrainingService):
 
     async def launch(self, trial: TrialLaunch) -> None:
         marker = trial_marker(self._session, trial.trial_id, trial.attempt)
-        env = {**self._base_env, **trial.env, MARKER_ENV: marker}
+        files = self._files(trial.trial_id)
+        env = {**self._base_env, **trial.env, trial_api.ENV_TRIAL_DIR: str(files.root), MARKER_ENV: marker}
         if self._gpu_slots is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
             env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs
         try:
-            out = os.open(trial.trial_directory / "stdout", _APPEND_FLAGS, 0o644)
+            _prepare_folder(files, trial.parameter_record)
+            out = os.open(files.stdout, _APPEND_FLAGS, 0o644)
             try:
-                err = os.open(trial.trial_directory / "stderr", _APPEND_FLAGS, 0o644)
+                err = os.open(files.stderr, _APPEND_FLAGS, 0o644)
                 try:
                     spawn = functools.partial(
                         subprocess.Popen, cwd=trial.code_directory, env=env, stdin=subprocess.DEVNULL,
@@ -288,6 +291,18 @@ class LocalTrainingService(TrainingService):
             stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # a dead watchdog must not stop the experiment
+
+
+def _prepare_folder(files: TrialFiles, parameter_record: dict) -> None:
+    """The trial's folder, with its parameter.json written at its first attempt (a later
+    attempt, or a resume, finds it: a trial's parameters never change)."""
+    files.root.mkdir(parents=True, exist_ok=True)
+    if files.parameter_file.exists():
+        return
+    # Renamed into place: a manager dying mid-write must not leave a torn file for the resume.
+    partial = files.parameter_file.with_name(files.parameter_file.name + ".partial")
+    partial.write_text(json.dumps(parameter_record), encoding="utf-8")
+    os.replace(partial, files.parameter_file)
 
 
 def _exit_of(process: subprocess.Popen) -> asyncio.Future:

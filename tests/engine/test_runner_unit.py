@@ -213,6 +213,25 @@ def test_a_failed_attempt_is_retried_as_the_same_trial_while_retries_allow(tmp_p
     run_with(tmp_path, [{"x": 0}], test, max_trial_retries=2, max_trial_number=1)
 
 
+def test_the_service_is_given_the_trials_parameters_and_makes_its_folder_itself(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the first attempt")
+        first = h.service.launched[0]
+        assert first.parameter_record == {"parameter_id": 0, "parameter_source": "algorithm",
+                                          "parameters": {"x": 7}, "parameter_index": 0}
+        assert "EXPMGR_TRIAL_DIR" not in first.env, "the folder, and its variable, are the service's"
+        assert first.env["EXPMGR_TRIAL_ID"] == first.trial_id and first.env["EXPMGR_TRIAL_ATTEMPT"] == "1"
+        assert not h.runner.paths.trial_dir(first.trial_id).exists(), "the runner makes no trial folder"
+        h.service.exit(first.trial_id, 1)
+        await h.until(lambda: len(h.service.launched) == 2, "the retry")
+        retry = h.service.launched[1]
+        assert (retry.trial_id, retry.attempt, retry.parameter_record) \
+            == (first.trial_id, 2, first.parameter_record), "a retry runs with the same parameters"
+        assert retry.env["EXPMGR_TRIAL_TOKEN"] != first.env["EXPMGR_TRIAL_TOKEN"], "each attempt its own token"
+
+    run_with(tmp_path, [{"x": 7}], test, max_trial_retries=1, max_trial_number=1)
+
+
 def test_a_preempted_lost_trial_is_requeued_first_and_a_lost_one_crashes(tmp_path: Path):
     async def test(h: Harness) -> None:
         await h.until(lambda: len(h.service.launched) == 1, "the first launch")

@@ -4,6 +4,7 @@ services; a new service adds its name to SERVICES and passes this file unchanged
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import time
@@ -53,12 +54,14 @@ class Context:
     def __init__(self, service: TrainingService, events: Recorder, paths: ExperimentPaths, code: Path) -> None:
         self.service, self.events, self.paths, self.code = service, events, paths, code
 
-    def launch_of(self, trial_id: str, command: str, attempt: int = 1) -> TrialLaunch:
-        trial_dir = self.paths.trial_dir(trial_id)
-        trial_dir.mkdir(parents=True, exist_ok=True)
+    def launch_of(self, trial_id: str, command: str, attempt: int = 1,
+                  parameters: dict[str, Any] | None = None) -> TrialLaunch:
+        """A launch as the runner asks for it: the trial's folder is the service's to make."""
+        record = {"parameter_id": 0, "parameter_source": "algorithm", "parameters": parameters or {},
+                  "parameter_index": 0}
         return TrialLaunch(trial_id=trial_id, attempt=attempt, command=command, code_directory=self.code,
-                           trial_directory=trial_dir,
-                           env={trial_api.ENV_TRIAL_ID: trial_id, trial_api.ENV_TRIAL_DIR: str(trial_dir)})
+                           parameter_record=record,
+                           env={trial_api.ENV_TRIAL_ID: trial_id, trial_api.ENV_ATTEMPT: str(attempt)})
 
     async def until(self, condition: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
         deadline = time.monotonic() + timeout
@@ -191,6 +194,31 @@ def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Pa
         c.paths.trial_dir("next").mkdir()
         await c.service.copy_checkpoint("writer", "next")
         assert (c.paths.trial_dir("next") / "checkpoint" / "state").read_text() == "42"
+
+    run_service(service, tmp_path, test)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(service: str, tmp_path: Path):
+    reader = ("import json, os, expmgr\n"
+              "folder = os.environ['EXPMGR_TRIAL_DIR']\n"
+              "seen = {'parameters': expmgr.get_next_parameter(), 'folder': folder}\n"
+              "with open(os.path.join(folder, f'seen-{expmgr.get_attempt()}.json'), 'w') as file:\n"
+              "    json.dump(seen, file)\n")
+
+    async def test(c: Context) -> None:
+        (c.code / "reader.py").write_text(reader)
+        folder = c.paths.trial_dir("reader")
+        assert not folder.exists()
+        for attempt in (1, 2):
+            await c.service.launch(c.launch_of("reader", "python3 reader.py", attempt=attempt,
+                                               parameters={"lr": 0.1, "layers": [2, 3]}))
+            await c.until(lambda: ("exited", "reader", attempt, 0, None) in c.events.events, f"attempt {attempt}")
+            seen = json.loads((folder / f"seen-{attempt}.json").read_text())
+            assert seen == {"parameters": {"lr": 0.1, "layers": [2, 3]}, "folder": str(folder)}
+        parameter_file = json.loads(TrialFiles(folder).parameter_file.read_text())
+        assert parameter_file == {"parameter_id": 0, "parameter_source": "algorithm",
+                                  "parameters": {"lr": 0.1, "layers": [2, 3]}, "parameter_index": 0}
 
     run_service(service, tmp_path, test)
 
