@@ -764,7 +764,7 @@ class TrialRunner:
     @_loop_handler
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
-        self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started)
+        self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")
 

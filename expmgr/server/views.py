@@ -84,7 +84,8 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
 def attempt_views(attempts: list[AttemptRecord]) -> list[dict[str, Any]]:
     """A trial's attempts (the single-trial route lists them; the bulk views only count them)."""
     return [{"attempt": a.attempt, "status": a.status.value, "startTime": _ms(a.start_time),
-             "endTime": _ms(a.end_time), "exitCode": a.exit_code, "signal": a.signal} for a in attempts]
+             "endTime": _ms(a.end_time), "exitCode": a.exit_code, "signal": a.signal, "host": a.host}
+            for a in attempts]
 
 
 def trial_jobs_view(store: ExperimentStore, paths: ExperimentPaths, offset: int = 0,

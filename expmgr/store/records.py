@@ -40,6 +40,8 @@ class AttemptRecord:
     signal: int | None
     pid: int | None = None
     pid_started: float | None = None
+    host: str | None = None
+    """Where the attempt ran, as its training service named it (None: not known)."""
 
 
 @dataclass

@@ -25,9 +25,9 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.store.records import (AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, StoreUnreadable,
                                   TrialRecord)
 
-SCHEMA_VERSION = 3
-"""3 added ``metrics.value`` and the ``metrics_final`` index; a version 2 database is
-migrated when opened for writing and read as it is when opened read-only."""
+SCHEMA_VERSION = 4
+"""3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``; an older
+database is migrated when opened for writing and read as it is when opened read-only."""
 
 _SCHEMA = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -62,6 +62,7 @@ CREATE TABLE attempts (
     signal INTEGER,
     pid INTEGER,
     pid_started REAL,
+    host TEXT,
     PRIMARY KEY (trial_id, attempt)
 );
 CREATE TABLE events (
@@ -154,8 +155,8 @@ class ExperimentStore:
 
     @classmethod
     def open(cls, path: Path, readonly: bool = False) -> "ExperimentStore":
-        """Open an existing database; one of schema version 2 is migrated to the current
-        version, unless ``readonly`` (then it is read as it is)."""
+        """Open an existing database; one of an older schema version (2, 3) is migrated to
+        the current version, unless ``readonly`` (then it is read as it is)."""
         if not path.is_file():
             raise StoreError(f"{path}: no experiment database here")
         try:
@@ -168,13 +169,13 @@ class ExperimentStore:
             conn.close()
             raise unreadable_store(path, error) from None
         version = row and row[0]
-        if version not in (2, SCHEMA_VERSION):
+        if version not in (2, 3, SCHEMA_VERSION):
             conn.close()
             raise StoreError(f"{path}: schema version {version} is not supported (this expmgr reads 2 "
-                             f"and {SCHEMA_VERSION}); use the expmgr that created it")
-        if version == 2 and not readonly:
-            _migrate_2_to_3(conn)
-            version = 3
+                             f"to {SCHEMA_VERSION}); use the expmgr that created it")
+        while version != SCHEMA_VERSION and not readonly:
+            _MIGRATIONS[version](conn)
+            version += 1
         return cls(conn, path, schema_version=version)
 
     def __enter__(self) -> ExperimentStore:
@@ -306,14 +307,15 @@ class ExperimentStore:
             raise StoreError(f"trial {trial_id} cannot go from {old.value} to {new.value}")
 
     def start_attempt(self, trial_id: str, attempt: int, start_time: float, pid: int | None = None,
-                      pid_started: float | None = None) -> None:
+                      pid_started: float | None = None, host: str | None = None) -> None:
         """``pid`` and its process's start time let a resume find the process if it outlived
-        its manager (a pid alone could be another process's by then)."""
+        its manager (a pid alone could be another process's by then); ``host`` is where it runs."""
         with self._write():
             self._check_transition(trial_id, TrialState.RUNNING)
             self._conn.execute(
-                "INSERT INTO attempts (trial_id, attempt, status, start_time, pid, pid_started) VALUES (?,?,?,?,?,?)",
-                (trial_id, attempt, TrialState.RUNNING.value, start_time, pid, pid_started),
+                "INSERT INTO attempts (trial_id, attempt, status, start_time, pid, pid_started, host) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (trial_id, attempt, TrialState.RUNNING.value, start_time, pid, pid_started, host),
             )
             self._conn.execute(
                 "UPDATE trials SET status = ?, attempts = ?, start_time = COALESCE(start_time, ?) "
@@ -409,11 +411,13 @@ class ExperimentStore:
         if trial_id is not None:
             query += " WHERE trial_id = ?"
             args = (trial_id,)
-        rows = self._conn.execute(query + " ORDER BY start_time", args)
+        rows = self._conn.execute(query + " ORDER BY start_time", args).fetchall()
+        has_host = bool(rows) and "host" in rows[0].keys()  # not in a version 2 or 3 database read as it is
         return [AttemptRecord(trial_id=r["trial_id"], attempt=r["attempt"], status=TrialState(r["status"]),
                               start_time=r["start_time"], end_time=r["end_time"],
                               exit_code=r["exit_code"], signal=r["signal"], pid=r["pid"],
-                              pid_started=r["pid_started"]) for r in rows]
+                              pid_started=r["pid_started"], host=r["host"] if has_host else None)
+                for r in rows]
 
     def failed_attempts(self, trial_id: str) -> int:
         """How many of the trial's ended attempts FAILED or CRASHED."""
@@ -608,6 +612,19 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
                          [(_metric_number_of_json(value_json), metric_id) for metric_id, value_json in rows])
         conn.execute("CREATE INDEX metrics_final ON metrics (trial_id, attempt, id) WHERE type = 'FINAL'")
         conn.execute("UPDATE schema_version SET version = 3")
+
+
+def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Version 4 keeps the host each attempt ran on (earlier attempts: unknown, NULL)."""
+    with _transaction(conn):
+        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 3:
+            return  # another process migrated it meanwhile
+        conn.execute("ALTER TABLE attempts ADD COLUMN host TEXT")
+        conn.execute("UPDATE schema_version SET version = 4")
+
+
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _migrate_2_to_3, 3: _migrate_3_to_4}
+"""From each older version to the next; run in order when a database is opened for writing."""
 
 
 class _snapshot:

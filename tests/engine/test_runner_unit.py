@@ -222,6 +222,8 @@ def test_the_service_is_given_the_trials_parameters_and_makes_its_folder_itself(
         assert "EXPMGR_TRIAL_DIR" not in first.env, "the folder, and its variable, are the service's"
         assert first.env["EXPMGR_TRIAL_ID"] == first.trial_id and first.env["EXPMGR_TRIAL_ATTEMPT"] == "1"
         assert not h.runner.paths.trial_dir(first.trial_id).exists(), "the runner makes no trial folder"
+        await h.until(lambda: h.store.attempts(first.trial_id), "the attempt recorded")
+        assert [a.host for a in h.store.attempts(first.trial_id)] == ["node-1"], "the host the service named"
         h.service.exit(first.trial_id, 1)
         await h.until(lambda: len(h.service.launched) == 2, "the retry")
         retry = h.service.launched[1]

@@ -12,7 +12,7 @@ import pytest
 from expmgr import Experiment
 from expmgr.server import static
 from expmgr.server.rest import READ_ONLY
-from expmgr.store import ExperimentStore, metric_number
+from expmgr.store import SCHEMA_VERSION, ExperimentStore, metric_number
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.experiment.test_resume import grid_config
@@ -130,6 +130,7 @@ def test_trial_files_and_tails_of_a_running_trial_grow_with_it(stepped):
     assert "is RUNNING" in log["text"] and log["next"] == log["size"]
     attempts = get(port, f"{API}/trial-jobs/{trial_id}")["attemptDetails"]
     assert [(a["attempt"], a["status"], a["exitCode"]) for a in attempts] == [(1, "RUNNING", None)]
+    assert attempts[0]["host"] == "127.0.0.1", "the host the local service runs trials on"
 
 
 def test_changes_since_cursors_lose_and_repeat_no_metric_while_trials_run(stepped):
@@ -224,7 +225,7 @@ def test_a_schema_2_experiment_is_viewed_as_it_is_and_migrated_by_resume(tmp_pat
 
     resumed = Experiment.resume(finished.id, port=0, home=tmp_path / "home")
     assert resumed.get_status() == "DONE"
-    assert schema_of(database)[0] == 3
+    assert schema_of(database)[0] == SCHEMA_VERSION
     rows = sqlite3.connect(database).execute("SELECT value_json, value FROM metrics").fetchall()
     assert len(rows) == 6 and all(value == metric_number(json.loads(value_json)) for value_json, value in rows)
 

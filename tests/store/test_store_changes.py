@@ -142,11 +142,28 @@ def test_commit_listeners_hear_each_committed_write_and_nothing_else(tmp_path: P
 
 
 def downgrade_to_schema_2(database: Path) -> None:
-    """Make a current store what version 2 wrote: no metrics.value, no metrics_final index."""
+    """Make a current store what version 2 wrote: no metrics.value, no metrics_final index,
+    no attempts.host."""
+    downgrade_to_schema_3(database)
     conn = sqlite3.connect(database)
     conn.executescript("DROP INDEX metrics_final; ALTER TABLE metrics DROP COLUMN value; "
                        "UPDATE schema_version SET version = 2;")
     conn.close()
+
+
+def downgrade_to_schema_3(database: Path) -> None:
+    """Make a current store what version 3 wrote: no attempts.host."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE attempts DROP COLUMN host; UPDATE schema_version SET version = 3;")
+    conn.close()
+
+
+def attempt_columns(database: Path) -> list[str]:
+    conn = sqlite3.connect(database)
+    try:
+        return [row[1] for row in conn.execute("PRAGMA table_info(attempts)")]
+    finally:
+        conn.close()
 
 
 def schema_of(database: Path) -> tuple[int, list[str]]:
@@ -185,6 +202,35 @@ def test_a_schema_2_store_is_read_as_it_is_read_only_and_migrated_when_opened_fo
     assert read(migrated, expected.cursor)[1][0][3:5] == [4, 1.25]
     values = sqlite3.connect(store.path).execute("SELECT value FROM metrics ORDER BY id").fetchall()
     assert [v for v, in values] == [0.25, 0.5, None, 0.75, 1.25]
+    assert attempt_columns(store.path)[-1] == "host", "migrated on through version 3 to the current one"
+    assert [a.host for a in migrated.attempts()] == [None]
+
+
+def test_a_schema_3_store_is_read_without_hosts_read_only_and_gets_the_host_column_when_opened_for_writing(
+        tmp_path: Path):
+    store = new_store(tmp_path / "experiment.sqlite")
+    add_trial(store, "t1", 0)
+    store.start_attempt("t1", 1, time.time(), pid=123, pid_started=1.5)
+    store.end_attempt("t1", 1, TrialState.FAILED, time.time(), 1, None, trial_status=TrialState.WAITING)
+    store.close()
+    downgrade_to_schema_3(store.path)
+
+    old = ExperimentStore.open(store.path, readonly=True)
+    [attempt] = old.attempts()
+    assert (attempt.attempt, attempt.status, attempt.pid, attempt.host) == (1, TrialState.FAILED, 123, None)
+    old.close()
+    assert schema_of(store.path)[0] == 3 and "host" not in attempt_columns(store.path), \
+        "read-only opening changes nothing"
+
+    migrated = ExperimentStore.open(store.path)
+    assert schema_of(store.path)[0] == SCHEMA_VERSION == 4
+    assert "host" in attempt_columns(store.path)
+    migrated.start_attempt("t1", 2, time.time(), pid=124, pid_started=2.5, host="node-7")
+    assert [(a.attempt, a.host) for a in migrated.attempts("t1")] == [(1, None), (2, "node-7")]
+    migrated.close()
+    reopened = ExperimentStore.open(store.path, readonly=True)
+    assert [a.host for a in reopened.attempts("t1")] == [None, "node-7"]
+    reopened.close()
 
 
 def test_full_changes_of_10000_trials_with_20_results_each_stay_fast_and_incremental_ones_instant(tmp_path: Path):
