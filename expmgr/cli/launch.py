@@ -66,7 +66,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
 
 def create_experiment(args: argparse.Namespace) -> int:
-    from expmgr.config import ExperimentConfig
+    from expmgr.config import ExperimentConfig, ResolvedConfig
     from expmgr.experiment import Experiment
     from expmgr.experiment.experiment import new_experiment_id
     config = ExperimentConfig.load(args.config)  # ConfigError: bad input, nothing started
@@ -79,7 +79,7 @@ def create_experiment(args: argparse.Namespace) -> int:
             return experiment
         return _run_here(args, start)
     exp_id = new_experiment_id()
-    home = Path(cast("Path", config.canonical().experiment_working_directory))  # canonical() fills it
+    home = ResolvedConfig.from_config(config).experiment_working_directory
     return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id,
                                 *(["--debug"] if args.debug else [])], exp_id, home)
 

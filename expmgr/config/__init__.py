@@ -2,6 +2,7 @@
 
     config = ExperimentConfig.load("config.yml")   # ConfigError: "config.yml:7:19: trialConcurrency: ..."
     canonical = config.canonical()                 # validated copy: seconds, absolute paths, defaults
+    resolved = ResolvedConfig.from_config(config)  # frozen, narrowly typed: what the engine reads
 
 May import: ``expmgr.algorithms`` (to check a tuner's arguments) and the bottom modules
 (layout, log, states, metrics, trial); nothing from store, training, dispatcher, engine, server,
@@ -15,12 +16,16 @@ from ._model import ExperimentConfig
 from ._sections import AlgorithmConfig, LocalConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 from ._updatable import UPDATABLE_FIELDS, UpdatableField
+from .resolved import ResolvedConfig, ResolvedLocalConfig, ResolvedTrainingService
 
 __all__ = [
     "AlgorithmConfig",
     "ConfigError",
     "ExperimentConfig",
     "LocalConfig",
+    "ResolvedConfig",
+    "ResolvedLocalConfig",
+    "ResolvedTrainingService",
     "SEARCH_SPACE_TYPES",
     "UPDATABLE_FIELDS",
     "UpdatableField",

@@ -15,7 +15,7 @@ class UpdatableField:
     update_type: str
     """NNI's ``update_type`` query argument (``TRIAL_CONCURRENCY``)."""
     attribute: str
-    """The ``ExperimentConfig`` attribute (``trial_concurrency``)."""
+    """The ``ExperimentConfig`` attribute and ``ResolvedConfig`` field (``trial_concurrency``)."""
     cli_word: str
     """``expctl update <id> <word> <value>`` (``concurrency``)."""
 

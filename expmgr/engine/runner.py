@@ -5,8 +5,9 @@ It asks the tuner for parameters, gives trials to the training service within
 duration limits, and commits every step to the store before acting on it.
 Everything here runs on the manager's event loop::
 
-    runner = TrialRunner(exp_id, config, store, paths, port, logger, dispatcher=dispatcher,
-                         training=functools.partial(create_training_service, config, paths=paths))
+    resolved = ResolvedConfig.from_config(config)
+    runner = TrialRunner(exp_id, resolved, store, paths, port, logger, dispatcher=dispatcher,
+                         training=functools.partial(create_training_service, resolved, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
 
 Checking reports is in ``reports.py`` and queueing the writes the store refuses in
@@ -28,7 +29,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
@@ -43,9 +44,7 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from expmgr.config import AlgorithmConfig, ExperimentConfig
+    from expmgr.config import AlgorithmConfig, ResolvedConfig
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -107,17 +106,6 @@ class _BestResult:
         return "" if self._best is None else f", best {self._best[0]:g} (trial {self._best[1]})"
 
 
-def _seconds(duration: "int | float | str | None") -> float:
-    """A duration of a canonical config, present: seconds (``canonical()`` turns text into
-    a number and fills the defaults)."""
-    return cast(float, duration)
-
-
-def _optional_seconds(duration: "int | float | str | None") -> float | None:
-    """A duration of a canonical config that may be absent: seconds or None."""
-    return cast("float | None", duration)
-
-
 def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
     if algorithm is None:
         return None
@@ -143,7 +131,7 @@ def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
 class TrialRunner:
     """Drives one experiment's trials to the end; see the module docstring."""
 
-    def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
+    def __init__(self, exp_id: str, config: "ResolvedConfig", store: ExperimentStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger, *,
                  training: Callable[[TrialEvents], TrainingService], dispatcher: DispatcherClient | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
@@ -247,8 +235,7 @@ class TrialRunner:
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
             await self.dispatcher.request(
                 "initialize", search_space=self.config.search_space,
-                tuner=_algorithm_spec(cast("AlgorithmConfig | None", self.config.tuner)),
-                assessor=_algorithm_spec(cast("AlgorithmConfig | None", self.config.assessor)))
+                tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
         await self.training.start()
@@ -349,7 +336,7 @@ class TrialRunner:
         return self._tuner_has_more() and not self._tuner_waiting
 
     def _has_free_slot(self) -> bool:
-        return (len(self._live) < cast(int, self.config.trial_concurrency) and self.training.has_capacity()
+        return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
                 and not self._stop_requested and self._writes.unwritable is None and not self._writes)
 
     async def _fill_slots(self) -> None:
@@ -435,25 +422,18 @@ class TrialRunner:
     def update_config(self, field: str, value: Any) -> None:
         """Change ``field`` (camelCase, one of UPDATABLE_FIELDS) to ``value``, validated as
         in a config file; the loop acts on it at once. Raises UpdateRefused."""
-        from expmgr.config import ConfigError, ExperimentConfig
+        from expmgr.config import ConfigError
         if field not in UPDATABLE_FIELDS:
             raise UpdateRefused(RefusalKind.INVALID, f"{field}: cannot be changed while running; "
                                                       f"one of {', '.join(UPDATABLE_FIELDS)} can")
         self._refuse_unless_running()
-        candidate = ExperimentConfig.from_dict(self.config.to_dict())
-        setattr(candidate, UPDATABLE_FIELDS[field], value)
-        if field == "searchSpace":
-            candidate.search_space_file = None  # the new space replaces the file's
         try:
-            checked = candidate.canonical(with_strategy=self.config.tuner is None)
+            self.config = self.config.with_update(field, value)
         except ConfigError as error:
             raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
-        new_value = getattr(checked, UPDATABLE_FIELDS[field])
-        setattr(self.config, UPDATABLE_FIELDS[field], new_value)
-        if field == "searchSpace":
-            self.config.search_space_file = None
-            if self.dispatcher is not None and self.config.tuner is not None:
-                self.dispatcher.notify("update_search_space", search_space=new_value)
+        new_value = getattr(self.config, UPDATABLE_FIELDS[field])
+        if field == "searchSpace" and self.dispatcher is not None and self.config.tuner is not None:
+            self.dispatcher.notify("update_search_space", search_space=new_value)
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
         if self.state == ExperimentState.NO_MORE_TRIAL and self._tuner_may_submit():
@@ -558,7 +538,7 @@ class TrialRunner:
         now = self._clock()
         deadline = None
         if self.config.max_trial_duration is not None:
-            deadline = now + _seconds(self.config.max_trial_duration)
+            deadline = now + self.config.max_trial_duration
         self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline, last_activity=now)
         env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
@@ -569,10 +549,10 @@ class TrialRunner:
             trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
             trial_api.ENV_MANAGER_PORT: str(self.port),
             trial_api.ENV_TOKEN: token,
-            trial_api.ENV_LOG_LEVEL: cast(str, self.config.log_level),  # canonical() fills it
+            trial_api.ENV_LOG_LEVEL: self.config.log_level,
         }
-        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=cast(str, self.config.trial_command),
-                             code_directory=cast("Path", self.config.trial_code_directory),
+        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=self.config.trial_command,
+                             code_directory=self.config.trial_code_directory,
                              parameter_record=self._parameter_record(record), env=env)
         try:
             await self.training.launch(launch)
@@ -612,11 +592,11 @@ class TrialRunner:
 
     def _experiment_time_left(self, now: float) -> float | None:
         limit = self.config.max_experiment_duration
-        return None if limit is None else max(0.0, self._start + _seconds(limit) - now)
+        return None if limit is None else max(0.0, self._start + limit - now)
 
     def _seconds_to_next_deadline(self, now: float) -> float | None:
         deadlines = []
-        idle_timeout = _optional_seconds(self.config.trial_idle_timeout)
+        idle_timeout = self.config.trial_idle_timeout
         for live in self._live.values():
             if live.stop_reason is None:
                 if live.deadline is not None:
@@ -629,7 +609,7 @@ class TrialRunner:
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _enforce_trial_deadlines(self, now: float) -> None:
-        idle_timeout = _optional_seconds(self.config.trial_idle_timeout)
+        idle_timeout = self.config.trial_idle_timeout
         for live in self._live.values():
             if live.stop_reason is not None:
                 continue
@@ -646,7 +626,7 @@ class TrialRunner:
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
         self.training.signal(live.record.trial_id, signal.SIGTERM)
-        asyncio.get_running_loop().call_later(_seconds(self.config.trial_grace_period), self._kill_if_alive,
+        asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
                                               live.record.trial_id, live.attempt)
 
     @_loop_handler
@@ -659,7 +639,7 @@ class TrialRunner:
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
-        await self.training.stop(_seconds(self.config.trial_grace_period),
+        await self.training.stop(self.config.trial_grace_period,
                                  signal.SIGUSR1 if self._preempted else signal.SIGTERM)
 
     # -- stopping -------------------------------------------------------------

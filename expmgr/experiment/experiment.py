@@ -26,7 +26,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, cast
 
-from expmgr.config import ExperimentConfig
+from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
@@ -96,7 +96,7 @@ class Experiment:
         self.access: Access | None = None
         """Its server's host, url prefix and access token, once started (or connected)."""
         self.paths: ExperimentPaths | None = None
-        self._canonical: ExperimentConfig | None = None
+        self._resolved: ResolvedConfig | None = None
         self._manager: Manager | None = None
         self._log_attachment: ExperimentLogAttachment | None = None
         self._viewer: Viewer | None = None
@@ -135,11 +135,11 @@ class Experiment:
         """
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
-        config = self.config.canonical(with_strategy=self.strategy is not None)
-        self._canonical = config
+        config = ResolvedConfig.from_config(self.config, with_strategy=self.strategy is not None)
+        self._resolved = config
         _check_server_limits()
         sockets, access = server_sockets(port, host, url_prefix, token)
-        home = Path(cast(Path, config.experiment_working_directory))  # canonical() fills it
+        home = config.experiment_working_directory
         paths = ExperimentPaths(self._resume_from or home / self.id)
         try:
             if self._resume_from is None and paths.root.exists():
@@ -168,7 +168,7 @@ class Experiment:
         registry = Registry(home)
         registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
-        self._log_attachment = attach_experiment(self.id, paths.experiment_log, cast(str, config.log_level))
+        self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
         self._started_on = push_experiment(self.id)
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
                                 with_strategy=self.strategy is not None, resumed=self._resume_from is not None,
@@ -440,7 +440,7 @@ class Experiment:
             # Its pending waits were answered when the experiment ended; a strategy
             # that still does not return is left behind (a daemon thread), with a warning.
             self._strategy_thread.join(
-                timeout=cast(float, self._canonical.trial_grace_period) if self._canonical else 5)
+                timeout=self._resolved.trial_grace_period if self._resolved else 5)
             if self._strategy_thread.is_alive():
                 self.logger.warning("the strategy of experiment %s did not return after the experiment ended",
                                     self.id)
@@ -499,7 +499,7 @@ class Experiment:
         (NaN, an infinity) is never the best; None when no trial has a finite one."""
         from expmgr.metrics import best_result
         best = best_result(((result, result.value) for result in self.export_data()),
-                           minimize=(self._canonical or self.config).minimizes)
+                           minimize=(self._resolved or self.config).minimizes)
         return None if best is None else best[0]
 
 

@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import tornado.httpserver
 
@@ -34,23 +34,23 @@ from expmgr.states import ExperimentState
 from expmgr.training import create_training_service
 
 if TYPE_CHECKING:
-    from expmgr.config import ExperimentConfig
+    from expmgr.config import ResolvedConfig
 
 T = TypeVar("T")
 
 
-def create_dispatcher(config: "ExperimentConfig", paths: ExperimentPaths) -> DispatcherClient | None:
+def create_dispatcher(config: "ResolvedConfig", paths: ExperimentPaths) -> DispatcherClient | None:
     """The dispatcher process that hosts the tuner and assessor; None when the experiment
     has neither (a strategy-only experiment)."""
     if config.tuner is None and config.assessor is None:
         return None
-    return DispatcherClient(paths.dispatcher_log, cast(str, config.log_level))  # canonical() fills it
+    return DispatcherClient(paths.dispatcher_log, config.log_level)
 
 
 class Manager:
     """Owns the loop thread, the server, the runner and the store of one experiment."""
 
-    def __init__(self, exp_id: str, config: "ExperimentConfig", paths: ExperimentPaths,
+    def __init__(self, exp_id: str, config: "ResolvedConfig", paths: ExperimentPaths,
                  sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
                  logger: logging.Logger, with_strategy: bool = False, resumed: bool = False,
                  access: Access = Access(), limits: ServerLimits | None = None) -> None:

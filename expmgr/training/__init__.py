@@ -6,23 +6,25 @@ from store, dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from expmgr.training.base import TrialEvents, TrialLaunch, TrainingService, TrainingServiceError
 
 if TYPE_CHECKING:
-    from expmgr.config import ExperimentConfig, LocalConfig
+    from expmgr.config import ResolvedConfig
     from expmgr.layout import ExperimentPaths
 
 __all__ = ["TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError", "create_training_service"]
 
 
-def create_training_service(config: "ExperimentConfig", events: TrialEvents, paths: "ExperimentPaths",
+def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",
                             manager_host: str = "127.0.0.1") -> TrainingService:
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
-    A new service is one module plus one line here."""
+    A new service is one module plus one branch here."""
+    from expmgr.config import ResolvedLocalConfig
     from expmgr.training.local import LocalTrainingService
-    # A validated config holds training_service as a LocalConfig.
-    return LocalTrainingService(cast("LocalConfig", config.training_service), config.trial_gpu_number, events, paths,
-                                manager_host=manager_host)
+    service = config.training_service
+    if isinstance(service, ResolvedLocalConfig):
+        return LocalTrainingService(service, config.trial_gpu_number, events, paths, manager_host=manager_host)
+    raise TrainingServiceError(f"no training service for platform {service.platform!r}")

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import IO, TYPE_CHECKING, Iterator, cast
+from typing import IO, TYPE_CHECKING, Iterator
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFiles
@@ -27,7 +27,7 @@ from expmgr.training.base import TrainingService, TrainingServiceError, TrialEve
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
 
 if TYPE_CHECKING:
-    from expmgr.config import LocalConfig
+    from expmgr.config import ResolvedLocalConfig
 
 
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -90,7 +90,7 @@ class _GpuSlots:
 class LocalTrainingService(TrainingService):
     """Trials as local processes; see the module docstring."""
 
-    def __init__(self, config: "LocalConfig", trial_gpu_number: int | None, events: TrialEvents,
+    def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
                  paths: ExperimentPaths, manager_host: str = "127.0.0.1") -> None:
         self._config = config
         self._paths = paths
@@ -120,13 +120,12 @@ class LocalTrainingService(TrainingService):
             [os.path.dirname(sys.executable), self._base_env.get("PATH", os.defpath)])
         if self._gpus_per_trial == 0:
             return
-        # A validated config holds gpu_indices as a list of ints (or None).
-        configured = cast("list[int] | None", self._config.gpu_indices)
-        indices = configured if configured is not None else detect_gpus()
+        configured = self._config.gpu_indices
+        indices = list(configured) if configured is not None else detect_gpus()
         if len(indices) < self._gpus_per_trial:
             raise TrainingServiceError(
                 f"trialGpuNumber is {self._gpus_per_trial} but only {len(indices)} GPU(s) are available "
-                f"(gpuIndices: {self._config.gpu_indices})")
+                f"(gpuIndices: {None if configured is None else list(configured)})")
         self._gpu_slots = _GpuSlots(indices, self._config.max_trial_number_per_gpu, self._gpus_per_trial)
 
     def has_capacity(self) -> bool:

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
+import pytest
 
-from expmgr.config import ExperimentConfig
+from expmgr.config import ExperimentConfig, ResolvedConfig
+from expmgr.engine.errors import UpdateRefused
 from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState, TrialState
@@ -147,10 +149,10 @@ def run_with(tmp_path: Path, parameters: list[dict[str, Any]],
     """Run a TrialRunner with fakes until ``test`` returns and the runner ends; its final state."""
     code = tmp_path / "code"
     code.mkdir()
-    checked = ExperimentConfig(
+    checked = ResolvedConfig.from_config(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="python3 trial.py",
         trial_code_directory=code, tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home",
-        **{"trial_concurrency": 1, "trial_grace_period": 60, **config}).canonical(with_strategy=False)
+        **{"trial_concurrency": 1, "trial_grace_period": 60, **config}))
     paths = ExperimentPaths(tmp_path / "home" / "exp")
     paths.create()
     store = create_store(paths, ExperimentProfile(
@@ -297,3 +299,23 @@ def test_a_launch_that_fails_after_it_returned_ends_the_trial_failed(tmp_path: P
         await h.until(lambda: len(h.service.launched) == 2, "the next trial's launch")
 
     run_with(tmp_path, [{"x": 0}, {"x": 1}], test, max_trial_number=2)
+
+
+def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the first launch")
+        stored = h.store.profile().config
+        with pytest.raises(UpdateRefused, match="trialConcurrency: expected a positive integer, got 0"):
+            h.runner.update_config("trialConcurrency", 0)
+        assert h.runner.config.trial_concurrency == 1 and h.store.profile().config == stored
+        h.runner.update_config("trialConcurrency", 2)
+        await h.until(lambda: len(h.service.launched) == 2, "a second trial at once")
+        h.runner.update_config("maxExperimentDuration", "1h")
+        assert h.runner.config.max_experiment_duration == 3600.0
+        space = {"x": {"_type": "choice", "_value": [0, 1, 2]}}
+        h.runner.update_config("searchSpace", space)
+        assert ("update_search_space", {"search_space": space}) in h.dispatcher.told
+        assert h.store.profile().config == {**stored, "trialConcurrency": 2, "maxExperimentDuration": 3600.0,
+                                            "searchSpace": space}
+
+    run_with(tmp_path, [{"x": 0}, {"x": 1}], test)

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from expmgr import trial as trial_api
-from expmgr.config import ExperimentConfig
+from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.training import TrainingService, TrialLaunch, create_training_service
 
@@ -74,10 +74,10 @@ class Context:
 def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[None]], **config: Any) -> None:
     code = tmp_path / "code"
     code.mkdir()
-    checked = ExperimentConfig(
+    checked = ResolvedConfig.from_config(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="true", trial_code_directory=code,
         tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", trial_concurrency=1,
-        **config).canonical(with_strategy=False)
+        **config))
     assert checked.training_service.platform == name
     paths = ExperimentPaths(tmp_path / "home" / "exp")
     paths.create()

@@ -1,0 +1,176 @@
+"""ResolvedConfig: the config as the engine, the training services and the dispatcher read it.
+
+``ExperimentConfig`` is what a user writes, so its fields take what a user may write
+(``"1.5h"``, a relative path, a dict for the tuner, nothing for a default). ``ResolvedConfig``
+is the validated result, frozen and narrowly typed: durations in seconds, absolute paths,
+defaults applied. It is made in one place, ``from_config``, and changed while running
+through one, ``with_update``::
+
+    resolved = ResolvedConfig.from_config(config)          # ConfigError for a bad config
+    resolved.max_experiment_duration                       # 5400.0 for "1.5h"
+    resolved = resolved.with_update("trialConcurrency", 4)  # a new one; ConfigError if refused
+    store.set_config(resolved.to_dict())                    # the canonical config, camelCase
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, Union
+
+from ._durations import parse_duration
+from ._errors import ConfigError
+from ._model import Duration, ExperimentConfig
+from ._sections import AlgorithmConfig, LocalConfig, PathLike
+from ._updatable import UPDATABLE_FIELDS
+
+_ATTRIBUTES = {entry.field: entry.attribute for entry in UPDATABLE_FIELDS}
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedLocalConfig:
+    """The local training service's settings (``trainingService: {platform: local, ...}``)."""
+
+    platform: ClassVar[str] = "local"
+    use_active_gpu: bool = False
+    max_trial_number_per_gpu: int = 1
+    gpu_indices: tuple[int, ...] | None = None
+    """The GPUs trials may use; None: every GPU ``nvidia-smi`` sees."""
+
+
+ResolvedTrainingService = Union[ResolvedLocalConfig]
+"""One class per training service, told apart by ``isinstance`` (or ``platform``); a new
+service adds its class here and a branch in ``_training_service``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    """A validated experiment config; see the module docstring. Build it with ``from_config``."""
+
+    experiment_name: str | None
+    trial_command: str
+    trial_code_directory: Path
+    trial_concurrency: int
+    trial_gpu_number: int | None
+    """None: trials' ``CUDA_VISIBLE_DEVICES`` is left alone; 0: trials are kept off the GPUs."""
+    max_trial_number: int | None
+    max_experiment_duration: float | None
+    """Seconds, as are the other durations."""
+    max_trial_duration: float | None
+    trial_idle_timeout: float | None
+    trial_grace_period: float
+    max_trial_retries: int
+    search_space: dict[str, Any] | None
+    tuner: AlgorithmConfig | None
+    assessor: AlgorithmConfig | None
+    training_service: ResolvedTrainingService
+    log_level: str
+    """A level of ``logLevel`` in lower case; ``debug: true`` makes it at least ``debug``."""
+    experiment_working_directory: Path
+    minimizes: bool
+    """Whether results are better when lower (see ``ExperimentConfig.minimizes``)."""
+    with_strategy: bool
+    """A strategy (Python code) submits the trials: tuner and search space are optional."""
+    _canonical: ExperimentConfig = field(repr=False, compare=False)
+    """The validated ExperimentConfig this was made from: what ``to_dict`` writes."""
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig, *, with_strategy: bool = False) -> ResolvedConfig:
+        """Validate ``config`` (``config.canonical()``) and resolve it; raises ConfigError.
+        ``config`` itself is left as it is."""
+        return cls._of(config.canonical(with_strategy=with_strategy), with_strategy)
+
+    def with_update(self, field: str, value: Any) -> ResolvedConfig:
+        """A new ResolvedConfig with ``field`` (camelCase, one of ``UPDATABLE_FIELDS``) set to
+        ``value``, checked by the rules and limits of a config file; raises ConfigError.
+        A new search space replaces the ``searchSpaceFile`` it came from."""
+        attribute = _ATTRIBUTES.get(field)
+        if attribute is None:
+            raise ConfigError(f"cannot be changed while running; one of {', '.join(_ATTRIBUTES)} can",
+                              field=field)
+        candidate = ExperimentConfig.from_dict(self.to_dict())
+        setattr(candidate, attribute, value)
+        if field == "searchSpace":
+            candidate.search_space_file = None
+        checked = candidate.canonical(with_strategy=self.with_strategy)
+        # Only that field changes: every other value stays exactly as it was accepted.
+        updated = copy.copy(self._canonical)
+        setattr(updated, attribute, getattr(checked, attribute))
+        if field == "searchSpace":
+            updated.search_space_file = None
+        return self._of(updated, self.with_strategy)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical config as NNI v2 camelCase (what the store and the REST API hold)."""
+        return self._canonical.to_dict()
+
+    def to_yaml(self) -> str:
+        """``to_dict()`` as YAML (the experiment folder's config.yml)."""
+        return self._canonical.to_yaml()
+
+    @classmethod
+    def _of(cls, canonical: ExperimentConfig, with_strategy: bool) -> ResolvedConfig:
+        """The fields of a canonical config, narrowed: the one place that converts."""
+        c = canonical
+        return cls(
+            experiment_name=c.experiment_name,
+            trial_command=_present(c.trial_command, "trial_command"),
+            trial_code_directory=_path(c.trial_code_directory, "trial_code_directory"),
+            trial_concurrency=_present(c.trial_concurrency, "trial_concurrency"),
+            trial_gpu_number=c.trial_gpu_number,
+            max_trial_number=c.max_trial_number,
+            max_experiment_duration=_seconds(c.max_experiment_duration),
+            max_trial_duration=_seconds(c.max_trial_duration),
+            trial_idle_timeout=_seconds(c.trial_idle_timeout),
+            trial_grace_period=parse_duration(_present(c.trial_grace_period, "trial_grace_period")),
+            max_trial_retries=c.max_trial_retries,
+            search_space=c.search_space,
+            tuner=_algorithm(c.tuner, "tuner"),
+            assessor=_algorithm(c.assessor, "assessor"),
+            training_service=_training_service(c.training_service),
+            log_level=_present(c.log_level, "log_level"),
+            experiment_working_directory=_path(c.experiment_working_directory, "experiment_working_directory"),
+            minimizes=c.minimizes,
+            with_strategy=with_strategy,
+            _canonical=c,
+        )
+
+
+# -- narrowing a canonical config's values (canonical() made them so; these only check) -------
+
+def _not_canonical(name: str, value: Any) -> TypeError:
+    return TypeError(f"{name}: {value!r} is not a canonical value (ResolvedConfig needs canonical())")
+
+
+def _present(value: _T | None, name: str) -> _T:
+    if value is None:
+        raise _not_canonical(name, value)
+    return value
+
+
+def _path(value: PathLike | None, name: str) -> Path:
+    if value is None:
+        raise _not_canonical(name, value)
+    return Path(value)
+
+
+def _seconds(duration: Duration | None) -> float | None:
+    return None if duration is None else parse_duration(duration)
+
+
+def _algorithm(value: AlgorithmConfig | dict[str, Any] | None, name: str) -> AlgorithmConfig | None:
+    if value is not None and not isinstance(value, AlgorithmConfig):
+        raise _not_canonical(name, value)
+    return value
+
+
+def _training_service(section: LocalConfig | dict[str, Any] | list[Any] | None) -> ResolvedTrainingService:
+    if isinstance(section, LocalConfig):
+        indices = section.gpu_indices
+        if indices is not None and not isinstance(indices, list):
+            raise _not_canonical("training_service.gpu_indices", indices)
+        return ResolvedLocalConfig(use_active_gpu=section.use_active_gpu,
+                                   max_trial_number_per_gpu=section.max_trial_number_per_gpu,
+                                   gpu_indices=None if indices is None else tuple(indices))
+    raise _not_canonical("training_service", section)
