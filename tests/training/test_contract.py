@@ -121,7 +121,9 @@ def test_a_killed_trial_exits_with_its_signal(service: str, tmp_path: Path):
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_signal_reaches_the_trials_whole_process_group(service: str, tmp_path: Path):
-    child = ("python3 -c 'import pathlib, signal, time; "
+    # The shell waits for its child after SIGTERM too: otherwise it may exit first and the
+    # service's SIGKILL of the rest of the group could beat the child's handler.
+    child = ("trap wait TERM; python3 -c 'import pathlib, signal, time; "
              "signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path(\"child-got-term\").write_text(\"\"), exit(0))); "
              "pathlib.Path(\"child-ready\").write_text(\"\"); time.sleep(60)' & wait")
 
