@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from expmgr.layout import ExperimentPaths, default_home
 from expmgr.states import TrialState
-from expmgr.store import ExperimentStore, StoreError, open_store, unreadable_store
+from expmgr.store import Store, StoreError, open_store, unreadable_store
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def check_id(text: str, argument: str) -> str:
 
 
 @contextmanager
-def experiment_store(entry: RegistryEntry) -> Iterator[ExperimentStore]:
+def experiment_store(entry: RegistryEntry) -> Iterator[Store]:
     """The experiment's store, read-only, closed after the block. A missing or damaged
     database (garbage, truncated, another program's file), at opening or at any query in
     the block, is a CliError naming the file (exit 1), not a traceback."""

@@ -35,7 +35,7 @@ from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.metrics import is_better, metric_number, reported_number
-from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.store import AttemptRecord, MetricRecord, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
@@ -175,7 +175,7 @@ def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
 class TrialRunner:
     """Drives one experiment's trials to the end; see the module docstring."""
 
-    def __init__(self, exp_id: str, config: "ExperimentConfig", store: ExperimentStore,
+    def __init__(self, exp_id: str, config: "ExperimentConfig", store: WritableStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger, *,
                  training: Callable[[TrialEvents], TrainingService], dispatcher: DispatcherClient | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,

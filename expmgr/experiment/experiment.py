@@ -39,7 +39,7 @@ from expmgr.experiment.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.engine.errors import SubmissionRefused, UpdateRefused
 from expmgr.engine.runner import TrialRunner
-from expmgr.store import ExperimentProfile, ExperimentStore, StoreError, create_store, open_store, unreadable_store
+from expmgr.store import ExperimentProfile, Store, StoreError, create_store, open_store, unreadable_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
@@ -460,7 +460,7 @@ class Experiment:
 
     # -- queries (read the store) -------------------------------------------------
 
-    def _open_store(self) -> ExperimentStore:
+    def _open_store(self) -> Store:
         if self.paths is None:
             raise ExperimentError(f"experiment {self.id} was not started")
         return open_store(self.paths, readonly=True)

@@ -31,7 +31,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, views
 from expmgr.server.guard import Guard, ServerLimits
 from expmgr.server.reader import StoreReader
-from expmgr.store import Changes, ExperimentStore
+from expmgr.store import Changes, Store
 from expmgr.server.tails import LogFile, Tail, TailError, log_file, read_tail
 
 PUSH_INTERVAL = 0.25
@@ -50,7 +50,7 @@ reads little costs no more memory than this."""
 _log = logging.getLogger("nni.manager")
 
 
-def changes_answer(store: ExperimentStore, paths: ExperimentPaths, since: str | None, limit: int | None,
+def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limit: int | None,
                    read_only: bool, head: dict[str, Any] | None = None) -> tuple[str, Changes]:
     """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot."""
     with store.snapshot():
@@ -76,7 +76,7 @@ class _Follow:
 class LiveHub:
     """The websocket clients of one experiment's server; see the module docstring."""
 
-    def __init__(self, store: ExperimentStore, paths: ExperimentPaths, read_only: bool,
+    def __init__(self, store: Store, paths: ExperimentPaths, read_only: bool,
                  limits: ServerLimits | None = None) -> None:
         self.store = store
         self.paths = paths
@@ -166,7 +166,7 @@ class LiveHub:
         for socket in self._sockets:
             by_cursor.setdefault(socket.cursor, []).append(socket)
         for cursor, sockets in by_cursor.items():
-            def answer(store: ExperimentStore, since: str = cursor) -> tuple[str, Changes]:
+            def answer(store: Store, since: str = cursor) -> tuple[str, Changes]:
                 return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"})
             text, changes = await self.reader.run(answer)
             if changes.more:

@@ -34,7 +34,7 @@ from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
-from expmgr.store import ExperimentStore
+from expmgr.store import Store
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
@@ -65,7 +65,7 @@ class _Handler(tornado.web.RequestHandler):
     body_limit = "max_body"
     """The field of guard.ServerLimits that bounds this route's request bodies."""
 
-    def initialize(self, store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None,
+    def initialize(self, store: Store, paths: ExperimentPaths, runner: TrialRunner | None,
                    hub: LiveHub) -> None:
         self.store = store
         self.paths = paths
@@ -256,7 +256,7 @@ class TailHandler(_Handler):
 
 
 class ChangesHandler(_Handler):
-    """What changed since a cursor (see ExperimentStore.changes), built off the event loop."""
+    """What changed since a cursor (see Store.changes), built off the event loop."""
 
     async def get(self) -> None:
         since = self.get_query_argument("since", None)
@@ -289,7 +289,7 @@ class TrialMetricsHandler(_Handler):
         self.send_json({"ok": True})
 
 
-def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
+def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
              guard: Guard, webui_dir: Path | None = None, *, token: str | None = None,
              url_prefix: str = "") -> tornado.web.Application:
     """The server's routes, each behind ``guard``, under ``url_prefix`` (as
