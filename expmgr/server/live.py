@@ -31,6 +31,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, views
 from expmgr.server.guard import Guard, ServerLimits
 from expmgr.server.reader import StoreReader
+from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.store import Changes, Store
 from expmgr.server.tails import LogFile, Tail, TailError, log_file, read_tail
 
@@ -293,10 +294,9 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
         auth.check(self)  # before the upgrade: a refused client gets a plain 401
         address = self.request.remote_ip
         if self.hub.sockets_from(address) >= self.hub.limits.max_sockets_per_address:
-            self.set_status(429)
-            self.set_header("Content-Type", "application/json; charset=UTF-8")
-            self.finish(json.dumps({"error": f"{address} already has {self.hub.limits.max_sockets_per_address} "
-                                             "websocket connections, the most one address may"}))
+            send_refusal(self, RequestError(RefusalKind.TOO_MANY, f"{address} already has "
+                                            f"{self.hub.limits.max_sockets_per_address} websocket connections, "
+                                            "the most one address may"))
 
     def open(self) -> None:
         self.hub.connected(self, self.get_query_argument("since", None))
