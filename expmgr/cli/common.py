@@ -92,6 +92,17 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument
     return matches[0]
 
 
+def current_entry(entry: RegistryEntry) -> RegistryEntry:
+    """``entry`` as the registry has it now; CliError (exit status 1) when the experiment was
+    deleted from it meanwhile (a command that waits on an experiment reads it again)."""
+    experiments = registry()
+    current = experiments.get(entry.id)
+    if current is None:
+        raise CliError(f"experiment {entry.id} is no longer in the registry ({experiments.path}): "
+                       "it was deleted meanwhile", EXIT_FAILED)
+    return current
+
+
 def access_of(entry: RegistryEntry) -> "Access":
     """The host, url prefix and token of the experiment's server (its access file);
     CliError when it cannot be read (another user's experiment)."""

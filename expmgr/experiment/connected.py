@@ -44,12 +44,19 @@ class Connection:
         except AccessError as error:
             raise ExperimentError(str(error)) from None
 
+    def current_entry(self) -> RegistryEntry:
+        """The experiment's entry as the registry has it now; ExperimentError when it was
+        deleted meanwhile."""
+        current = self.registry.get(self.entry.id)
+        if current is None:
+            raise ExperimentError(f"experiment {self.entry.id} is no longer in the registry "
+                                  f"({self.registry.path}): it was deleted while connected")
+        return current
+
     def stop(self) -> None:
         """SIGTERM to its process (which stops it as Ctrl+C would), then wait for its end."""
         # Its process being alive, it has its pid.
-        # A connected experiment stays registered.
-        if not cast(RegistryEntry, self.registry.get(self.entry.id)).status.is_finished() \
-                and experiment_process_alive(self.entry):
+        if not self.current_entry().status.is_finished() and experiment_process_alive(self.entry):
             os.kill(cast(int, self.entry.pid), signal.SIGTERM)
         self.wait(None)
 
