@@ -30,7 +30,6 @@ The model (good/bad split, Parzen mixtures) is ``tpe_parzen.py``.
 """
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -38,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from expmgr.algorithms.tpe_parzen import ParzenMixture, TpeResult, split_history
-from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
+from expmgr.algorithms.space_tuner import SpaceTuner
+from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
     Key,
     ParameterSpec,
@@ -47,14 +47,8 @@ from expmgr.algorithms.search_space import (
     make_rng,
     parse_search_space,
 )
-from expmgr.algorithms.tuner import (
-    AlgorithmError,
-    OptimizeMode,
-    Tuner,
-    extract_scalar_reward,
-)
+from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, extract_scalar_reward
 
-_logger = logging.getLogger("nni.tuner.tpe")
 
 _LIAR_TYPES = ("best", "worst", "mean", None)
 _ATTEMPTS = 3
@@ -117,8 +111,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-class TpeTuner(Tuner):
+class TpeTuner(SpaceTuner):
     """NNI's TPE tuner: ``optimize_mode``, ``seed`` and ``tpe_args`` as NNI's classArgs."""
+
+    who = "TPE"
 
     def __init__(
         self,
@@ -176,44 +172,18 @@ class TpeTuner(Tuner):
 
     def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
         reward = extract_scalar_reward(value)
-        flat = self._pending.pop(parameter_id, None)
+        flat = self._pending.pop(parameter_id, None)  # a suggestion's flat values are known
         if flat is None:
             self._tried.add(parameters)
-            flat = self._deformat(parameters, f"result of parameter {parameter_id}")
-            if flat is None:
-                return
-        self._record(flat, reward)
+        self._learn(parameters, reward, f"the result of parameter {parameter_id}", flat)
 
     def trial_end(self, parameter_id: int, success: bool, **kwargs: Any) -> None:
         """A trial that ended without reporting is no longer pending."""
         self._pending.pop(parameter_id, None)
 
-    def import_data(self, data: list[dict]) -> None:
-        """Learn from ``[{"parameter": {...}, "value": ...}]``: every imported point counts as
-        tried; those with a value that fit the space are learned from, the others skipped."""
-        self._require_specs()
-        for params in tried_in(data):
-            self._tried.add(params)
-        for number, parameters, reward in imported_results(data, "TPE"):
-            flat = self._deformat(parameters, f"imported record {number}")
-            if flat is not None:
-                self._record(flat, reward)
-
     # -- bookkeeping ----------------------------------------------------------
 
-    def _require_specs(self) -> list[ParameterSpec]:
-        if self._specs is None:
-            raise AlgorithmError("TPE tuner: update_search_space must be called first")
-        return self._specs
-
-    def _deformat(self, parameters: Any, what: str) -> dict[Key, Any] | None:
-        return fit_to_space(parameters, self._require_specs(), "TPE", what)
-
-    def _record(self, flat: dict[Key, Any], reward: float) -> None:
-        loss = reward if self.optimize_mode is OptimizeMode.Minimize else -reward
-        if math.isnan(loss):
-            _logger.warning("TPE: ignoring a NaN final metric")
-            return
+    def _add_result(self, flat: dict[Key, Any], parameters: dict, loss: float) -> None:
         self._results.append(TpeResult(flat, loss))
 
     def _results_with_lies(self) -> list[TpeResult]:
