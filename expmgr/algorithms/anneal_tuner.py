@@ -29,12 +29,12 @@ Suggestions already handed out or imported are not repeated::
 """
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
+from expmgr.algorithms.space_tuner import SpaceTuner
+from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
     CHOICE,
     RANDINT,
@@ -44,14 +44,8 @@ from expmgr.algorithms.search_space import (
     make_rng,
     parse_search_space,
 )
-from expmgr.algorithms.tuner import (
-    AlgorithmError,
-    OptimizeMode,
-    Tuner,
-    extract_scalar_reward,
-)
+from expmgr.algorithms.tuner import OptimizeMode
 
-_logger = logging.getLogger("nni.tuner.anneal")
 
 AVG_BEST_IDX = 2.0
 """Mean rank (0 = the best) of the result a suggestion starts from (hyperopt's default)."""
@@ -71,8 +65,10 @@ class _Result:
     """Arrival number: larger is more recent."""
 
 
-class AnnealTuner(Tuner):
+class AnnealTuner(SpaceTuner):
     """NNI's Anneal tuner: ``optimize_mode`` and ``seed`` as classArgs."""
+
+    who = "Anneal"
 
     def __init__(self, optimize_mode: str = "minimize", seed: int | None = None) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
@@ -87,50 +83,13 @@ class AnnealTuner(Tuner):
         """Take a new space; earlier results whose parameters fit it are kept."""
         self._specs = parse_search_space(search_space)
         self._tried.update_search_space(self._specs)
-        kept = []
-        for result in self._results:
-            flat = self._deformat(result.parameters, "an earlier result")
-            if flat is not None:
-                result.flat = flat
-                kept.append(result)
-        self._results = kept
+        self._results = self._refit(self._results, "an earlier result")
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
         specs = self._require_specs()
         return self._tried.fresh(lambda: format_parameters(self._propose(specs), specs), self._rng)
 
-    def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
-        self._tried.add(parameters)
-        self._record(parameters, extract_scalar_reward(value), f"the result of parameter {parameter_id}")
-
-    def import_data(self, data: list[dict]) -> None:
-        """Learn from ``[{"parameter": {...}, "value": ...}]``; every imported point
-        counts as tried, those without a value are not learned from, and records
-        that do not fit the space are skipped."""
-        self._require_specs()
-        for parameters in tried_in(data):
-            self._tried.add(parameters)
-        for number, parameters, reward in imported_results(data, "Anneal"):
-            self._record(parameters, reward, f"imported record {number}")
-
-    # -- bookkeeping ----------------------------------------------------------
-
-    def _require_specs(self) -> list[ParameterSpec]:
-        if self._specs is None:
-            raise AlgorithmError("Anneal tuner: update_search_space must be called first")
-        return self._specs
-
-    def _deformat(self, parameters: Any, what: str) -> dict[Key, Any] | None:
-        return fit_to_space(parameters, self._require_specs(), "Anneal", what)
-
-    def _record(self, parameters: dict, reward: float, what: str) -> None:
-        if math.isnan(reward):
-            _logger.warning("Anneal: ignoring a NaN final metric in %s", what)
-            return
-        flat = self._deformat(parameters, what)
-        if flat is None:
-            return
-        loss = reward if self.optimize_mode is OptimizeMode.Minimize else -reward
+    def _add_result(self, flat: dict[Key, Any], parameters: dict, loss: float) -> None:
         self._results.append(_Result(flat, parameters, loss, len(self._results)))
 
     # -- the algorithm ----------------------------------------------------------

@@ -27,13 +27,13 @@ out or imported are not suggested again::
 """
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from expmgr.algorithms.arguments import require_int
-from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
+from expmgr.algorithms.space_tuner import SpaceTuner
+from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
     CHOICE,
     RANDINT,
@@ -44,14 +44,8 @@ from expmgr.algorithms.search_space import (
     parse_search_space,
     sample,
 )
-from expmgr.algorithms.tuner import (
-    AlgorithmError,
-    OptimizeMode,
-    Tuner,
-    extract_scalar_reward,
-)
+from expmgr.algorithms.tuner import OptimizeMode
 
-_logger = logging.getLogger("nni.tuner.evolution")
 
 TOURNAMENT_SHARE = 0.5
 """A tournament samples this share of the population (at least 2 members)."""
@@ -74,8 +68,11 @@ class _Member:
     """Arrival number: larger is younger."""
 
 
-class EvolutionTuner(Tuner):
-    """NNI's Evolution tuner: ``optimize_mode``, ``population_size`` and ``seed`` as classArgs."""
+class EvolutionTuner(SpaceTuner):
+    """NNI's Evolution tuner: ``optimize_mode``, ``population_size`` and ``seed`` as classArgs.
+    Results, imported ones too, join the population in order (as if they had just arrived)."""
+
+    who = "Evolution"
 
     def __init__(self, optimize_mode: str = "maximize", population_size: int = 32, seed: int | None = None) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
@@ -93,13 +90,7 @@ class EvolutionTuner(Tuner):
         self._space = search_space
         self._specs = parse_search_space(search_space)
         self._tried.update_search_space(self._specs)
-        kept = []
-        for member in self._population:
-            flat = self._deformat(member.parameters, "a member of the population")
-            if flat is not None:
-                member.flat = flat
-                kept.append(member)
-        self._population = kept
+        self._population = self._refit(self._population, "a member of the population")
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
         specs, space = self._require_specs(), self._space
@@ -110,35 +101,7 @@ class EvolutionTuner(Tuner):
             lambda: format_parameters(self._mutate(specs, self._tournament().flat), specs), self._rng
         )
 
-    def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
-        self._tried.add(parameters)
-        self._add(parameters, extract_scalar_reward(value), f"the result of parameter {parameter_id}")
-
-    def import_data(self, data: list[dict]) -> None:
-        """Results join the population in order (as if they had just arrived); every
-        imported point counts as tried; records that do not fit the space are skipped."""
-        self._require_specs()
-        for parameters in tried_in(data):
-            self._tried.add(parameters)
-        for number, parameters, reward in imported_results(data, "Evolution"):
-            self._add(parameters, reward, f"imported record {number}")
-
-    def _require_specs(self) -> list[ParameterSpec]:
-        if self._specs is None:
-            raise AlgorithmError("Evolution tuner: update_search_space must be called first")
-        return self._specs
-
-    def _deformat(self, parameters: Any, what: str) -> dict[Key, Any] | None:
-        return fit_to_space(parameters, self._require_specs(), "Evolution", what)
-
-    def _add(self, parameters: dict, reward: float, what: str) -> None:
-        if math.isnan(reward):
-            _logger.warning("Evolution: ignoring a NaN final metric in %s", what)
-            return
-        flat = self._deformat(parameters, what)
-        if flat is None:
-            return
-        loss = reward if self.optimize_mode is OptimizeMode.Minimize else -reward
+    def _add_result(self, flat: dict[Key, Any], parameters: dict, loss: float) -> None:
         self._population.append(_Member(flat, parameters, loss, self._births))
         self._births += 1
         while len(self._population) > self.population_size:

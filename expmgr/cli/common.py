@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from expmgr.layout import ExperimentPaths, default_home
 from expmgr.states import TrialState
-from expmgr.store import ExperimentStore, StoreError, open_store, unreadable_store
+from expmgr.store import Store, StoreError, open_store, unreadable_store
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
 
 if TYPE_CHECKING:
@@ -92,6 +92,17 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument
     return matches[0]
 
 
+def current_entry(entry: RegistryEntry) -> RegistryEntry:
+    """``entry`` as the registry has it now; CliError (exit status 1) when the experiment was
+    deleted from it meanwhile (a command that waits on an experiment reads it again)."""
+    experiments = registry()
+    current = experiments.get(entry.id)
+    if current is None:
+        raise CliError(f"experiment {entry.id} is no longer in the registry ({experiments.path}): "
+                       "it was deleted meanwhile", EXIT_FAILED)
+    return current
+
+
 def access_of(entry: RegistryEntry) -> "Access":
     """The host, url prefix and token of the experiment's server (its access file);
     CliError when it cannot be read (another user's experiment)."""
@@ -111,7 +122,7 @@ def check_id(text: str, argument: str) -> str:
 
 
 @contextmanager
-def experiment_store(entry: RegistryEntry) -> Iterator[ExperimentStore]:
+def experiment_store(entry: RegistryEntry) -> Iterator[Store]:
     """The experiment's store, read-only, closed after the block. A missing or damaged
     database (garbage, truncated, another program's file), at opening or at any query in
     the block, is a CliError naming the file (exit 1), not a traceback."""

@@ -13,8 +13,8 @@ import signal
 import time
 from typing import cast
 
-from expmgr.cli.common import (EXIT_OK, CliError, experiment_store, find_experiment, is_running, port_number,
-                               registry, shown_status)
+from expmgr.cli.common import (EXIT_OK, CliError, current_entry, experiment_store, find_experiment, is_running,
+                               port_number, registry, shown_status)
 from expmgr.store.registry import RegistryEntry
 from expmgr.states import ExperimentState
 
@@ -69,11 +69,11 @@ def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
     if cancel:
         # A second signal sent before the first was handled would be merged into it.
         _wait_for(entry, lambda e: e.status in (ExperimentState.STOPPING,) or e.status.is_finished(), deadline)
-        if is_running(cast(RegistryEntry, registry().get(entry.id))):
+        if is_running(current_entry(entry)):
             os.kill(pid, signal.SIGTERM)
     if not _wait_for(entry, lambda e: e.status.is_finished() or not is_running(e), deadline):
         raise CliError(f"experiment {entry.id} did not stop in time (pid {entry.pid})", status=1)
-    print(f"experiment {entry.id} {cast(RegistryEntry, registry().get(entry.id)).status.value}")
+    print(f"experiment {entry.id} {current_entry(entry).status.value}")
 
 
 def _wait_for(entry: RegistryEntry, condition, deadline: float) -> bool:  # noqa: ANN001

@@ -68,7 +68,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 def create_experiment(args: argparse.Namespace) -> int:
     from expmgr.config import ExperimentConfig, ResolvedConfig
     from expmgr.experiment import Experiment
-    from expmgr.experiment.experiment import new_experiment_id
+    from expmgr.experiment.stored import new_experiment_id
     config = ExperimentConfig.load(args.config)  # ConfigError: bad input, nothing started
     if args.debug:
         config.debug = True
@@ -213,7 +213,7 @@ def _check_can_serve(port: int, access: _AccessArguments) -> None:
     """Refuse here what the daemon would refuse: a taken port, a bad --host, --url-prefix
     or --token (the experiment's own checks, on sockets closed again at once)."""
     from expmgr.experiment import HostError, PortInUseError
-    from expmgr.experiment.experiment import server_sockets
+    from expmgr.experiment.listening import server_sockets
     try:
         sockets, _ = server_sockets(port, access["host"], access["url_prefix"], access["token"])
     except PortInUseError as error:

@@ -12,7 +12,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, cast
 
-from expmgr.cli.common import EXIT_OK, CliError, check_id, experiment_store, find_experiment, is_running, registry
+from expmgr.cli.common import EXIT_OK, CliError, check_id, current_entry, experiment_store, find_experiment, is_running
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.store.registry import RegistryEntry
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         ended = lambda: _trial_ended(trial_id, entry)  # noqa: E731
     else:
         path = getattr(paths, _EXPERIMENT_LOGS[args.which])
-        ended = lambda: not is_running(cast(RegistryEntry, registry().get(entry.id)))  # noqa: E731
+        ended = lambda: not is_running(current_entry(entry))  # noqa: E731
     offset = _print_start(path, args.tail)
     if args.follow:
         _follow(path, offset, ended)
@@ -71,8 +71,8 @@ def _find_trial(entry: RegistryEntry, prefix: str) -> str:
 
 
 def _trial_ended(trial_id: str, entry: RegistryEntry) -> bool:
-    # The entry and the trial were found before (the registry entry stays while the experiment runs).
-    if not is_running(cast(RegistryEntry, registry().get(entry.id))):
+    # The trial was found before; a running experiment's trials stay.
+    if not is_running(current_entry(entry)):
         return True
     with experiment_store(entry) as store:
         return cast("TrialRecord", store.trial(trial_id)).status.is_finished()

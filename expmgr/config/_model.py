@@ -58,13 +58,13 @@ class ExperimentConfig:
         Returns the config as written (paths made absolute); raises ConfigError with the
         file, line and column of the first problem.
         """
-        from ._validate import load_config
+        from ._reading import load_config
         return load_config(cls, path)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
         """The inverse of ``to_dict()``: camelCase or snake_case keys. Validates keys only."""
-        from ._validate import config_from_dict
+        from ._reading import config_from_dict
         return config_from_dict(cls, data)
 
     @property

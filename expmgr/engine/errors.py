@@ -2,7 +2,7 @@
 
 A refusal carries a kind (bad input, not yours, not found, not now, try later...) and
 a message naming what is wrong; it carries no HTTP status. The REST layer maps each
-kind to its status in one table (``expmgr.server.rest.STATUS_OF_KIND``)::
+kind to its status in one table (``expmgr.server.refusals.STATUS_OF_KIND``)::
 
     try:
         runner.kill_trial(trial_id)

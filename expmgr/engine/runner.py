@@ -39,7 +39,7 @@ from expmgr.engine import reports, writes
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
 from expmgr.metrics import is_better, metric_number
-from expmgr.store import AttemptRecord, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.store import AttemptRecord, MetricRecord, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
@@ -131,7 +131,7 @@ def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
 class TrialRunner:
     """Drives one experiment's trials to the end; see the module docstring."""
 
-    def __init__(self, exp_id: str, config: "ResolvedConfig", store: ExperimentStore,
+    def __init__(self, exp_id: str, config: "ResolvedConfig", store: WritableStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger, *,
                  training: Callable[[TrialEvents], TrainingService], dispatcher: DispatcherClient | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,

@@ -5,8 +5,8 @@ alone, over a stopped experiment's store).
 May import: server, engine, store, training, dispatcher, config, algorithms and the
 bottom modules (layout, log, states, metrics, trial); nothing from cli.
 """
-from expmgr.experiment.experiment import (Experiment, ExperimentError, HostError, PortInUseError,
-                                          current_experiment)
+from expmgr.experiment.errors import ExperimentError, HostError, PortInUseError
+from expmgr.experiment.experiment import Experiment, current_experiment
 from expmgr.server.auth import AccessError
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle, TrialOutcome

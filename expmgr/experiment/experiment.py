@@ -11,14 +11,9 @@ and work while it runs and after it ended.
 from __future__ import annotations
 
 import atexit
-import errno
 import logging
 import os
-import secrets
 import signal
-import socket
-import sqlite3
-import string
 import threading
 import time
 import traceback
@@ -27,29 +22,25 @@ from pathlib import Path
 from typing import Any, Callable, cast
 
 from expmgr.config import ExperimentConfig, ResolvedConfig
+from expmgr.experiment.connected import Connection, running_on_port
+from expmgr.experiment.interrupts import PreemptSignal, StopSignal, raise_preempt_signal, raise_stop_signal
+from expmgr.experiment.stored import new_experiment_id, stored_experiment
+from expmgr.experiment.errors import ExperimentError
+from expmgr.experiment.listening import check_server_limits, server_sockets
 from expmgr.experiment.records import TrialJob, TrialResult
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
 from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
                         experiment_logger, pop_experiment, push_experiment)
 from expmgr.server import views
-from expmgr.server.auth import DEFAULT_HOST, Access, AccessError, normalize_url_prefix, validate_token
-from expmgr.server.guard import LimitsError, ServerLimits
+from expmgr.server.auth import DEFAULT_HOST, Access
 from expmgr.experiment.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.engine.errors import SubmissionRefused, UpdateRefused
 from expmgr.engine.runner import TrialRunner
-from expmgr.store import ExperimentProfile, ExperimentStore, StoreError, create_store, open_store, unreadable_store
+from expmgr.store import ExperimentProfile, Store, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
-
-_ID_ALPHABET = string.ascii_lowercase + string.digits
-
-
-def new_experiment_id() -> str:
-    """A fresh experiment id: 8 characters of [a-z0-9]."""
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
-
 
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
@@ -60,22 +51,6 @@ def current_experiment() -> "Experiment | None":
     experiment starts for its own work have it too."""
     exp_id = current_experiment_id()
     return _experiments.get(exp_id) if exp_id is not None else None
-
-
-class ExperimentError(Exception):
-    """The experiment cannot start or be queried (port in use, not started, ...)."""
-
-
-class PortInUseError(ExperimentError):
-    """The REST port is taken (or not allowed); nothing was created."""
-
-
-class HostError(ExperimentError):
-    """The address to listen on (``host``) is not one of this machine's; nothing was created."""
-
-
-class _StopSignal(BaseException):
-    """Raised in the main thread by SIGTERM during ``run()``, like KeyboardInterrupt by SIGINT."""
 
 
 class Experiment:
@@ -100,8 +75,8 @@ class Experiment:
         self._manager: Manager | None = None
         self._log_attachment: ExperimentLogAttachment | None = None
         self._viewer: Viewer | None = None
-        self._connected: tuple[Registry, RegistryEntry] | None = None
-        """The registry and entry of an experiment running elsewhere (see ``connect``)."""
+        self._connected: Connection | None = None
+        """The experiment running elsewhere that this one is (see ``connect``)."""
         self._resume_from: Path | None = None
         """The folder of the stopped experiment this one continues (see ``resume``)."""
         self._started_on: int | None = None
@@ -137,7 +112,7 @@ class Experiment:
             raise ExperimentError(f"experiment {self.id} was started already")
         config = ResolvedConfig.from_config(self.config, with_strategy=self.strategy is not None)
         self._resolved = config
-        _check_server_limits()
+        check_server_limits()
         sockets, access = server_sockets(port, host, url_prefix, token)
         home = config.experiment_working_directory
         paths = ExperimentPaths(self._resume_from or home / self.id)
@@ -195,7 +170,7 @@ class Experiment:
 
         Raises ExperimentError when the experiment is unknown or still running.
         """
-        entry, config = _stored_experiment(exp_id, home)
+        entry, config = stored_experiment(exp_id, home)
         if not entry.status.is_finished() and experiment_process_alive(entry):
             raise ExperimentError(f"experiment {exp_id} is running (pid {entry.pid}); stop it first")
         experiment = cls(config, id=exp_id)
@@ -215,19 +190,13 @@ class Experiment:
         Raises ExperimentError when no running experiment of the registry uses that port.
         """
         registry = Registry(home or default_home())
-        entry = next((e for e in registry.entries() if e.port == port and not e.status.is_finished()
-                      and experiment_process_alive(e)), None)
-        if entry is None:
-            raise ExperimentError(f"no running experiment on port {port} in {registry.path}")
-        _, config = _stored_experiment(entry.id, home)
+        entry = running_on_port(registry, port)
+        _, config = stored_experiment(entry.id, home)
         experiment = cls(config, id=entry.id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
         experiment.port = port
-        try:
-            experiment.access = Access.load(experiment.paths.access_file)
-        except AccessError as error:
-            raise ExperimentError(str(error)) from None
-        experiment._connected = (registry, entry)
+        experiment._connected = Connection(registry, entry)
+        experiment.access = experiment._connected.access
         return experiment
 
     @classmethod
@@ -240,10 +209,10 @@ class Experiment:
         ``host``, ``url_prefix`` and ``token`` as for ``start``; the address with the
         token is ``url``, and is logged (the access file is not written: it belongs to the runs).
         """
-        entry, config = _stored_experiment(exp_id, home)
+        entry, config = stored_experiment(exp_id, home)
         experiment = cls(config, id=exp_id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
-        _check_server_limits()
+        check_server_limits()
         sockets, experiment.access = server_sockets(port, host, url_prefix, token)
         experiment._viewer = Viewer(experiment.paths, sockets, exp_id, experiment.access)
         experiment._viewer.start()
@@ -257,11 +226,11 @@ class Experiment:
         else:
             previous_handler = None
             if threading.current_thread() is threading.main_thread():
-                previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
+                previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
             try:
                 experiment.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
                 threading.Event().wait()  # until Ctrl+C or SIGTERM
-            except (KeyboardInterrupt, _StopSignal):
+            except (KeyboardInterrupt, StopSignal):
                 pass
             finally:
                 if previous_handler is not None:
@@ -286,18 +255,18 @@ class Experiment:
             raise ExperimentError(f"experiment {self.id} was not started")
         previous_handlers = {}
         if threading.current_thread() is threading.main_thread():
-            previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_stop_signal),
-                                 signal.SIGUSR1: signal.signal(signal.SIGUSR1, _raise_preempt_signal)}
+            previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_stop_signal),
+                                 signal.SIGUSR1: signal.signal(signal.SIGUSR1, raise_preempt_signal)}
         try:
             stops = 0
             while True:
                 try:
                     self.wait()
                     break
-                except _PreemptSignal:
+                except PreemptSignal:
                     self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
                     self._manager.request_preemption()
-                except (KeyboardInterrupt, _StopSignal):
+                except (KeyboardInterrupt, StopSignal):
                     stops += 1
                     if stops == 1:
                         self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
@@ -313,7 +282,7 @@ class Experiment:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the experiment ends; False if ``timeout`` seconds passed first."""
         if self._connected is not None:
-            return self._wait_for_remote_end(timeout)
+            return self._connected.wait(timeout)
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
         if not self._manager.wait(timeout):
@@ -327,12 +296,7 @@ class Experiment:
             self._viewer.stop()
             return
         if self._connected is not None:
-            registry, entry = self._connected
-            # A connected experiment stays registered; its process being alive, it has its pid.
-            if not cast(RegistryEntry, registry.get(entry.id)).status.is_finished() \
-                    and experiment_process_alive(entry):
-                os.kill(cast(int, entry.pid), signal.SIGTERM)  # its process stops it as Ctrl+C would
-            self._wait_for_remote_end(None)
+            self._connected.stop()
             return
         if self._manager is None:
             return
@@ -393,7 +357,7 @@ class Experiment:
 
     def _change(self, method: Callable[..., None], *args: Any) -> None:
         if self._connected is not None:
-            self._change_remotely(method, *args)
+            self._connected.change(method, *args)
             return
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
@@ -401,31 +365,6 @@ class Experiment:
             self._manager.call(method, *args)
         except (UpdateRefused, RuntimeError) as refused:
             raise ExperimentError(str(refused)) from None
-
-    def _change_remotely(self, method: Callable[..., None], *args: Any) -> None:
-        from expmgr.experiment.remote import RestRefused, rest_call
-        from expmgr.config import UPDATABLE_FIELDS
-        try:
-            if method is TrialRunner.kill_trial:
-                rest_call(cast(int, self.port), "DELETE", f"trial-jobs/{args[0]}", access=self.access)
-            else:
-                field, value = args
-                update_type = next(entry.update_type for entry in UPDATABLE_FIELDS if entry.field == field)
-                rest_call(cast(int, self.port), "PUT", f"experiment?update_type={update_type}",
-                          {"params": {field: value}}, access=self.access)
-        except RestRefused as refused:
-            raise ExperimentError(str(refused)) from None
-
-    def _wait_for_remote_end(self, timeout: float | None) -> bool:
-        registry, entry = cast("tuple[Registry, RegistryEntry]", self._connected)  # called when connected
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            current = registry.get(entry.id)
-            if current is None or current.status.is_finished() or not experiment_process_alive(current):
-                return True
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
 
     def _finish(self) -> None:
         """Once the experiment ended: close its log and leave the thread stacks (idempotent)."""
@@ -460,7 +399,7 @@ class Experiment:
 
     # -- queries (read the store) -------------------------------------------------
 
-    def _open_store(self) -> ExperimentStore:
+    def _open_store(self) -> Store:
         if self.paths is None:
             raise ExperimentError(f"experiment {self.id} was not started")
         return open_store(self.paths, readonly=True)
@@ -501,67 +440,3 @@ class Experiment:
         best = best_result(((result, result.value) for result in self.export_data()),
                            minimize=(self._resolved or self.config).minimizes)
         return None if best is None else best[0]
-
-
-def server_sockets(port: int, host: str, url_prefix: str | None, token: str | None) -> tuple[list, Access]:
-    """Sockets bound to host:port and the access of a server on them; AccessError,
-    HostError or PortInUseError (nothing left open) when that cannot be."""
-    from tornado.netutil import bind_sockets
-    normalize_url_prefix(url_prefix)  # a bad prefix or token is refused before anything listens
-    if token:
-        validate_token(token)
-    try:
-        sockets = bind_sockets(port, host)
-    except socket.gaierror as error:
-        raise HostError(f"host: cannot listen on {host!r}: {error.strerror}; give an address of this "
-                        "machine, such as 127.0.0.1, 0.0.0.0 or ::") from error
-    except OSError as error:
-        if error.errno == errno.EADDRNOTAVAIL:
-            raise HostError(f"host: cannot listen on {host}: {error.strerror}; it is not an address of this "
-                            "machine") from error
-        raise PortInUseError(f"cannot listen on {host}:{port}: {error.strerror}; "
-                             "choose another port (--port)") from error
-    try:
-        return sockets, Access.decide(host, url_prefix, token, sockets)
-    except AccessError:
-        for sock in sockets:
-            sock.close()
-        raise
-
-
-def _stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, ExperimentConfig]:
-    """The registry entry and stored config of experiment ``exp_id``; ExperimentError if unknown."""
-    registry = Registry(home or default_home())
-    entry = registry.get(exp_id)
-    if entry is None:
-        raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
-    paths = ExperimentPaths(Path(entry.dir))
-    try:
-        with open_store(paths, readonly=True) as store:
-            try:
-                return entry, ExperimentConfig.from_dict(store.profile().config)
-            except sqlite3.DatabaseError as error:  # damaged beyond its first page
-                raise unreadable_store(paths.database, error) from None
-    except StoreError as error:
-        raise ExperimentError(f"cannot open experiment {exp_id}: {error}") from None
-
-
-class _PreemptSignal(BaseException):
-    """Raised in the main thread by SIGUSR1 (a preemption notice) while the experiment runs."""
-
-
-def _raise_preempt_signal(signum: int, frame: Any) -> None:
-    raise _PreemptSignal()
-
-
-def _raise_stop_signal(signum: int, frame: Any) -> None:
-    raise _StopSignal()
-
-
-def _check_server_limits() -> None:
-    """Refuse bad EXPMGR_MAX_* variables (docs/security.md) before anything is created; the
-    server reads them again when it starts."""
-    try:
-        ServerLimits.from_environment()
-    except LimitsError as error:
-        raise ExperimentError(str(error)) from None

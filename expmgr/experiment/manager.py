@@ -29,7 +29,7 @@ from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
 from expmgr.server.rest import make_app
 from expmgr.engine.runner import TrialRunner
-from expmgr.store import ExperimentStore
+from expmgr.store import WritableStore
 from expmgr.states import ExperimentState
 from expmgr.training import create_training_service
 
@@ -51,7 +51,7 @@ class Manager:
     """Owns the loop thread, the server, the runner and the store of one experiment."""
 
     def __init__(self, exp_id: str, config: "ResolvedConfig", paths: ExperimentPaths,
-                 sockets: list[socket.socket], store: ExperimentStore, registry: Registry,
+                 sockets: list[socket.socket], store: WritableStore, registry: Registry,
                  logger: logging.Logger, with_strategy: bool = False, resumed: bool = False,
                  access: Access = Access(), limits: ServerLimits | None = None) -> None:
         self.exp_id = exp_id

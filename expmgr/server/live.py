@@ -31,7 +31,8 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, views
 from expmgr.server.guard import Guard, ServerLimits
 from expmgr.server.reader import StoreReader
-from expmgr.store import Changes, ExperimentStore
+from expmgr.server.refusals import RequestError, send_refusal
+from expmgr.store import Changes, Store
 from expmgr.server.tails import LogFile, Tail, TailError, log_file, read_tail
 
 PUSH_INTERVAL = 0.25
@@ -50,7 +51,7 @@ reads little costs no more memory than this."""
 _log = logging.getLogger("nni.manager")
 
 
-def changes_answer(store: ExperimentStore, paths: ExperimentPaths, since: str | None, limit: int | None,
+def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limit: int | None,
                    read_only: bool, head: dict[str, Any] | None = None) -> tuple[str, Changes]:
     """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot."""
     with store.snapshot():
@@ -76,7 +77,7 @@ class _Follow:
 class LiveHub:
     """The websocket clients of one experiment's server; see the module docstring."""
 
-    def __init__(self, store: ExperimentStore, paths: ExperimentPaths, read_only: bool,
+    def __init__(self, store: Store, paths: ExperimentPaths, read_only: bool,
                  limits: ServerLimits | None = None) -> None:
         self.store = store
         self.paths = paths
@@ -166,7 +167,7 @@ class LiveHub:
         for socket in self._sockets:
             by_cursor.setdefault(socket.cursor, []).append(socket)
         for cursor, sockets in by_cursor.items():
-            def answer(store: ExperimentStore, since: str = cursor) -> tuple[str, Changes]:
+            def answer(store: Store, since: str = cursor) -> tuple[str, Changes]:
                 return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"})
             text, changes = await self.reader.run(answer)
             if changes.more:
@@ -293,10 +294,9 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
         auth.check(self)  # before the upgrade: a refused client gets a plain 401
         address = self.request.remote_ip
         if self.hub.sockets_from(address) >= self.hub.limits.max_sockets_per_address:
-            self.set_status(429)
-            self.set_header("Content-Type", "application/json; charset=UTF-8")
-            self.finish(json.dumps({"error": f"{address} already has {self.hub.limits.max_sockets_per_address} "
-                                             "websocket connections, the most one address may"}))
+            send_refusal(self, RequestError(RefusalKind.TOO_MANY, f"{address} already has "
+                                            f"{self.hub.limits.max_sockets_per_address} websocket connections, "
+                                            "the most one address may"))
 
     def open(self) -> None:
         self.hub.connected(self, self.get_query_argument("since", None))

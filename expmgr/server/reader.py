@@ -13,26 +13,26 @@ import concurrent.futures
 from typing import Callable, TypeVar
 
 from expmgr.layout import ExperimentPaths
-from expmgr.store import ExperimentStore, open_store
+from expmgr.store import Store, open_store
 
 T = TypeVar("T")
 
 
 class StoreReader:
-    """Runs functions of a read-only ExperimentStore, one at a time, on one thread."""
+    """Runs functions of a read-only store, one at a time, on one thread."""
 
     def __init__(self, paths: ExperimentPaths) -> None:
         self._paths = paths
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._store: ExperimentStore | None = None
+        self._store: Store | None = None
 
-    async def run(self, function: Callable[[ExperimentStore], T]) -> T:
+    async def run(self, function: Callable[[Store], T]) -> T:
         """``function(store)`` on the reader's thread; its result or its exception."""
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="expmgr-store-reader")
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, function)
 
-    def _call(self, function: Callable[[ExperimentStore], T]) -> T:
+    def _call(self, function: Callable[[Store], T]) -> T:
         if self._store is None:
             self._store = open_store(self._paths, readonly=True)
         return function(self._store)

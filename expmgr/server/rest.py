@@ -5,7 +5,7 @@ websocket of live.py), besides the UI itself (static.py).
 Reads come from the store, so the same routes serve a running experiment and
 a finished one (``runner`` None: read-only, every write answers 409). A handler refuses
 by raising: the engine's Refusal (expmgr.engine.errors) or a RequestError, answered
-``{"error": message}`` with the status STATUS_OF_KIND gives its kind. Trials POST
+``{"error": message}`` with the status of its kind (refusals.py). Trials POST
 their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
 ``X-Expmgr-Trial-Token`` header. Every request passes the guard (guard.py: Host,
 Origin, JSON, body size) before a handler runs::
@@ -31,10 +31,11 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, tails, views
 from expmgr.server.guard import Guard, GuardedApplication
 from expmgr.server.live import LiveHub, LiveSocket
+from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
-from expmgr.store import ExperimentStore
+from expmgr.store import Store
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
@@ -44,28 +45,11 @@ PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
 
 
-STATUS_OF_KIND: dict[RefusalKind, int] = {
-    RefusalKind.INVALID: 400,
-    RefusalKind.FORBIDDEN: 403,
-    RefusalKind.NOT_FOUND: 404,
-    RefusalKind.CONFLICT: 409,
-    RefusalKind.TOO_MANY: 429,
-    RefusalKind.FAILED: 500,
-    RefusalKind.UNAVAILABLE: 503,
-}
-"""The HTTP status of each kind of refusal: the one place the REST layer picks statuses."""
-
-
-class RequestError(Refusal):
-    """A request the REST layer refuses itself (a bad query argument, a read-only view);
-    raised by a handler and answered as any Refusal."""
-
-
 class _Handler(tornado.web.RequestHandler):
     body_limit = "max_body"
     """The field of guard.ServerLimits that bounds this route's request bodies."""
 
-    def initialize(self, store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None,
+    def initialize(self, store: Store, paths: ExperimentPaths, runner: TrialRunner | None,
                    hub: LiveHub) -> None:
         self.store = store
         self.paths = paths
@@ -85,7 +69,7 @@ class _Handler(tornado.web.RequestHandler):
         else with tornado's status and reason."""
         error = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(error, Refusal):
-            self.send_json({"error": str(error)}, STATUS_OF_KIND[error.kind])
+            send_refusal(self, error)
         else:
             self.send_json({"error": self._reason}, status_code)
 
@@ -256,7 +240,7 @@ class TailHandler(_Handler):
 
 
 class ChangesHandler(_Handler):
-    """What changed since a cursor (see ExperimentStore.changes), built off the event loop."""
+    """What changed since a cursor (see Store.changes), built off the event loop."""
 
     async def get(self) -> None:
         since = self.get_query_argument("since", None)
@@ -289,7 +273,7 @@ class TrialMetricsHandler(_Handler):
         self.send_json({"ok": True})
 
 
-def make_app(store: ExperimentStore, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
+def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
              guard: Guard, webui_dir: Path | None = None, *, token: str | None = None,
              url_prefix: str = "") -> tornado.web.Application:
     """The server's routes, each behind ``guard``, under ``url_prefix`` (as

@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.layout import ExperimentPaths, TrialFiles
-from expmgr.store import ExperimentStore
+from expmgr.store import Store
 
 TRIAL_FILES = ("stdout", "stderr", "trial.log")
 EXPERIMENT_FILES = ("experiment.log", "dispatcher.log")
@@ -101,7 +101,7 @@ class LogFile:
             return 0
 
 
-def log_file(paths: ExperimentPaths, store: ExperimentStore, which: str, trial_id: str | None) -> LogFile:
+def log_file(paths: ExperimentPaths, store: Store, which: str, trial_id: str | None) -> LogFile:
     """The file named ``which``: a trial's ``stdout``, ``stderr`` or ``trial.log`` (with
     ``trial_id``), or the experiment's ``experiment.log`` or ``dispatcher.log``."""
     if which in TRIAL_FILES:

@@ -17,7 +17,7 @@ from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import best_result, metric_number
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store import AttemptRecord, Changes, ExperimentStore, MetricRecord, TrialRecord
+from expmgr.store import AttemptRecord, Changes, MetricRecord, Store, TrialRecord
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -88,7 +88,7 @@ def attempt_views(attempts: list[AttemptRecord]) -> list[dict[str, Any]]:
             for a in attempts]
 
 
-def trial_jobs_view(store: ExperimentStore, paths: ExperimentPaths, offset: int = 0,
+def trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
                     limit: int | None = None) -> list[dict[str, Any]]:
     """The trials in sequence order; ``offset`` and ``limit`` select a page."""
     trials = store.trials(offset, limit)
@@ -97,31 +97,31 @@ def trial_jobs_view(store: ExperimentStore, paths: ExperimentPaths, offset: int 
     return [_trial_job_view(trial, trials_dir, finals.get(trial.trial_id)) for trial in trials]
 
 
-def metrics_view(store: ExperimentStore, trial_id: str | None = None) -> list[dict[str, Any]]:
+def metrics_view(store: Store, trial_id: str | None = None) -> list[dict[str, Any]]:
     return _metric_views(store, store.metrics(trial_id))
 
 
-def latest_metrics_view(store: ExperimentStore) -> list[dict[str, Any]]:
+def latest_metrics_view(store: Store) -> list[dict[str, Any]]:
     """NNI's metric-data-latest: each trial's latest intermediate result and its final one."""
     return _metric_views(store, store.latest_metrics())
 
 
-def metrics_range_view(store: ExperimentStore, first: int, last: int) -> list[dict[str, Any]]:
+def metrics_range_view(store: Store, first: int, last: int) -> list[dict[str, Any]]:
     """NNI's metric-data-range: the metrics of trials with a sequence id in [first, last]."""
     return _metric_views(store, store.metrics_of_sequence_range(first, last))
 
 
-def _metric_views(store: ExperimentStore, metrics: list[MetricRecord]) -> list[dict[str, Any]]:
+def _metric_views(store: Store, metrics: list[MetricRecord]) -> list[dict[str, Any]]:
     sequence_ids = store.sequence_ids()
     return [metric_view(m, sequence_ids.get(m.trial_id, -1)) for m in metrics]
 
 
-def job_statistics_view(store: ExperimentStore) -> list[dict[str, Any]]:
+def job_statistics_view(store: Store) -> list[dict[str, Any]]:
     return [{"trialJobStatus": status.value, "trialJobNumber": count}
             for status, count in sorted(store.status_counts().items(), key=lambda item: item[0].value)]
 
 
-def export_data_view(store: ExperimentStore) -> list[dict[str, Any]]:
+def export_data_view(store: Store) -> list[dict[str, Any]]:
     """NNI's export: one entry per trial with a final result, ``value`` as a JSON string
     (a non-finite number in it as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``)."""
     finals = store.final_metrics()
@@ -157,7 +157,7 @@ def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float |
     return total
 
 
-def experiment_view(store: ExperimentStore, read_only: bool | None = None,
+def experiment_view(store: Store, read_only: bool | None = None,
                     running: bool | None = None) -> dict[str, Any]:
     """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
     ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view).
@@ -199,7 +199,7 @@ def experiment_view(store: ExperimentStore, read_only: bool | None = None,
     return view
 
 
-def changes_json(store: ExperimentStore, paths: ExperimentPaths, changes: Changes, read_only: bool,
+def changes_json(store: Store, paths: ExperimentPaths, changes: Changes, read_only: bool,
                  head: dict[str, Any] | None = None) -> str:
     """The answer of ``GET /api/v1/expmgr/changes`` as JSON text, the fields of ``head``
     first (the websocket's ``{"type": "changes"}``). Call it in the snapshot that read
@@ -214,7 +214,7 @@ def changes_json(store: ExperimentStore, paths: ExperimentPaths, changes: Change
     return f'{json.dumps(answer)[:-1]}, "metrics": {changes.metrics_json}}}'
 
 
-def check_status_view(store: ExperimentStore) -> dict[str, Any]:
+def check_status_view(store: Store) -> dict[str, Any]:
     profile = store.profile()
     return {"status": profile.status.value, "errors": [profile.error] if profile.error else []}
 

@@ -1,10 +1,11 @@
 """What an experiment keeps: its store (trials, attempts, metrics, events) and the registry of experiments.
 
 The trial runner writes the store and the server and the Experiment API read it.
-``open_store(paths)`` and ``create_store(paths, profile)`` are the one way to get one;
-``records.py`` has what it holds and answers, ``sqlite.py`` today's implementation (one
-SQLite database per experiment): another backend is one module and a line here.
-``registry.py`` lists a home's experiments and their processes::
+``open_store(paths, readonly=...)`` and ``create_store(paths, profile)`` are the one way to
+get one; ``base.py`` has the interface they answer (``Store`` what is read,
+``WritableStore`` what the runner writes), ``records.py`` what it holds, ``sqlite.py``
+today's implementation (one SQLite database per experiment): another backend is one
+module and the ``BACKEND`` line here. ``registry.py`` lists a home's experiments and their processes::
 
     with open_store(paths, readonly=True) as store:   # closed after the block
         profile = store.profile()
@@ -15,23 +16,38 @@ dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
+from typing import Literal, overload
+
 from expmgr.layout import ExperimentPaths
+from expmgr.store.base import Store, StoreBackend, WritableStore
 from expmgr.store.records import (AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, StoreUnreadable,
                                   TrialRecord)
-from expmgr.store.sqlite import SCHEMA_VERSION, ExperimentStore, metric_number, unreadable_store
+from expmgr.store.sqlite import ExperimentStore, SqliteBackend, metric_number
+from expmgr.store.sqlite_schema import SCHEMA_VERSION, unreadable_store
 
-__all__ = ["SCHEMA_VERSION", "AttemptRecord", "Changes", "ExperimentProfile", "ExperimentStore", "MetricRecord",
-           "StoreError", "StoreUnreadable", "TrialRecord", "create_store", "metric_number", "open_store",
-           "unreadable_store"]
+__all__ = ["SCHEMA_VERSION", "AttemptRecord", "BACKEND", "Changes", "ExperimentProfile", "ExperimentStore",
+           "MetricRecord", "Store", "StoreBackend", "StoreError", "StoreUnreadable", "TrialRecord", "WritableStore",
+           "create_store", "metric_number", "open_store", "unreadable_store"]
+
+BACKEND: StoreBackend = SqliteBackend()
+"""What keeps experiments' stores: the one line to change for another backend."""
 
 
-def open_store(paths: ExperimentPaths, readonly: bool = False) -> ExperimentStore:
+@overload
+def open_store(paths: ExperimentPaths, readonly: Literal[False] = False) -> WritableStore: ...
+
+
+@overload
+def open_store(paths: ExperimentPaths, readonly: bool) -> Store: ...
+
+
+def open_store(paths: ExperimentPaths, readonly: bool = False) -> Store:
     """The store of the experiment at ``paths``, open; StoreError if there is none or it
     cannot be read. Use it as a context manager (``with open_store(paths) as store:``) to
     close it after the block, or call ``close()`` on a store kept open longer."""
-    return ExperimentStore.open(paths.database, readonly=readonly)
+    return BACKEND.open(paths, readonly)
 
 
-def create_store(paths: ExperimentPaths, profile: ExperimentProfile) -> ExperimentStore:
+def create_store(paths: ExperimentPaths, profile: ExperimentProfile) -> WritableStore:
     """A new, empty store for the experiment at ``paths``, holding ``profile``."""
-    return ExperimentStore.create(paths.database, profile)
+    return BACKEND.create(paths, profile)

@@ -69,7 +69,7 @@ class ExperimentProfile:
 
 @dataclass
 class Changes:
-    """The answer of ``ExperimentStore.changes``."""
+    """The answer of ``Store.changes``."""
 
     cursor: str
     """Where the next question starts: ``changes(since=cursor)``."""

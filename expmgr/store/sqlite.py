@@ -11,6 +11,9 @@ connections of its own. Listeners hear of every committed write, and
     store.add_trial(trial)
     with open_store(paths, readonly=True) as reader, reader.snapshot():
         changes = reader.changes(since=None)    # everything; then since=changes.cursor
+
+It implements ``base.py``'s interface; ``sqlite_schema.py`` has the tables, migrations and
+transactions, ``sqlite_changes.py`` the changes since a cursor.
 """
 from __future__ import annotations
 
@@ -20,106 +23,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from expmgr.layout import ExperimentPaths
 from expmgr.metrics import metric_number  # noqa: F401 - the store's column; also imported from here by tests
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store.records import (AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, StoreUnreadable,
-                                  TrialRecord)
-
-SCHEMA_VERSION = 4
-"""3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``; an older
-database is migrated when opened for writing and read as it is when opened read-only."""
-
-_SCHEMA = """
-CREATE TABLE schema_version (version INTEGER NOT NULL);
-CREATE TABLE experiment (
-    id TEXT PRIMARY KEY,
-    name TEXT,
-    config_json TEXT NOT NULL,
-    status TEXT NOT NULL,
-    error TEXT,
-    start_time REAL NOT NULL,
-    end_time REAL,
-    port INTEGER,
-    log_dir TEXT NOT NULL
-);
-CREATE TABLE trials (
-    trial_id TEXT PRIMARY KEY,
-    sequence_id INTEGER NOT NULL UNIQUE,
-    parameters_json TEXT NOT NULL,
-    status TEXT NOT NULL,
-    submit_time REAL NOT NULL,
-    start_time REAL,
-    end_time REAL,
-    attempts INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE attempts (
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    attempt INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    start_time REAL NOT NULL,
-    end_time REAL,
-    exit_code INTEGER,
-    signal INTEGER,
-    pid INTEGER,
-    pid_started REAL,
-    host TEXT,
-    PRIMARY KEY (trial_id, attempt)
-);
-CREATE TABLE events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    time REAL NOT NULL,
-    trial_id TEXT,
-    kind TEXT NOT NULL,
-    detail_json TEXT
-);
-CREATE TABLE metrics (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
-    attempt INTEGER NOT NULL,
-    sequence INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    value_json TEXT NOT NULL,
-    time REAL NOT NULL,
-    value REAL,
-    UNIQUE (trial_id, attempt, sequence)
-);
-CREATE INDEX metrics_by_trial ON metrics (trial_id, id);
-CREATE INDEX metrics_final ON metrics (trial_id, attempt, id) WHERE type = 'FINAL';
-CREATE TABLE runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    started REAL NOT NULL,
-    ended REAL
-);
-"""
-
-
-_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-
-
-def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadable:
-    """The error to raise for SQLite's ``error`` on the database at ``path``: one line
-    naming the file, what SQLite said and what to do."""
-    if getattr(error, "sqlite_errorname", None) in _BUSY:
-        return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
-    return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
-                           "or delete the experiment (expctl experiment delete ID)")
-
-
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-    if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL: in WAL mode a commit survives any crash of our processes; after a
-        # power loss the last commits may roll back, the database stays consistent,
-        # and trials' metrics.jsonl lines are picked up again on resume. FULL would
-        # put an fsync on the event loop for every trial state change and metric.
-        conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=5000")
-    conn.row_factory = sqlite3.Row
-    return conn
-
+from expmgr.store.records import AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, TrialRecord
+from expmgr.store.sqlite_changes import ChangeLog
+from expmgr.store.sqlite_schema import (MIGRATIONS, SCHEMA, SCHEMA_VERSION, Snapshot, Transaction, attempt_of_row,
+                                        connect, metric_number_of_json, metric_of_row, profile_of_row, trial_of_row,
+                                        unreadable_store)
 
 class ExperimentStore:
     """Reads and writes one experiment's database; see the module docstring."""
@@ -131,9 +42,9 @@ class ExperimentStore:
         self._metric_number = "m.value"
         """SQL for a metric's number; a version 2 database read as it is has no column for it."""
         if schema_version == 2:
-            conn.create_function("metric_number", 1, _metric_number_of_json, deterministic=True)
+            conn.create_function("metric_number", 1, metric_number_of_json, deterministic=True)
             self._metric_number = "metric_number(m.value_json)"
-        self._experiment_id: str | None = None
+        self._change_log = ChangeLog(conn, self._metric_number, self)
 
     # -- opening ---------------------------------------------------------
 
@@ -142,9 +53,9 @@ class ExperimentStore:
         if path.exists():
             raise StoreError(f"{path}: an experiment database already exists")
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = _connect(path, readonly=False)
-        conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
-        with _transaction(conn):
+        conn = connect(path, readonly=False)
+        conn.executescript("BEGIN;" + SCHEMA + "COMMIT;")
+        with Transaction(conn):
             conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             conn.execute(
                 "INSERT INTO experiment VALUES (?,?,?,?,?,?,?,?,?)",
@@ -160,7 +71,7 @@ class ExperimentStore:
         if not path.is_file():
             raise StoreError(f"{path}: no experiment database here")
         try:
-            conn = _connect(path, readonly=readonly)
+            conn = connect(path, readonly=readonly)
         except sqlite3.DatabaseError as error:
             raise unreadable_store(path, error) from None
         try:
@@ -174,7 +85,7 @@ class ExperimentStore:
             raise StoreError(f"{path}: schema version {version} is not supported (this expmgr reads 2 "
                              f"to {SCHEMA_VERSION}); use the expmgr that created it")
         while version != SCHEMA_VERSION and not readonly:
-            _MIGRATIONS[version](conn)
+            MIGRATIONS[version](conn)
             version += 1
         return cls(conn, path, schema_version=version)
 
@@ -198,8 +109,8 @@ class ExperimentStore:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def _write(self) -> "_transaction":
-        return _transaction(self._conn, self._listeners)
+    def _write(self) -> Transaction:
+        return Transaction(self._conn, self._listeners)
 
     # -- writing (the trial runner alone) ---------------------------------
 
@@ -375,23 +286,18 @@ class ExperimentStore:
     # -- reading -----------------------------------------------------------
 
     def profile(self) -> ExperimentProfile:
-        row = self._conn.execute("SELECT * FROM experiment").fetchone()
-        return ExperimentProfile(
-            id=row["id"], name=row["name"], config=json.loads(row["config_json"]),
-            status=ExperimentState(row["status"]), error=row["error"], start_time=row["start_time"],
-            end_time=row["end_time"], port=row["port"], log_dir=row["log_dir"],
-        )
+        return profile_of_row(self._conn.execute("SELECT * FROM experiment").fetchone())
 
-    def snapshot(self) -> "_snapshot":
+    def snapshot(self) -> Snapshot:
         """``with store.snapshot():`` the reads inside see one committed state (a read
         transaction), as they must when another connection writes meanwhile."""
-        return _snapshot(self._conn)
+        return Snapshot(self._conn)
 
     def trials(self, offset: int = 0, limit: int | None = None) -> list[TrialRecord]:
         """Trials in sequence order; ``offset`` and ``limit`` select a page."""
         rows = self._conn.execute("SELECT * FROM trials ORDER BY sequence_id LIMIT ? OFFSET ?",
                                   (-1 if limit is None else limit, offset))
-        return [_trial(row) for row in rows]
+        return [trial_of_row(row) for row in rows]
 
     def sequence_ids(self) -> dict[str, int]:
         """trial id -> sequence id, of every trial."""
@@ -399,11 +305,11 @@ class ExperimentStore:
 
     def trial(self, trial_id: str) -> TrialRecord | None:
         row = self._conn.execute("SELECT * FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
-        return _trial(row) if row else None
+        return trial_of_row(row) if row else None
 
     def trial_by_sequence(self, sequence_id: int) -> TrialRecord | None:
         row = self._conn.execute("SELECT * FROM trials WHERE sequence_id = ?", (sequence_id,)).fetchone()
-        return _trial(row) if row else None
+        return trial_of_row(row) if row else None
 
     def attempts(self, trial_id: str | None = None) -> list[AttemptRecord]:
         query = "SELECT * FROM attempts"
@@ -411,13 +317,8 @@ class ExperimentStore:
         if trial_id is not None:
             query += " WHERE trial_id = ?"
             args = (trial_id,)
-        rows = self._conn.execute(query + " ORDER BY start_time", args).fetchall()
-        has_host = bool(rows) and "host" in rows[0].keys()  # not in a version 2 or 3 database read as it is
-        return [AttemptRecord(trial_id=r["trial_id"], attempt=r["attempt"], status=TrialState(r["status"]),
-                              start_time=r["start_time"], end_time=r["end_time"],
-                              exit_code=r["exit_code"], signal=r["signal"], pid=r["pid"],
-                              pid_started=r["pid_started"], host=r["host"] if has_host else None)
-                for r in rows]
+        rows = self._conn.execute(query + " ORDER BY start_time", args)
+        return [attempt_of_row(row) for row in rows]
 
     def failed_attempts(self, trial_id: str) -> int:
         """How many of the trial's ended attempts FAILED or CRASHED."""
@@ -431,7 +332,7 @@ class ExperimentStore:
         if trial_id is not None:
             query += " WHERE trial_id = ?"
             args = (trial_id,)
-        return [_metric(row) for row in self._conn.execute(query + " ORDER BY id", args)]
+        return [metric_of_row(row) for row in self._conn.execute(query + " ORDER BY id", args)]
 
     def final_metrics(self, trial_ids: Iterable[str] | None = None) -> dict[str, MetricRecord]:
         """The last FINAL metric of each trial's last attempt, for trials that have one
@@ -443,7 +344,7 @@ class ExperimentStore:
             query += " WHERE t.trial_id IN (SELECT value FROM json_each(?))"
             args = (json.dumps(list(trial_ids)),)
         rows = self._conn.execute(query + " ORDER BY m.id", args)
-        return {metric.trial_id: metric for metric in map(_metric, rows)}
+        return {metric.trial_id: metric for metric in map(metric_of_row, rows)}
 
     def final_numbers(self) -> dict[str, float | None]:
         """The number (``metrics.metric_number``) of each final result ``final_metrics``
@@ -463,14 +364,14 @@ class ExperimentStore:
             "SELECT m.* FROM trials t JOIN metrics m ON m.id = (SELECT id FROM metrics "
             "  WHERE trial_id = t.trial_id AND attempt = t.attempts AND type = 'FINAL' ORDER BY id DESC LIMIT 1) "
             "ORDER BY id")
-        return [_metric(row) for row in rows]
+        return [metric_of_row(row) for row in rows]
 
     def metrics_of_sequence_range(self, first: int, last: int) -> list[MetricRecord]:
         """The metrics of the trials whose sequence id is in [first, last], in the order stored."""
         rows = self._conn.execute(
             "SELECT m.* FROM trials t JOIN metrics m ON m.trial_id = t.trial_id "
             "WHERE t.sequence_id BETWEEN ? AND ? ORDER BY m.id", (first, last))
-        return [_metric(row) for row in rows]
+        return [metric_of_row(row) for row in rows]
 
     def status_counts(self) -> dict[TrialState, int]:
         rows = self._conn.execute("SELECT status, COUNT(*) FROM trials GROUP BY status")
@@ -480,110 +381,25 @@ class ExperimentStore:
         row = self._conn.execute("SELECT MAX(sequence_id) FROM trials").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
-    # -- what changed since a cursor ------------------------------------------------
-    #
-    # Every write that changes a trial records a row in `events` in the same transaction,
-    # and metrics are only ever inserted; both tables have AUTOINCREMENT ids, given in
-    # commit order by the one writer. So a cursor is a few ids: trials changed since are
-    # those with a newer event or a newer FINAL metric (it changes the trial's final
-    # result), metrics added since are those with a higher id. Writes cost nothing more.
+    # -- what changed since a cursor (sqlite_changes.py) ---------------------------
 
     def cursor(self) -> str:
         """The cursor of the current state: ``changes(since=cursor())`` is empty until a write."""
-        last_event, last_metric = self._last_ids()
-        return self._cursor(last_event, last_metric, last_metric)
+        return self._change_log.cursor()
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> "Changes":
-        """The trials and metrics changed after ``since`` (a cursor from ``cursor()`` or an
-        earlier answer); everything (``full``) when ``since`` is None or not a cursor of
-        this database's present or past. At most ``limit`` trials + metrics (a few more
-        trials whose final result came meanwhile): then ``more`` says to ask again from
-        the answer's cursor. Run it inside ``snapshot()`` when another connection writes."""
-        last_event, last_metric = self._last_ids()
-        start = self._parse_cursor(since)
-        full = start is None or start[0] > last_event or start[2] > last_metric
-        event_from, metric_from, finals_from = (0, 0, 0) if full or start is None else start
-        # The cursor's parts: trials' events seen, metrics sent, final results reflected in
-        # the trial views sent (ahead of the metrics while an answer is paged).
-        if full and limit is None:
-            trials, finals = self.trials(), self.final_metrics()
-            metrics_json, metric_to = self._compact_metrics(0, None)
-            return Changes(cursor=self._cursor(last_event, metric_to, last_metric), full=True, more=False,
-                           trials=trials, finals=finals, metrics_json=metrics_json)
-        rows = self._conn.execute(
-            "SELECT trial_id, MAX(id) AS last FROM events WHERE id > ? AND trial_id IS NOT NULL "
-            "GROUP BY trial_id ORDER BY last LIMIT ?",
-            (event_from, -1 if limit is None else limit + 1)).fetchall()
-        metrics_json, metric_to = "[]", metric_from
-        if limit is not None and len(rows) > limit:  # this answer holds trials only
-            rows = rows[:limit]
-            trial_ids = [trial_id for trial_id, _ in rows]
-            event_to, finals_to, more = rows[-1][1], finals_from, True
-        else:
-            trial_ids = [trial_id for trial_id, _ in rows]
-            known = set(trial_ids)
-            for trial_id, in self._conn.execute(
-                    "SELECT trial_id FROM metrics WHERE id > ? AND type = 'FINAL'", (finals_from,)):
-                if trial_id not in known:
-                    known.add(trial_id)
-                    trial_ids.append(trial_id)
-            event_to, finals_to = last_event, last_metric
-            budget = None if limit is None else max(0, limit - len(rows))
-            if budget != 0:
-                metrics_json, metric_to = self._compact_metrics(metric_from, budget)
-            more = metric_to < last_metric
-        trial_rows = self._conn.execute(
-            "SELECT * FROM trials WHERE trial_id IN (SELECT value FROM json_each(?)) "
-            "ORDER BY sequence_id", (json.dumps(trial_ids),))
-        return Changes(cursor=self._cursor(event_to, metric_to, finals_to), full=full, more=more,
-                       trials=[_trial(row) for row in trial_rows], finals=self.final_metrics(trial_ids),
-                       metrics_json=metrics_json)
-
-    def _compact_metrics(self, after_id: int, limit: int | None) -> tuple[str, int]:
-        """Metrics with an id above ``after_id`` (at most ``limit``) as a JSON array of
-        compact metrics (see ``Changes.metrics_json``), and the last id in it."""
-        text, last_id = self._conn.execute(
-            "SELECT group_concat(j, ','), MAX(id) FROM (SELECT json_array(m.trial_id, t.sequence_id, m.type, "
-            f"m.sequence, {self._metric_number}, CAST(m.time * 1000 AS INTEGER), m.attempt) AS j, m.id AS id "
-            "FROM metrics m JOIN trials t ON t.trial_id = m.trial_id WHERE m.id > ? ORDER BY m.id LIMIT ?)",
-            (after_id, -1 if limit is None else limit)).fetchone()
-        return (f"[{text}]", last_id) if last_id is not None else ("[]", after_id)
-
-    def _last_ids(self) -> tuple[int, int]:
-        last_event = self._conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
-        last_metric = self._conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0]
-        return last_event or 0, last_metric or 0
-
-    def _cursor(self, event_id: int, metric_id: int, finals_id: int) -> str:
-        if self._experiment_id is None:
-            self._experiment_id = self._conn.execute("SELECT id FROM experiment").fetchone()[0]
-        return f"{self._experiment_id}-{event_id}-{metric_id}-{finals_id}"
-
-    def _parse_cursor(self, cursor: str | None) -> tuple[int, int, int] | None:
-        """(event id, metric id, finals id) of a cursor of this experiment; None for anything else."""
-        parts = (cursor or "").split("-")
-        if len(parts) != 4 or not all(part.isdigit() for part in parts[1:]):
-            return None
-        if self._experiment_id is None:
-            self._cursor(0, 0, 0)
-        if parts[0] != self._experiment_id:
-            return None
-        event_id, metric_id, finals_id = map(int, parts[1:])
-        return (event_id, metric_id, finals_id) if metric_id <= finals_id else None
+    def changes(self, since: str | None = None, limit: int | None = None) -> Changes:
+        """The trials and metrics changed after ``since``; see ``ChangeLog.changes``."""
+        return self._change_log.changes(since, limit)
 
 
-def _trial(row: sqlite3.Row) -> TrialRecord:
-    return TrialRecord(
-        trial_id=row["trial_id"], sequence_id=row["sequence_id"],
-        parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
-        submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
-        attempts=row["attempts"],
-    )
+class SqliteBackend:
+    """Stores as SQLite databases, one per experiment, at ``paths.database``."""
 
+    def open(self, paths: ExperimentPaths, readonly: bool) -> ExperimentStore:
+        return ExperimentStore.open(paths.database, readonly=readonly)
 
-def _metric(row: sqlite3.Row) -> MetricRecord:
-    return MetricRecord(trial_id=row["trial_id"], attempt=row["attempt"], sequence=row["sequence"],
-                        type=row["type"], value=json.loads(row["value_json"]), time=row["time"])
+    def create(self, paths: ExperimentPaths, profile: ExperimentProfile) -> ExperimentStore:
+        return ExperimentStore.create(paths.database, profile)
 
 
 def _as_real(number: float | None) -> float | None:
@@ -592,84 +408,3 @@ def _as_real(number: float | None) -> float | None:
     return None if number is None else float(number)
 
 
-def _metric_number_of_json(value_json: str) -> float | None:
-    try:
-        return metric_number(json.loads(value_json))
-    except ValueError:
-        return None
-
-
-def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
-    """Version 3 keeps each metric's number in ``metrics.value`` (the changes answer reads
-    200,000 of them; parsing ``value_json`` there took most of its time) and indexes
-    FINAL metrics."""
-    with _transaction(conn):
-        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 2:
-            return  # another process migrated it meanwhile
-        conn.execute("ALTER TABLE metrics ADD COLUMN value REAL")
-        rows = conn.execute("SELECT id, value_json FROM metrics").fetchall()
-        conn.executemany("UPDATE metrics SET value = ? WHERE id = ?",
-                         [(_metric_number_of_json(value_json), metric_id) for metric_id, value_json in rows])
-        conn.execute("CREATE INDEX metrics_final ON metrics (trial_id, attempt, id) WHERE type = 'FINAL'")
-        conn.execute("UPDATE schema_version SET version = 3")
-
-
-def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
-    """Version 4 keeps the host each attempt ran on (earlier attempts: unknown, NULL)."""
-    with _transaction(conn):
-        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 3:
-            return  # another process migrated it meanwhile
-        conn.execute("ALTER TABLE attempts ADD COLUMN host TEXT")
-        conn.execute("UPDATE schema_version SET version = 4")
-
-
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _migrate_2_to_3, 3: _migrate_3_to_4}
-"""From each older version to the next; run in order when a database is opened for writing."""
-
-
-class _snapshot:
-    """A read transaction (see ``ExperimentStore.snapshot``); nested ones join the outer."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        self._owner = False
-
-    def __enter__(self) -> None:
-        if not self._conn.in_transaction:
-            self._conn.execute("BEGIN")
-            self._owner = True
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._owner:
-            self._owner = False
-            self._conn.execute("COMMIT")
-
-
-class _transaction:
-    """``with _transaction(conn, listeners):`` runs the block in one committed
-    transaction, then calls each listener."""
-
-    def __init__(self, conn: sqlite3.Connection, listeners: Sequence[Callable[[], None]] = ()) -> None:
-        self._conn = conn
-        self._listeners = listeners
-
-    def __enter__(self) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-
-    def _rollback(self) -> None:
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self._rollback()
-            return
-        try:
-            self._conn.execute("COMMIT")
-        except sqlite3.Error:
-            # A COMMIT refused (database locked, disk full) leaves the transaction open;
-            # the next write would fail with "cannot start a transaction within a transaction".
-            self._rollback()
-            raise
-        for listener in self._listeners:
-            listener()

@@ -8,7 +8,8 @@ import pytest
 
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.search_space import parse_search_space
-from expmgr.algorithms.tpe_tuner import TpeTuner, _bandwidths, _NumericKernels, _Result, _split_history
+from expmgr.algorithms.tpe_parzen import TpeResult as _Result, _bandwidths, _NumericKernels, split_history as _split_history
+from expmgr.algorithms.tpe_tuner import TpeTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
 
 from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run

@@ -1,5 +1,5 @@
-"""Refusals: the engine says which kind (expmgr.engine.errors), the REST layer alone
-says which HTTP status (one map), and a refused request is an answer, not a server error."""
+"""Refusals: the engine says which kind (expmgr.engine.errors), the server says which HTTP
+status in one map (server/refusals.py), and a refused request is an answer, not a server error."""
 from __future__ import annotations
 
 import ast
@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 import expmgr.engine
+import expmgr.server
 from expmgr.engine.errors import MetricRejected, Refusal, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.reports import check_metric_value
-from expmgr.server.rest import STATUS_OF_KIND, RequestError
+from expmgr.server.refusals import STATUS_OF_KIND, RequestError
 from expmgr.server.tails import TailError
 from tests.server.conftest import call
 
 ENGINE = Path(expmgr.engine.__file__).parent
+SERVER = Path(expmgr.server.__file__).parent
 
 
 def test_every_refusal_kind_has_its_own_http_status():
@@ -46,6 +48,24 @@ def test_the_engine_raises_no_refusal_with_an_http_status():
             if name.endswith(("Refused", "Rejected", "Refusal", "Error")) and numbers:
                 found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)[:80]}")
     assert not found, "HTTP statuses in the engine:\n" + "\n".join(found)
+
+
+def test_the_server_picks_a_refusal_kinds_status_only_in_the_one_map():
+    """No ``set_status(429)`` (or any status of the map) and no second map in expmgr/server
+    beside refusals.py: a refused request there is answered through ``send_refusal``."""
+    statuses = set(STATUS_OF_KIND.values())
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        if path.name == "refusals.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("set_status", "send_error") \
+                    and any(isinstance(arg, ast.Constant) and arg.value in statuses for arg in node.args):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)[:80]}")
+            if isinstance(node, ast.Dict) and any(isinstance(key, ast.Attribute) and key.attr in RefusalKind.__members__
+                                                  for key in node.keys):
+                found.append(f"{path.name}:{node.lineno}: a map of refusal kinds")
+    assert not found, "statuses of refusal kinds chosen outside server/refusals.py:\n" + "\n".join(found)
 
 
 def test_refusals_are_answered_with_their_kinds_status_and_not_logged_as_server_errors(

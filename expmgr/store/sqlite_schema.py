@@ -1,0 +1,230 @@
+"""The SQLite database under ``sqlite.py``'s store: its tables, schema version and
+migrations, how a connection is opened and written (one transaction a change), and how
+its rows read as records::
+
+    conn = connect(path, readonly=False)
+    with Transaction(conn, listeners):      # committed, then each listener is called
+        conn.execute("UPDATE experiment SET end_time = NULL")
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Callable, Sequence
+
+from expmgr.metrics import metric_number
+from expmgr.states import ExperimentState, TrialState
+from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, StoreUnreadable, TrialRecord
+
+SCHEMA_VERSION = 4
+"""3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``; an older
+database is migrated when opened for writing and read as it is when opened read-only."""
+
+SCHEMA = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE experiment (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    config_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    port INTEGER,
+    log_dir TEXT NOT NULL
+);
+CREATE TABLE trials (
+    trial_id TEXT PRIMARY KEY,
+    sequence_id INTEGER NOT NULL UNIQUE,
+    parameters_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    submit_time REAL NOT NULL,
+    start_time REAL,
+    end_time REAL,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE attempts (
+    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    exit_code INTEGER,
+    signal INTEGER,
+    pid INTEGER,
+    pid_started REAL,
+    host TEXT,
+    PRIMARY KEY (trial_id, attempt)
+);
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    trial_id TEXT,
+    kind TEXT NOT NULL,
+    detail_json TEXT
+);
+CREATE TABLE metrics (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial_id TEXT NOT NULL REFERENCES trials(trial_id),
+    attempt INTEGER NOT NULL,
+    sequence INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    time REAL NOT NULL,
+    value REAL,
+    UNIQUE (trial_id, attempt, sequence)
+);
+CREATE INDEX metrics_by_trial ON metrics (trial_id, id);
+CREATE INDEX metrics_final ON metrics (trial_id, attempt, id) WHERE type = 'FINAL';
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started REAL NOT NULL,
+    ended REAL
+);
+"""
+
+
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadable:
+    """The error to raise for SQLite's ``error`` on the database at ``path``: one line
+    naming the file, what SQLite said and what to do."""
+    if getattr(error, "sqlite_errorname", None) in _BUSY:
+        return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
+    return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
+                           "or delete the experiment (expctl experiment delete ID)")
+
+
+def connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    """A connection to the database at ``path``: WAL mode when writing, rows by column name."""
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL: in WAL mode a commit survives any crash of our processes; after a
+        # power loss the last commits may roll back, the database stays consistent,
+        # and trials' metrics.jsonl lines are picked up again on resume. FULL would
+        # put an fsync on the event loop for every trial state change and metric.
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def metric_number_of_json(value_json: str) -> float | None:
+    """``metrics.metric_number`` of a stored value, for a version 2 database and the migration."""
+    try:
+        return metric_number(json.loads(value_json))
+    except ValueError:
+        return None
+
+
+def migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Version 3 keeps each metric's number in ``metrics.value`` (the changes answer reads
+    200,000 of them; parsing ``value_json`` there took most of its time) and indexes
+    FINAL metrics."""
+    with Transaction(conn):
+        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 2:
+            return  # another process migrated it meanwhile
+        conn.execute("ALTER TABLE metrics ADD COLUMN value REAL")
+        rows = conn.execute("SELECT id, value_json FROM metrics").fetchall()
+        conn.executemany("UPDATE metrics SET value = ? WHERE id = ?",
+                         [(metric_number_of_json(value_json), metric_id) for metric_id, value_json in rows])
+        conn.execute("CREATE INDEX metrics_final ON metrics (trial_id, attempt, id) WHERE type = 'FINAL'")
+        conn.execute("UPDATE schema_version SET version = 3")
+
+
+def migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Version 4 keeps the host each attempt ran on (earlier attempts: unknown, NULL)."""
+    with Transaction(conn):
+        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 3:
+            return  # another process migrated it meanwhile
+        conn.execute("ALTER TABLE attempts ADD COLUMN host TEXT")
+        conn.execute("UPDATE schema_version SET version = 4")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3, 3: migrate_3_to_4}
+"""From each older version to the next; run in order when a database is opened for writing."""
+
+
+def trial_of_row(row: sqlite3.Row) -> TrialRecord:
+    return TrialRecord(
+        trial_id=row["trial_id"], sequence_id=row["sequence_id"],
+        parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
+        submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
+        attempts=row["attempts"],
+    )
+
+
+def metric_of_row(row: sqlite3.Row) -> MetricRecord:
+    return MetricRecord(trial_id=row["trial_id"], attempt=row["attempt"], sequence=row["sequence"],
+                        type=row["type"], value=json.loads(row["value_json"]), time=row["time"])
+
+
+
+
+def attempt_of_row(row: sqlite3.Row) -> AttemptRecord:
+    return AttemptRecord(trial_id=row["trial_id"], attempt=row["attempt"], status=TrialState(row["status"]),
+                         start_time=row["start_time"], end_time=row["end_time"],
+                         exit_code=row["exit_code"], signal=row["signal"], pid=row["pid"],
+                         pid_started=row["pid_started"],
+                         host=row["host"] if "host" in row.keys() else None)  # not in a version 2 or 3 store
+
+
+def profile_of_row(row: sqlite3.Row) -> ExperimentProfile:
+    return ExperimentProfile(
+        id=row["id"], name=row["name"], config=json.loads(row["config_json"]),
+        status=ExperimentState(row["status"]), error=row["error"], start_time=row["start_time"],
+        end_time=row["end_time"], port=row["port"], log_dir=row["log_dir"],
+    )
+
+
+class Snapshot:
+    """A read transaction (see ``ExperimentStore.snapshot``); nested ones join the outer."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._owner = False
+
+    def __enter__(self) -> None:
+        if not self._conn.in_transaction:
+            self._conn.execute("BEGIN")
+            self._owner = True
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._owner:
+            self._owner = False
+            self._conn.execute("COMMIT")
+
+
+class Transaction:
+    """``with Transaction(conn, listeners):`` runs the block in one committed
+    transaction, then calls each listener."""
+
+    def __init__(self, conn: sqlite3.Connection, listeners: Sequence[Callable[[], None]] = ()) -> None:
+        self._conn = conn
+        self._listeners = listeners
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self._rollback()
+            return
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error:
+            # A COMMIT refused (database locked, disk full) leaves the transaction open;
+            # the next write would fail with "cannot start a transaction within a transaction".
+            self._rollback()
+            raise
+        for listener in self._listeners:
+            listener()
