@@ -113,10 +113,9 @@ class LocalTrainingService(TrainingService):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
-        # Trials run with the manager's Python first on PATH, so `python3 trial.py`
-        # finds expmgr even when the virtual environment is not activated.
-        self._base_env["PATH"] = os.pathsep.join(
-            [os.path.dirname(sys.executable), self._base_env.get("PATH", os.defpath)])
+        # PATH stays the user's (as NNI leaves it), so `python3` is their environment's;
+        # `import nni` and `import expmgr` reach any interpreter through TRIAL_PATH.
+        self._base_env["PYTHONPATH"] = trial_api.trial_pythonpath(self._base_env.get("PYTHONPATH"))
         if self._gpus_per_trial == 0:
             return
         # A validated config holds gpu_indices as a list of ints (or None).
@@ -133,7 +132,8 @@ class LocalTrainingService(TrainingService):
 
     async def launch(self, trial: TrialLaunch) -> None:
         marker = trial_marker(self._session, trial.trial_id, trial.attempt)
-        env = {**self._base_env, **trial.env, MARKER_ENV: marker}
+        env = {**self._base_env, **trial.env, **trial_api.nni_environment(trial.env, str(trial.code_directory)),
+               MARKER_ENV: marker}
         if self._gpu_slots is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
