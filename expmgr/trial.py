@@ -10,7 +10,12 @@ expmgr`` costs a trial next to nothing. Each report is appended to the trial's
 ``metrics.jsonl`` before it is sent to the manager, so a report the manager
 misses is still picked up when the trial ends or the experiment resumes.
 Run by hand, outside an experiment, a script gets empty parameters and its
-metrics are logged.
+metrics are logged. A process launched as a trial (``NNI_PLATFORM`` set) that cannot
+get its parameters raises :class:`TrialConnectionError` instead: never empty ones.
+
+NNI's trial API (``import nni``) reaches trials through ``trial_path/`` (see
+docs/nni-migration.md): its ``nni`` answers with this module, or hands over to a real
+NNI whose runtime reports here through ``trial_path/expmgr_nni_channel.py``.
 """
 from __future__ import annotations
 
@@ -39,6 +44,11 @@ ENV_MANAGER_PORT = "EXPMGR_MANAGER_PORT"
 ENV_MANAGER_URL_PREFIX = "EXPMGR_MANAGER_URL_PREFIX"
 ENV_TOKEN = "EXPMGR_TRIAL_TOKEN"
 ENV_LOG_LEVEL = "EXPMGR_LOG_LEVEL"
+# What NNI 3.0's local training service sets for a trial; nni_environment() fills them.
+ENV_NNI_PLATFORM = "NNI_PLATFORM"
+NNI_PLATFORM = "local"
+NNI_TRIAL_COMMAND_CHANNEL = "import://expmgr_nni_channel.ExpmgrTrialCommandChannel"
+"""A real NNI's trial runtime builds its channel from this class (NNI 3.0's ``import://``)."""
 
 TOKEN_HEADER = "X-Expmgr-Trial-Token"
 METRICS_ROUTE = "/api/v1/expmgr/trials/{trial_id}/metrics"
@@ -78,12 +88,41 @@ def unsigned_record(line: bytes) -> bytes | None:
     return line[:-_MAC_SUFFIX_LENGTH] + b"}"
 
 
+TRIAL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trial_path")
+"""The folder a training service puts first on each trial's PYTHONPATH: ``nni``, ``expmgr``
+and NNI's channel to expmgr, importable by any Python 3.8+ (docs/nni-migration.md)."""
+
+
+def trial_pythonpath(user_pythonpath: str | None) -> str:
+    """A trial's PYTHONPATH: :data:`TRIAL_PATH`, then the user's own."""
+    return os.pathsep.join([TRIAL_PATH, *filter(None, [user_pythonpath])])
+
+
+def nni_environment(env: dict[str, str], code_directory: str) -> dict[str, str]:
+    """The ``NNI_*`` variables NNI 3.0 sets for a local trial, from expmgr's own in ``env``
+    (those missing there are left out)."""
+    nni_env = {ENV_NNI_PLATFORM: NNI_PLATFORM, "NNI_CODE_DIR": code_directory,
+               "NNI_TRIAL_COMMAND_CHANNEL": NNI_TRIAL_COMMAND_CHANNEL}
+    for nni_name, name in (("NNI_EXP_ID", ENV_EXPERIMENT_ID), ("NNI_TRIAL_JOB_ID", ENV_TRIAL_ID),
+                           ("NNI_SYS_DIR", ENV_TRIAL_DIR), ("NNI_OUTPUT_DIR", ENV_TRIAL_DIR),
+                           ("NNI_TRIAL_SEQ_ID", ENV_SEQUENCE_ID)):
+        if name in env:
+            nni_env[nni_name] = env[name]
+    return nni_env
+
+
+class TrialConnectionError(RuntimeError):
+    """A process launched as a trial cannot get its parameters from its experiment."""
+
+
 class _TrialContext:
     """What the training service told this process, read once from its environment."""
 
     def __init__(self, env: os._Environ | dict[str, str]) -> None:
         self.trial_id = env.get(ENV_TRIAL_ID)
         self.standalone = self.trial_id is None
+        # Set by a training service (ours or NNI's): this process is a trial, not a script run by hand.
+        self.platform = env.get(ENV_NNI_PLATFORM) if env.get(ENV_NNI_PLATFORM) != "unittest" else None
         self.experiment_id = env.get(ENV_EXPERIMENT_ID, STANDALONE)
         self.sequence_id = int(env.get(ENV_SEQUENCE_ID, "0"))
         self.attempt = int(env.get(ENV_ATTEMPT, "1"))
@@ -158,16 +197,31 @@ def _route_trial_logging() -> None:
         sys.meta_path.insert(0, _ConfigureLoggingAfterImport())
 
 
+def _not_connected(ctx: _TrialContext) -> TrialConnectionError:
+    return TrialConnectionError(
+        f"this process was launched as a trial ({ENV_NNI_PLATFORM}={ctx.platform}) but has no {ENV_TRIAL_ID} "
+        "in its environment, so it cannot reach its experiment's manager and has no parameters. "
+        f"Run it through an experiment without clearing its environment, or unset {ENV_NNI_PLATFORM} "
+        "to run it by hand (then its parameters are empty and its metrics only logged).")
+
+
 def get_next_parameter() -> dict[str, object]:
-    """This trial's parameters (an empty dict when run outside an experiment)."""
+    """This trial's parameters (an empty dict when run by hand, outside an experiment)."""
     ctx = _ctx()
     if ctx.standalone:
+        if ctx.platform is not None:
+            raise _not_connected(ctx)
         _standalone_logger().warning(
             "Running outside an experiment: get_next_parameter() returns {} and metrics are only logged")
         return {}
     if ctx.parameters is None:
-        with open(os.path.join(ctx.trial_dir or ".", "parameter.json"), encoding="utf-8") as file:
-            ctx.parameters = _json_loads(file.read())["parameters"]
+        path = os.path.join(ctx.trial_dir or ".", "parameter.json")
+        try:
+            with open(path, encoding="utf-8") as file:
+                ctx.parameters = _json_loads(file.read())["parameters"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise TrialConnectionError(
+                f"trial {ctx.trial_id} cannot read its parameters from {path}: {error!r}") from None
     return ctx.parameters
 
 
@@ -268,6 +322,8 @@ def _report(kind: str, metric: object) -> None:
     metric = _plain_metric(metric)
     ctx = _ctx()
     if ctx.standalone:
+        if ctx.platform is not None:
+            raise _not_connected(ctx)
         _standalone_logger().info("%s result: %s", "final" if kind == "FINAL" else "intermediate", metric)
         return
     record = {"attempt": ctx.attempt, "sequence": ctx.next_sequence, "type": kind, "value": metric}

@@ -41,8 +41,11 @@ def trial_token(trial_id: str) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Trial and dispatcher processes import this checkout's expmgr, however it was installed."""
+    """Trial and dispatcher processes import this checkout's expmgr, however it was installed;
+    `python3` in a trial command is the test interpreter, as if its environment were activated
+    (trials keep the PATH they are given)."""
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    os.environ["PATH"] = os.pathsep.join(filter(None, [os.path.dirname(sys.executable), os.environ.get("PATH")]))
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [  # top first; a unit may import its own modules and a
     {"training", "store", "dispatcher"},
     {"config"},                # below training: a training service is built from its part of the config
     {"algorithms"},
+    {"trial_path"},            # not a package: the folder first on trials' PYTHONPATH (`nni`, `expmgr`)
     {"trial"},                 # the trial-side API (and the `expmgr` package that re-exports it)
     {"layout", "log", "states", "metrics"},
 ]

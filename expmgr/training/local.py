@@ -114,10 +114,9 @@ class LocalTrainingService(TrainingService):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
-        # Trials run with the manager's Python first on PATH, so `python3 trial.py`
-        # finds expmgr even when the virtual environment is not activated.
-        self._base_env["PATH"] = os.pathsep.join(
-            [os.path.dirname(sys.executable), self._base_env.get("PATH", os.defpath)])
+        # PATH stays the user's (as NNI leaves it), so `python3` is their environment's;
+        # `import nni` and `import expmgr` reach any interpreter through TRIAL_PATH.
+        self._base_env["PYTHONPATH"] = trial_api.trial_pythonpath(self._base_env.get("PYTHONPATH"))
         if self._gpus_per_trial == 0:
             return
         configured = self._config.gpu_indices
@@ -134,7 +133,9 @@ class LocalTrainingService(TrainingService):
     async def launch(self, trial: TrialLaunch) -> None:
         marker = trial_marker(self._session, trial.trial_id, trial.attempt)
         files = self._files(trial.trial_id)
-        env = {**self._base_env, **trial.env, trial_api.ENV_TRIAL_DIR: str(files.root), MARKER_ENV: marker}
+        own_env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
+        env = {**self._base_env, **own_env, **trial_api.nni_environment(own_env, str(trial.code_directory)),
+               MARKER_ENV: marker}
         if self._gpu_slots is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
