@@ -215,7 +215,11 @@ class MetisTuner(Tuner):
         for members in (good, bad):
             mixture = BayesianGaussianMixture(n_components=max(1, min(len(members) - 1, 5)),
                                               random_state=self._seed(), reg_covar=1e-4)
-            mixture.fit(members)
+            try:
+                mixture.fit(members)
+            except ValueError as exc:   # collapsed points: no exploitation candidate this time
+                _logger.debug("Metis tuner: no Gaussian mixture: %s", exc)
+                return []
             mixtures.append(mixture)
         good_mixture, bad_mixture = mixtures
         drawn = cube.snap(good_mixture.sample(self.selection_num_starting_points)[0])
