@@ -1,9 +1,12 @@
 """Tuners and assessors: the built-in ones by name, and their base classes.
 
 Built-in algorithms are looked up by the ``name`` of a config's ``tuner`` or
-``assessor`` section (case-insensitive)::
+``assessor`` section (case-insensitive), NNI's aliases included (``GPTuner`` is ``GP``)::
 
     tuner = create_tuner("TPE", {"optimize_mode": "maximize", "seed": 1})
+
+A ``className`` naming one of NNI's own built-ins (``nni.algorithms.hpo.gp_tuner.GPTuner``)
+loads ours, so NNI configs that spell built-ins that way work without NNI installed.
 
 May import: the bottom modules (``expmgr.layout``, ``expmgr.log``, ``expmgr.states``, ``expmgr.metrics``,
 ``expmgr.trial``) and third-party libraries; they run in the dispatcher process,
@@ -32,14 +35,48 @@ BUILTIN_TUNERS: dict[str, str] = {
     "BOHB": "expmgr.algorithms.bohb_tuner:BohbTuner",
     "PBT": "expmgr.algorithms.pbt_tuner:PbtTuner",
     "Batch": "expmgr.algorithms.batch_tuner:BatchTuner",
+    "GP": "expmgr.algorithms.gp_tuner:GpTuner",
+    "Metis": "expmgr.algorithms.metis_tuner:MetisTuner",
     "Optuna": "expmgr.algorithms.optuna_tuner:OptunaTuner",
 }
+# NNI 3.0's aliases (the ``alias`` entries of its builtin_algorithms.yml). They are names
+# like the others, so that everything that looks names up (the config too) takes them.
+TUNER_ALIASES: dict[str, str] = {
+    "BatchTuner": "Batch",
+    "GPTuner": "GP",
+    "MetisTuner": "Metis",
+    "PBTTuner": "PBT",
+}
+BUILTIN_TUNERS.update({alias: BUILTIN_TUNERS[name] for alias, name in TUNER_ALIASES.items()})
 # ASHA decides continue / stop from intermediate results, as assessors do, so it is
 # configured in the assessor section (NNI keeps all early stopping there).
 BUILTIN_ASSESSORS: dict[str, str] = {
     "Medianstop": "expmgr.algorithms.medianstop_assessor:MedianstopAssessor",
     "Curvefitting": "expmgr.algorithms.curvefitting_assessor:CurvefittingAssessor",
     "ASHA": "expmgr.algorithms.asha_scheduler:AshaScheduler",
+}
+
+# NNI's classes of the built-ins we have, by the className an NNI config may give them
+# (the registry's path and the module that defines the class) -> our built-in's name.
+# NNI's HyperoptTuner (Anneal, TPE_legacy) is not here: what it is depends on its classArgs.
+NNI_CLASS_NAMES: dict[str, tuple[str, str]] = {
+    "nni.algorithms.hpo.random_tuner.RandomTuner": ("tuner", "Random"),
+    "nni.algorithms.hpo.gridsearch_tuner.GridSearchTuner": ("tuner", "GridSearch"),
+    "nni.algorithms.hpo.tpe_tuner.TpeTuner": ("tuner", "TPE"),
+    "nni.algorithms.hpo.evolution_tuner.EvolutionTuner": ("tuner", "Evolution"),
+    "nni.algorithms.hpo.batch_tuner.BatchTuner": ("tuner", "Batch"),
+    "nni.algorithms.hpo.pbt_tuner.PBTTuner": ("tuner", "PBT"),
+    "nni.algorithms.hpo.gp_tuner.GPTuner": ("tuner", "GP"),
+    "nni.algorithms.hpo.gp_tuner.gp_tuner.GPTuner": ("tuner", "GP"),
+    "nni.algorithms.hpo.metis_tuner.MetisTuner": ("tuner", "Metis"),
+    "nni.algorithms.hpo.metis_tuner.metis_tuner.MetisTuner": ("tuner", "Metis"),
+    "nni.algorithms.hpo.hyperband_advisor.Hyperband": ("tuner", "Hyperband"),
+    "nni.algorithms.hpo.bohb_advisor.BOHB": ("tuner", "BOHB"),
+    "nni.algorithms.hpo.bohb_advisor.bohb_advisor.BOHB": ("tuner", "BOHB"),
+    "nni.algorithms.hpo.medianstop_assessor.MedianstopAssessor": ("assessor", "Medianstop"),
+    "nni.algorithms.hpo.curvefitting_assessor.CurvefittingAssessor": ("assessor", "Curvefitting"),
+    "nni.algorithms.hpo.curvefitting_assessor.curvefitting_assessor.CurvefittingAssessor":
+        ("assessor", "Curvefitting"),
 }
 
 __all__ = [
@@ -52,12 +89,15 @@ __all__ = [
     "Assessor",
     "BUILTIN_ASSESSORS",
     "BUILTIN_TUNERS",
+    "NNI_CLASS_NAMES",
     "NoMoreTrialError",
     "NoTrialYetError",
+    "TUNER_ALIASES",
     "Tuner",
     "create_assessor",
     "create_tuner",
     "load_custom_class",
+    "nni_builtin",
 ]
 
 
@@ -75,8 +115,12 @@ def load_custom_class(class_name: str, code_directory: Path | None) -> type:
     """Import a user's algorithm class, ``"package.module.ClassName"``, from ``code_directory``.
 
     The directory is put first on ``sys.path`` (and stays there, so the module's
-    own lazy imports of its neighbours work).
+    own lazy imports of its neighbours work). NNI's own built-ins (``NNI_CLASS_NAMES``)
+    are ours, whatever the directory.
     """
+    builtin = nni_builtin(class_name)
+    if builtin is not None:
+        return builtin_class(*builtin)[1]
     module_name, _, attribute = class_name.rpartition(".")
     if not module_name or not attribute:
         raise AlgorithmError(
@@ -110,14 +154,22 @@ def load_custom_class(class_name: str, code_directory: Path | None) -> type:
     return cls
 
 
+def nni_builtin(class_name: str) -> tuple[str, str] | None:
+    """``(kind, name)`` of our built-in for a className of NNI's own (see ``NNI_CLASS_NAMES``),
+    else None."""
+    return NNI_CLASS_NAMES.get(class_name)
+
+
 def builtin_class(kind: str, name: str) -> tuple[str, type]:
     """The canonical name and the class of the built-in ``kind`` ("tuner" or "assessor")
-    called ``name`` (any case); AlgorithmError when there is none."""
+    called ``name`` (any case, or an NNI alias); AlgorithmError when there is none."""
     builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
     by_lower = {builtin.lower(): builtin for builtin in builtins}
     canonical = by_lower.get(str(name).lower())
+    if canonical is not None and kind == "tuner":
+        canonical = TUNER_ALIASES.get(canonical, canonical)
     if canonical is None:
-        known = ", ".join(sorted(builtins)) or "none yet"
+        known = ", ".join(sorted((b for b in builtins if b not in TUNER_ALIASES))) or "none yet"
         raise AlgorithmError(
             f"unknown {kind} {name!r}; built-in {kind}s are: {known}"
             f" (for your own {kind}, give className and codeDirectory instead of name)"

@@ -35,6 +35,8 @@ def test_every_builtin_tuner_can_be_created_without_arguments():
     for name in BUILTIN_TUNERS:
         if name == "Optuna" and importlib.util.find_spec("optuna") is None:
             continue  # an optional extra; its own tests check the message without it
+        if name in ("GP", "GPTuner", "Metis", "MetisTuner") and importlib.util.find_spec("sklearn") is None:
+            continue  # the gp extra, likewise
         assert isinstance(create_tuner(name, None), Tuner)
 
 
@@ -51,7 +53,7 @@ def test_class_args_are_passed_to_the_tuner():
 
 def test_unknown_tuner_name_lists_the_builtin_ones():
     with pytest.raises(AlgorithmError, match="unknown tuner 'SMAC'.*Anneal, BOHB, Batch, Evolution, "
-                                             "GridSearch, Hyperband, Optuna, PBT, Random, TPE"):
+                                             "GP, GridSearch, Hyperband, Metis, Optuna, PBT, Random, TPE \\(for"):
         create_tuner("SMAC", {})
 
 
@@ -130,3 +132,40 @@ def test_class_name_without_a_module_is_an_error(tmp_path):
 def test_bad_seed_names_the_seed_argument(seed):
     with pytest.raises(AlgorithmError, match="tuner 'TPE': bad classArgs: seed must be"):
         create_tuner("TPE", {"seed": seed})
+
+
+@pytest.mark.parametrize("alias, name", [
+    ("BatchTuner", "Batch"), ("batchtuner", "Batch"), ("PBTTuner", "PBT"), ("pbttuner", "PBT"),
+    ("GPTuner", "GP"), ("METISTUNER", "Metis"),
+])
+def test_nnis_aliases_are_the_builtin_they_stand_for(alias, name):
+    if name in ("GP", "Metis") and importlib.util.find_spec("sklearn") is None:
+        pytest.skip("the GP and Metis tuners need scikit-learn (the gp extra)")
+    assert alias.lower() in {n.lower() for n in BUILTIN_TUNERS}   # so the config takes them as names
+    assert type(create_tuner(alias, None)) is type(create_tuner(name, None))
+
+
+def test_only_nnis_own_aliases_are_taken():
+    # NNI 3.0's registry has no alias for GridSearch or TPE; neither has ours
+    for name in ("GridSearchTuner", "TpeTuner"):
+        with pytest.raises(AlgorithmError, match=f"unknown tuner {name!r}"):
+            create_tuner(name, None)
+
+
+@pytest.mark.parametrize("class_name, cls_path", [
+    ("nni.algorithms.hpo.tpe_tuner.TpeTuner", "expmgr.algorithms.tpe_tuner.TpeTuner"),
+    ("nni.algorithms.hpo.gridsearch_tuner.GridSearchTuner", "expmgr.algorithms.gridsearch_tuner.GridSearchTuner"),
+    ("nni.algorithms.hpo.pbt_tuner.PBTTuner", "expmgr.algorithms.pbt_tuner.PbtTuner"),
+    ("nni.algorithms.hpo.hyperband_advisor.Hyperband", "expmgr.algorithms.hyperband_tuner.HyperbandTuner"),
+    ("nni.algorithms.hpo.bohb_advisor.bohb_advisor.BOHB", "expmgr.algorithms.bohb_tuner.BohbTuner"),
+    ("nni.algorithms.hpo.medianstop_assessor.MedianstopAssessor",
+     "expmgr.algorithms.medianstop_assessor.MedianstopAssessor"),
+    ("nni.algorithms.hpo.gp_tuner.GPTuner", "expmgr.algorithms.gp_tuner.GpTuner"),
+    ("nni.algorithms.hpo.metis_tuner.metis_tuner.MetisTuner", "expmgr.algorithms.metis_tuner.MetisTuner"),
+])
+def test_nnis_class_names_of_builtins_load_ours_without_nni(tmp_path, class_name, cls_path):
+    module, _, name = cls_path.rpartition(".")
+    if module.endswith(("gp_tuner", "metis_tuner")) and importlib.util.find_spec("sklearn") is None:
+        pytest.skip("the GP and Metis tuners need scikit-learn (the gp extra)")
+    cls = load_custom_class(class_name, tmp_path)
+    assert f"{cls.__module__}.{cls.__name__}" == cls_path

@@ -150,6 +150,37 @@ def test_optuna_nsga2_optimizes_two_metrics_of_a_real_experiment(tmp_path: Path,
     assert "cannot use the result" not in experiment.paths.dispatcher_log.read_text()
 
 
+
+@pytest.mark.parametrize("tuner", [
+    {"name": "GPTuner", "class_args": {"optimize_mode": "minimize", "cold_start_num": 3, "seed": 3,
+                                       "selection_num_warm_up": 1000, "selection_num_starting_points": 5}},
+    # NNI's own className of Metis: our Metis, without NNI installed
+    {"class_name": "nni.algorithms.hpo.metis_tuner.MetisTuner",
+     "class_args": {"optimize_mode": "minimize", "cold_start_num": 3, "seed": 3, "selection_num_starting_points": 100}},
+], ids=["GpTuner", "MetisTuner"])
+def test_gp_and_metis_run_a_real_experiment_as_nni_configs_spell_them(tmp_path: Path, code_dir: Path, tuner,
+                                                                      request):
+    pytest.importorskip("sklearn")
+    write_script(code_dir, "trial.py", """
+        import expmgr
+        p = expmgr.get_next_parameter()
+        expmgr.report_final_result((p["x"] - 3) ** 2 + p["n"] + (0 if p["units"] == 32 else 1))
+    """)
+    space = {"x": {"_type": "uniform", "_value": [-10, 10]},
+             "n": {"_type": "randint", "_value": [0, 3]},
+             "units": {"_type": "choice", "_value": [16, 32, 64]}}
+    config = _config(tmp_path, code_dir, search_space=space, max_trial_number=7, tuner=tuner)
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    trials = _trials(experiment)
+    assert [status for _, status, _ in trials] == ["SUCCEEDED"] * 7
+    for params, _, value in trials:
+        assert -10 <= params["x"] <= 10 and params["n"] in (0, 1, 2) and params["units"] in (16, 32, 64)
+        assert value == pytest.approx((params["x"] - 3) ** 2 + params["n"] + (0 if params["units"] == 32 else 1))
+    assert len({json.dumps(params, sort_keys=True) for params, _, _ in trials}) == 7
+    log = experiment.paths.dispatcher_log.read_text()
+    assert f"tuner {request.node.callspec.id} ready" in log and "Traceback" not in log
+
 WAITING_FOREVER_TUNER = """
     from expmgr.algorithms.tuner import NoTrialYetError, Tuner
 
