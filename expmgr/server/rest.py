@@ -186,7 +186,9 @@ class TrialJobsHandler(_Handler):
         if trial_id is None:
             offset = self.int_argument("offset", 0)
             limit = self.int_argument("limit", None, minimum=1)
-            self.send_json(views.nni_trial_jobs_view(self.store, self.paths, offset, limit))
+            status = self.get_query_argument("status", None)  # NNI's filter (of the page, here)
+            self.send_json([view for view in views.nni_trial_jobs_view(self.store, self.paths, offset, limit)
+                            if status is None or view["status"] == status])
             return
         trial = self.store_trial(trial_id)
         self.send_json(views.nni_trial_job_view(trial, self.paths,
@@ -239,7 +241,8 @@ class MetricDataHandler(_Handler):
     def get(self, trial_id: str | None = None) -> None:
         if trial_id is not None and self.store.trial(trial_id) is None:
             raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
-        self.send_json(views.metrics_view(self.store, trial_id))
+        kind = self.get_query_argument("type", None)  # NNI's filter: PERIODICAL or FINAL
+        self.send_json([view for view in views.metrics_view(self.store, trial_id) if kind is None or view["type"] == kind])
 
 
 class LatestMetricDataHandler(_Handler):

@@ -257,3 +257,16 @@ def test_a_trial_not_started_has_its_submission_time_as_nnis_start_time(tmp_path
     assert all(set(view) <= NNI_CLIENT_TRIAL_JOB_KEYS for view in nni.values())
     assert "startTime" not in ours["w"] and ours["w"]["submitTime"] == 1_700_000_000_250
     assert ours["r"]["startTime"] == 1_700_000_002_500
+
+
+def test_trial_jobs_and_metric_data_filter_as_nnis_do(finished):
+    """NNI's ``trial-jobs?status=`` and ``metric-data[/<id>]?type=``."""
+    port, _, _ = finished
+    assert get(port, f"{API}/trial-jobs?status=SUCCEEDED") == get(port, f"{API}/trial-jobs")
+    assert get(port, f"{API}/trial-jobs?status=RUNNING") == []
+    everything = get(port, f"{API}/metric-data")
+    finals = get(port, f"{API}/metric-data?type=FINAL")
+    assert finals == [m for m in everything if m["type"] == "FINAL"] and len(finals) == len(XS)
+    trial_id = finals[0]["trialJobId"]
+    assert get(port, f"{API}/metric-data/{trial_id}?type=PERIODICAL") == [
+        m for m in everything if m["trialJobId"] == trial_id and m["type"] == "PERIODICAL"]
