@@ -36,7 +36,7 @@ def experiment_info(entry: RegistryEntry) -> dict[str, Any]:
     # A finished experiment may still be served (a view, or after DONE): its port and pid
     # stand while its process does.
     port = entry.port if alive else None
-    access = _access(entry) if port is not None else Access()
+    access = _access(entry)
     info: dict[str, Any] = {
         "id": entry.id,
         "port": port,
