@@ -1,4 +1,6 @@
 """The store's records in NNI's REST shapes, shared by the REST server and the Experiment API.
+A trial has two views: NNI's (``nni_trial_jobs_view``: NNI's keys alone, for NNI's routes and
+clients) and expmgr's (``trial_jobs_view``: with what the web UI shows, for the changes).
 
 NNI's quirks are kept on purpose so its clients work unchanged: times are
 milliseconds since the epoch, ``hyperParameters`` items are JSON strings, and
