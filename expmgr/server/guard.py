@@ -1,7 +1,8 @@
 """The checks every request to an experiment's server passes before a handler runs and
 before its body is read (docs/security.md says why): the ``Host`` header names this
 server (no DNS rebinding), an ``Origin`` header is this server's own, a state-changing
-request (POST, PUT, DELETE, PATCH) is ``application/json``, and the body fits its route's
+request (POST, PUT, DELETE, PATCH) is ``application/json`` (a DELETE without a body may send
+no Content-Type, as NNI's client does), and the body fits its route's
 limit. Refusals are ``{"error": ...}`` with 403, 415 or 413 (which closes the connection
 without reading the body)::
 
@@ -163,7 +164,7 @@ class Guard:
         origin = headers.get("Origin")
         if origin is not None and not self.origin_allowed(origin):
             return 403, f"Origin: {origin!r} is not this server; requests from other sites are refused"
-        if request.method in STATE_CHANGING:
+        if request.method in STATE_CHANGING and not _bare_delete(request.method, headers):
             content_type = headers.get("Content-Type", "")
             if content_type.split(";", 1)[0].strip().lower() != "application/json":
                 return 415, (f"Content-Type: {request.method} requests must send application/json, "
@@ -187,6 +188,14 @@ class Guard:
         """HTTPServer arguments: an outer bound on any body and buffer, above every route's limit."""
         largest = max(self.limits.max_body, self.limits.max_import_body, self.limits.max_report_body)
         return {"max_body_size": largest, "max_buffer_size": largest + MiB}
+
+
+def _bare_delete(method: str | None, headers: tornado.httputil.HTTPHeaders) -> bool:
+    """A DELETE without a body or a Content-Type, as NNI's client sends it (``stop()``,
+    ``kill_trial_job``). It needs no JSON check: DELETE is never a CORS "simple" request, so
+    a browser sends it cross-site only after a preflight, which the server never grants."""
+    return (method == "DELETE" and "Content-Type" not in headers and "Transfer-Encoding" not in headers
+            and headers.get("Content-Length", "0").strip() == "0")
 
 
 class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):

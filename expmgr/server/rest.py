@@ -1,6 +1,8 @@
 """The REST server: NNI's v1 routes under ``/api/v1/nni/``, the trial channel, and what
-the web UI needs under ``/api/v1/expmgr/`` (changes since a cursor, log tails, the
-websocket of live.py), besides the UI itself (static.py).
+the web UI needs under ``/api/v1/expmgr/`` (changes since a cursor, a trial with its
+attempts, log tails, the websocket of live.py), besides the UI itself (static.py).
+NNI's trial-jobs answer NNI's keys alone (NNI's client takes them); what expmgr's UI reads
+besides is in expmgr's routes.
 
 Reads come from the store, so the same routes serve a running experiment and
 a finished one (``runner`` None: read-only, every write answers 409). A handler refuses
@@ -30,12 +32,14 @@ from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, tails, views
 from expmgr.server.guard import Guard, GuardedApplication
+from expmgr.server.experiments_info import experiments_info
 from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
-from expmgr.store import Store
+from expmgr.store import Store, TrialRecord
+from expmgr.store.registry import Registry, RegistryError
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
@@ -106,6 +110,13 @@ class _Handler(tornado.web.RequestHandler):
         change(self.writable_runner())
         self.send_json({})
 
+    def store_trial(self, trial_id: str) -> TrialRecord:
+        """The stored trial; a RequestError (NOT_FOUND) when there is none."""
+        trial = self.store.trial(trial_id)
+        if trial is None:
+            raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
+        return trial
+
     def writable_runner(self) -> TrialRunner:
         """The runner; a RequestError (CONFLICT) when the experiment is served read-only."""
         if self.runner is None:
@@ -168,29 +179,70 @@ class ExperimentHandler(_Handler):
 
 
 class TrialJobsHandler(_Handler):
+    """NNI's trial-jobs, in NNI's shape alone (views.nni_trial_jobs_view); the web UI reads
+    expmgr's view of a trial from the changes and TrialHandler."""
+
     def get(self, trial_id: str | None = None) -> None:
         if trial_id is None:
             offset = self.int_argument("offset", 0)
             limit = self.int_argument("limit", None, minimum=1)
-            self.send_json(views.trial_jobs_view(self.store, self.paths, offset, limit))
+            status = self.get_query_argument("status", None)  # NNI's filter (of the page, here)
+            self.send_json([view for view in views.nni_trial_jobs_view(self.store, self.paths, offset, limit)
+                            if status is None or view["status"] == status])
             return
-        trial = self.store.trial(trial_id)
-        if trial is None:
-            raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
-        view = views.trial_job_view(trial, self.paths, self.store.final_metrics([trial_id]).get(trial_id))
-        view["attemptDetails"] = views.attempt_views(sorted(self.store.attempts(trial_id), key=lambda a: a.attempt))
-        self.send_json(view)
+        trial = self.store_trial(trial_id)
+        self.send_json(views.nni_trial_job_view(trial, self.paths,
+                                                self.store.final_metrics([trial_id]).get(trial_id)))
 
     def delete(self, trial_id: str) -> None:
         """NNI's cancel: stop this trial as USER_CANCELED."""
         self.apply_change(lambda runner: runner.kill_trial(trial_id))
 
 
+class TrialHandler(_Handler):
+    """expmgr's view of one trial (views.trial_jobs_view) with its attempts listed in
+    ``attemptDetails``, exit codes and signals among them: the web UI's trial page."""
+
+    def get(self, trial_id: str) -> None:
+        trial = self.store_trial(trial_id)
+        view = views.trial_job_view(trial, self.paths, self.store.final_metrics([trial_id]).get(trial_id))
+        view["attemptDetails"] = views.attempt_views(sorted(self.store.attempts(trial_id), key=lambda a: a.attempt))
+        self.send_json(view)
+
+
+class ExperimentsInfoHandler(_Handler):
+    """NNI's experiments-info: the experiments of this one's home (experiments_info.py)."""
+
+    async def get(self) -> None:
+        self.send_json(await asyncio.to_thread(self.experiments_info))
+
+    def experiments_info(self) -> list[dict[str, Any]]:
+        """The registry's records; a RequestError (UNAVAILABLE) when it cannot be read."""
+        try:
+            return experiments_info(Registry(self.paths.root.parent))  # root: <home>/<id>
+        except RegistryError as error:
+            raise RequestError(RefusalKind.UNAVAILABLE, str(error)) from None
+
+
+class ExperimentMetadataHandler(ExperimentsInfoHandler):
+    """NNI's experiment-metadata: this experiment's record of experiments-info."""
+
+    async def get(self) -> None:
+        exp_id = self.store.profile().id
+        records = await asyncio.to_thread(self.experiments_info)
+        record = next((record for record in records if record["id"] == exp_id), None)
+        if record is None:
+            raise RequestError(RefusalKind.NOT_FOUND, f"experiment {exp_id} is not in the registry of "
+                                                      f"{self.paths.root.parent}")
+        self.send_json(record)
+
+
 class MetricDataHandler(_Handler):
     def get(self, trial_id: str | None = None) -> None:
         if trial_id is not None and self.store.trial(trial_id) is None:
             raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
-        self.send_json(views.metrics_view(self.store, trial_id))
+        kind = self.get_query_argument("type", None)  # NNI's filter: PERIODICAL or FINAL
+        self.send_json([view for view in views.metrics_view(self.store, trial_id) if kind is None or view["type"] == kind])
 
 
 class LatestMetricDataHandler(_Handler):
@@ -294,6 +346,9 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         (f"{API}/trial-file/([^/]+)/([^/]+)", TrialFileHandler),
         (f"{API}/job-statistics", JobStatisticsHandler),
         (f"{API}/export-data", ExportDataHandler),
+        (f"{API}/experiments-info", ExperimentsInfoHandler),
+        (f"{API}/experiment-metadata", ExperimentMetadataHandler),
+        (f"{EXPMGR_API}/trials/([^/]+)", TrialHandler),
         (f"{EXPMGR_API}/changes", ChangesHandler),
         (f"{EXPMGR_API}/tail", TailHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),

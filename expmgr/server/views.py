@@ -1,4 +1,6 @@
 """The store's records in NNI's REST shapes, shared by the REST server and the Experiment API.
+A trial has two views: NNI's (``nni_trial_jobs_view``: NNI's keys alone, for NNI's routes and
+clients) and expmgr's (``trial_jobs_view``: with what the web UI shows, for the changes).
 
 NNI's quirks are kept on purpose so its clients work unchanged: times are
 milliseconds since the epoch, ``hyperParameters`` items are JSON strings, and
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
@@ -51,10 +53,12 @@ def metric_view(metric: MetricRecord, parameter_id: int) -> dict[str, Any]:
 
 
 def trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricRecord | None) -> dict[str, Any]:
+    """expmgr's view of a trial (see ``trial_jobs_view``)."""
     return _trial_job_view(trial, str(paths.trials_dir), final)
 
 
-def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
+def _nni_keys(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
+    """The keys of NNI's TrialJobInfo both views share (not ``startTime``: see the two views)."""
     # Paths as strings, not pathlib: a changes answer builds 10,000 of these.
     hyper_parameters = json.dumps({"parameter_id": trial.sequence_id, "parameter_source": "algorithm",
                                    "parameters": trial.parameters, "parameter_index": 0})
@@ -66,18 +70,37 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
         "hyperParameters": [hyper_parameters],
         "logPath": f"file://localhost:{trial_dir}",
         "stderrPath": f"file://localhost:{trial_dir}/stderr",
-        "submitTime": _ms(trial.submit_time),
-        "attempts": trial.attempts,
-        # The runner kills only a trial whose process runs: not a WAITING or PAUSED one.
-        "canKill": trial.status == TrialState.RUNNING,
     }
-    if trial.start_time is not None:
-        view["startTime"] = _ms(trial.start_time)
     if trial.end_time is not None:
         view["endTime"] = _ms(trial.end_time)
     if final is not None:
         view["finalMetricData"] = [metric_view(final, trial.sequence_id)]
+    return view
+
+
+def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
+    view = _nni_keys(trial, trials_dir, final)
+    view["submitTime"] = _ms(trial.submit_time)
+    view["attempts"] = trial.attempts
+    # The runner kills only a trial whose process runs: not a WAITING or PAUSED one.
+    view["canKill"] = trial.status == TrialState.RUNNING
+    if trial.start_time is not None:
+        view["startTime"] = _ms(trial.start_time)
+    if final is not None:
         view["finalNumber"] = metric_number(final.value)  # the UI shows it, sorts and filters by it
+    return view
+
+
+def nni_trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricRecord | None) -> dict[str, Any]:
+    """NNI's view of a trial (see ``nni_trial_jobs_view``)."""
+    return _nni_trial_job_view(trial, str(paths.trials_dir), final)
+
+
+def _nni_trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
+    view = _nni_keys(trial, trials_dir, final)
+    # NNI's startTime is the start of the trial's first event: a trial that has not run
+    # yet has its submission time (nni.experiment's TrialJob requires one).
+    view["startTime"] = _ms(trial.start_time if trial.start_time is not None else trial.submit_time)
     return view
 
 
@@ -90,11 +113,28 @@ def attempt_views(attempts: list[AttemptRecord]) -> list[dict[str, Any]]:
 
 def trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
                     limit: int | None = None) -> list[dict[str, Any]]:
-    """The trials in sequence order; ``offset`` and ``limit`` select a page."""
+    """expmgr's views of the trials in sequence order (``offset`` and ``limit`` select a
+    page), as the changes and the Experiment API give them: NNI's keys, ``startTime`` only
+    once a trial started, and what the web UI shows rather than derives: ``submitTime``,
+    ``attempts`` (a count), ``canKill`` and ``finalNumber`` (the final result's number,
+    None when not finite)."""
+    return _page(store, paths, offset, limit, _trial_job_view)
+
+
+def nni_trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
+                        limit: int | None = None) -> list[dict[str, Any]]:
+    """NNI's ``trial-jobs``: the keys of NNI's TrialJobInfo and no other (nni.experiment's
+    TrialJob takes them), ``startTime`` always (NNI's: a trial not started yet has the time
+    it was submitted)."""
+    return _page(store, paths, offset, limit, _nni_trial_job_view)
+
+
+def _page(store: Store, paths: ExperimentPaths, offset: int, limit: int | None,
+          view: Callable[[TrialRecord, str, MetricRecord | None], dict[str, Any]]) -> list[dict[str, Any]]:
     trials = store.trials(offset, limit)
     finals = store.final_metrics(None if offset == 0 and limit is None else [t.trial_id for t in trials])
     trials_dir = str(paths.trials_dir)
-    return [_trial_job_view(trial, trials_dir, finals.get(trial.trial_id)) for trial in trials]
+    return [view(trial, trials_dir, finals.get(trial.trial_id)) for trial in trials]
 
 
 def metrics_view(store: Store, trial_id: str | None = None) -> list[dict[str, Any]]:

@@ -60,9 +60,21 @@ def test_a_write_that_is_not_json_is_refused_and_changes_nothing(served, route, 
     before = unchanged_state(served)
     for content_type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
                          None]:
-        answer = write(served, route, method, Content_Type=content_type)
+        if method == "DELETE" and content_type is None:  # a bare DELETE passes (below); one with a body not
+            answer = send(served.port, method, concrete(route, served.running()[1]), b"{}", Content_Type=None)
+        else:
+            answer = write(served, route, method, Content_Type=content_type)
         assert answer.status == 415 and answer.error.startswith("Content-Type:"), (content_type, answer)
     assert unchanged_state(served) == before
+
+
+def test_a_delete_without_body_or_content_type_passes_the_guard_as_nnis_client_sends_it(served):
+    """NNI's client sends DELETE (stop, kill_trial_job) with neither; a browser cannot send
+    a DELETE cross-site without a preflight, JSON or not."""
+    answer = send(served.port, "DELETE", f"{API}/trial-jobs/nosuchtrial", Content_Type=None)
+    assert (answer.status, answer.error) == (404, "no trial 'nosuchtrial'")
+    answer = send(served.port, "DELETE", f"{API}/trial-jobs/nosuchtrial", b"{}", Content_Type=None)
+    assert answer.status == 415 and answer.error.startswith("Content-Type:"), answer
 
 
 def all_requests(trial_id: str) -> list[tuple[str, str]]:

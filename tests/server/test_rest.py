@@ -128,7 +128,7 @@ def test_trial_files_and_tails_of_a_running_trial_grow_with_it(stepped):
     assert get_text(port, f"{API}/trial-file/{trial_id}/trial.log")[0] == 200
     log = get(port, "/api/v1/expmgr/tail?file=experiment.log&offset=-4000")
     assert "is RUNNING" in log["text"] and log["next"] == log["size"]
-    attempts = get(port, f"{API}/trial-jobs/{trial_id}")["attemptDetails"]
+    attempts = get(port, f"/api/v1/expmgr/trials/{trial_id}")["attemptDetails"]
     assert [(a["attempt"], a["status"], a["exitCode"]) for a in attempts] == [(1, "RUNNING", None)]
     assert attempts[0]["host"] == "127.0.0.1", "the host the local service runs trials on"
 
@@ -233,3 +233,35 @@ def test_a_schema_2_experiment_is_viewed_as_it_is_and_migrated_by_resume(tmp_pat
 def test_check_status_and_the_trial_channel_are_unchanged_by_the_ui_routes(filled_view):
     with urllib.request.urlopen(f"http://127.0.0.1:{filled_view.port}{API}/check-status", timeout=10) as response:
         assert json.loads(response.read()) == {"status": "DONE", "errors": []}
+
+
+def test_experiments_info_lists_the_homes_experiments_as_nnis_manifest_does(filled_view, tmp_path: Path):
+    """NNI's experiments-info and experiment-metadata: the registry of the served experiment's
+    home; one whose process died without recording its end is STOPPED, without a port."""
+    from expmgr.store.registry import Registry, RegistryEntry
+    home = tmp_path / "home"
+    Registry(home).add(RegistryEntry(id="crashed1", name="died", dir=str(home / "crashed1"), port=1234, pid=None,
+                                     status=ExperimentState.RUNNING, start_time=1_700_000_000.5))
+    filled = Registry(home).get(filled_view.id)
+    info = {record["id"]: record for record in get(filled_view.port, f"{API}/experiments-info")}
+    assert info == {
+        filled_view.id: {"id": filled_view.id, "startTime": int(filled.start_time * 1000),
+                         "endTime": int(filled.end_time * 1000), "status": "DONE", "platform": "local",
+                         "experimentName": "30 trials", "tag": [], "pid": None, "webuiUrl": [], "logDir": str(home),
+                         "prefixUrl": None},
+        "crashed1": {"id": "crashed1", "startTime": 1_700_000_000_500, "endTime": "N/A", "status": "STOPPED",
+                     "platform": "local", "experimentName": "died", "tag": [], "pid": None, "webuiUrl": [],
+                     "logDir": str(home), "prefixUrl": None},
+    }
+    assert get(filled_view.port, f"{API}/experiment-metadata") == info[filled_view.id]
+
+
+def test_expmgrs_trial_route_has_the_uis_fields_and_nnis_has_nnis_alone(filled_view):
+    port = filled_view.port
+    nni = get(port, f"{API}/trial-jobs/f0003")
+    ours = get(port, "/api/v1/expmgr/trials/f0003")
+    assert set(ours) - set(nni) == {"submitTime", "attempts", "canKill", "finalNumber", "attemptDetails"}
+    assert {key: ours[key] for key in nni} == nni
+    assert ours["finalNumber"] == metric_number(json.loads(json.loads(nni["finalMetricData"][0]["data"])))
+    assert [(a["attempt"], a["status"], a["exitCode"]) for a in ours["attemptDetails"]] == [(1, "SUCCEEDED", 0)]
+    assert call(port, "GET", "/api/v1/expmgr/trials/nosuch") == (404, {"error": "no trial 'nosuch'"})

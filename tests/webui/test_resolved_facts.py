@@ -82,5 +82,6 @@ def test_a_waiting_trial_offers_no_kill_control_and_a_running_one_does(
 
 
 def _trial_views(url: str) -> list[dict]:
-    with urllib.request.urlopen(url + "api/v1/nni/trial-jobs", timeout=10) as response:
-        return json.loads(response.read())
+    """The trials as the UI gets them (expmgr's views, in the changes)."""
+    with urllib.request.urlopen(url + "api/v1/expmgr/changes", timeout=10) as response:
+        return json.loads(response.read())["trials"]

@@ -55,8 +55,10 @@ export class Api {
     return this.request('GET', `api/v1/expmgr/tail?${q}`);
   }
 
-  trialJob(id: string): Promise<TrialJobView> {
-    return this.request('GET', `api/v1/nni/trial-jobs/${encodeURIComponent(id)}`);
+  /** expmgr's view of one trial, as in the changes, with its attempts listed (`attemptDetails`);
+   *  NNI's trial-jobs routes answer NNI's keys alone. */
+  trial(id: string): Promise<TrialJobView> {
+    return this.request('GET', `api/v1/expmgr/trials/${encodeURIComponent(id)}`);
   }
 
   killTrial(id: string): Promise<unknown> {

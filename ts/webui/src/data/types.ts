@@ -65,6 +65,7 @@ export interface AttemptView {
   signal?: number | string | null;
 }
 
+/** A trial as GET /api/v1/expmgr/trials/<id> and the changes give it: NNI's keys and expmgr's. */
 export interface TrialJobView {
   trialJobId: string;
   sequenceId: number;

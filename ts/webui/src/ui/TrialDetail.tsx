@@ -52,7 +52,7 @@ export function TrialDetail({ trialId }: { trialId: string }) {
   // the single-trial route may list attempts with exit codes where the bulk views do not
   useEffect(() => {
     let alive = true;
-    api.trialJob(trialId).then((view) => { if (alive) setFetched(parseTrial(view)); }, () => undefined);
+    api.trial(trialId).then((view) => { if (alive) setFetched(parseTrial(view)); }, () => undefined);
     return () => { alive = false; };
   }, [trialId, status]);
 
