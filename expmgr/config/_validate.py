@@ -140,6 +140,7 @@ class _Canonicalizer:
 
     # search space --------------------------------------------------------------------------
     def _search_space_pair(self) -> dict[str, Any]:
+        self._refuse_nni_only_tuner()   # before its space: what it lacks is beside the point
         inline, file = self.config.search_space, self.config.search_space_file
         ss_path, file_path = (Key("search_space"),), (Key("search_space_file"),)
         both = (f"give either {self._name('search_space')} or {self._name('search_space_file')}, "
@@ -173,6 +174,17 @@ class _Canonicalizer:
             raise
         self.read_from = str(real)
         return {"search_space": space, "search_space_file": real}
+
+    def _refuse_nni_only_tuner(self) -> None:
+        from expmgr.algorithms import BUILTIN_TUNERS
+
+        tuner = self.config.tuner
+        name = tuner.name if isinstance(tuner, AlgorithmConfig) else None
+        if isinstance(tuner, dict):
+            name = next((v for k, v in tuner.items() if isinstance(k, str) and k.lower() == "name"), None)
+        known = {n.lower() for n in BUILTIN_TUNERS}
+        if isinstance(name, str) and name.lower() in _NNI_ONLY_TUNERS and name.lower() not in known:
+            self._algorithm(tuner, (Key("tuner"),), "tuner")   # raises its "not supported"
 
     def _check_space(self, space: Any, path: tuple[PathSegment, ...]) -> None:
         """The search space's rules; a custom tuner (className) gets any mapping, as in NNI,
