@@ -31,13 +31,9 @@ _MOVED = {   # v1 top-level key -> v2 key
     "logLevel": "logLevel",
     "useAnnotation": "useAnnotation",
 }
-_IGNORED = {   # what NNI's converter drops with a warning
-    "authorName": "NNI ignores it too",
-    "description": "NNI ignores it too",
-    "multiThread": "NNI ignores it too",
-    "versionCheck": "NNI ignores it too",
-    "logCollection": "NNI ignores it too",
-}
+_IGNORED = ("authorName", "description", "multiThread", "versionCheck", "logCollection")   # NNI drops them too
+SHARED_STORAGE = ("not supported: sharedStorage (NNI's storage shared with remote training services); "
+                  "trials run on this machine and read their files in place")
 _TRIAL_MOVED = {"command": "trialCommand", "codeDir": "trialCodeDirectory", "gpuNum": "trialGpuNumber"}
 _LOCAL_MOVED = {"gpuIndices": "gpuIndices", "maxTrialNumPerGpu": "maxTrialNumberPerGpu",
                 "useActiveGpu": "useActiveGpu"}
@@ -108,7 +104,7 @@ def convert_v1(raw: dict[Any, Any], check_platform: Any) -> Converted:
             raise Problem((Key(key),), f"{key} belongs to another training service; "
                                        "with trainingServicePlatform: local remove it")
         if norm(key) == norm("sharedStorage"):
-            raise Problem((Key(key),), _SHARED_STORAGE)
+            raise Problem((Key(key),), SHARED_STORAGE)
         guess = did_you_mean(key, [*_MOVED, *_IGNORED, "trainingServicePlatform", "trial", "tuner",
                                    "assessor", "advisor", "localConfig", "multiPhase"])
         hint = f"; did you mean {guess!r}?" if guess else ""
@@ -119,9 +115,6 @@ def convert_v1(raw: dict[Any, Any], check_platform: Any) -> Converted:
         out.notes.append(f"ignored, as NNI does: {', '.join(ignored)}")
     return out
 
-
-_SHARED_STORAGE = ("not supported: sharedStorage (NNI's storage shared with remote training services); "
-                   "trials run on this machine and read their files in place")
 
 
 def _by_key(mapping: Any, path: tuple[PathSegment, ...]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, unknown_message
 from ._loader import Source, parse_yaml, read_text, to_plain, type_name
-from ._nni_v1 import convert_v1, is_v1
+from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
 from ._sections import AlgorithmConfig, LocalConfig, public_fields
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
@@ -26,8 +26,6 @@ SUPPORTED_PLATFORMS = ("local",)
 ``_validate._training_service`` (and ``resolved._training_service``)."""
 NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
                  "hybrid")
-SHARED_STORAGE = ("not supported: sharedStorage (NNI's storage shared with remote training services); "
-                  "trials run on this machine and read their files in place")
 
 # NNI keys that are not ours: a better message than "unknown key"
 _TOP_HINTS = {
