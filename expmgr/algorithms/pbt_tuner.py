@@ -13,6 +13,12 @@ hyperparameters from their own checkpoint. ``checkpoint_source(parameter_id)`` t
 the manager which earlier trial's folder a new trial starts from::
 
     tuner = PbtTuner("maximize", population_size=8, seed=1)
+
+As NNI's PBTTuner, the parameters also hold ``load_checkpoint_dir`` and ``save_checkpoint_dir``,
+so NNI's PBT trials run unchanged: both are the new trial's own checkpoint folder (filled in by
+the manager, see ``TRIAL_CHECKPOINT_DIR``), which holds the copy of the exploited member's
+checkpoint before the trial starts. NNI's ``all_checkpoint_dir`` is accepted and not used:
+checkpoints live in the trials' folders.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from expmgr.algorithms.search_space import (
     parse_search_space,
 )
 from expmgr.algorithms.tuner import (
+    TRIAL_CHECKPOINT_DIR,
     AlgorithmError,
     NoTrialYetError,
     OptimizeMode,
@@ -41,6 +48,9 @@ from expmgr.algorithms.tuner import (
 )
 
 _logger = logging.getLogger("nni.tuner.pbt")
+
+CHECKPOINT_PARAMETERS = ("load_checkpoint_dir", "save_checkpoint_dir")
+"""NNI's names of the folders a PBT trial loads its checkpoint from and saves it to."""
 
 SAMPLING_ATTEMPTS = 100
 """Draws tried to find a generation-0 member that was not imported or drawn already,
@@ -86,8 +96,11 @@ class PbtTuner(Tuner):
         resample_probability: float = 0.25,
         fraction: float = 0.2,
         seed: int | None = None,
+        all_checkpoint_dir: str | None = None,
     ) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
+        if all_checkpoint_dir is not None:
+            _logger.info("PBT: all_checkpoint_dir is not used; each trial's checkpoint is in its own folder")
         require_int("population_size", population_size, 2)
         if not _is_number(factor) or not 0 < factor < 1:
             raise AlgorithmError(f"factor must be a number in (0, 1), got {factor!r}")
@@ -142,7 +155,9 @@ class PbtTuner(Tuner):
         member.parameter_id = parameter_id
         self._by_id[parameter_id] = member
         self._sources[parameter_id] = member.source
-        return format_parameters(member.flat, specs)
+        parameters = format_parameters(member.flat, specs)
+        parameters.update({name: TRIAL_CHECKPOINT_DIR for name in CHECKPOINT_PARAMETERS if name not in parameters})
+        return parameters
 
     def checkpoint_source(self, parameter_id: int) -> int | None:
         """The previous-generation trial whose checkpoint folder ``parameter_id`` starts
@@ -184,6 +199,8 @@ class PbtTuner(Tuner):
                 parameters = record["parameter"]
                 if not isinstance(parameters, dict):
                     raise ValueError(f"parameters should be a dict, got {parameters!r}")
+                parameters = {k: v for k, v in parameters.items()
+                              if k not in CHECKPOINT_PARAMETERS or any(spec.key == (k,) for spec in specs)}
                 flat = deformat_parameters(parameters, specs)
                 value = record.get("value")
                 reward = None if value is None else extract_scalar_reward(value)

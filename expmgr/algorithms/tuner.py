@@ -67,6 +67,13 @@ def extract_scalar_reward(value: Any) -> float:
     return float(value)
 
 
+TRIAL_CHECKPOINT_DIR = "${trial_checkpoint_dir}"
+"""A parameter value the manager replaces, before storing the trial, with the new trial's
+checkpoint folder as the trial sees it (where ``expmgr.get_checkpoint_dir()`` points, holding
+the copy ``checkpoint_source`` asked for). A tuner uses it to tell trials where to save and
+load without knowing where they run: PBT's ``save_checkpoint_dir``/``load_checkpoint_dir``."""
+
+
 class Tuner:
     """Base class of tuners: proposes parameters and learns from trial results.
 

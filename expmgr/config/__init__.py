@@ -1,4 +1,5 @@
-"""Experiment configuration: NNI v2 YAML (camelCase) or Python (snake_case), validated with positions.
+"""Experiment configuration: NNI v2 YAML (camelCase; NNI's v1 format is converted on load) or
+Python (snake_case), validated with positions.
 
     config = ExperimentConfig.load("config.yml")   # ConfigError: "config.yml:7:19: trialConcurrency: ..."
     canonical = config.canonical()                 # validated copy: seconds, absolute paths, defaults

@@ -24,6 +24,18 @@ class Source:
     # without a file position
     snapshot: dict[str, Any] = field(default_factory=dict)
     key_order: list[str] = field(default_factory=list)
+    # (normalised v2 path prefix, path in the file) for fields written under another key:
+    # NNI's v1 keys (``trial.command`` for trialCommand), ``advisor`` for tuner
+    renames: list[tuple[tuple[str, ...], tuple[PathSegment, ...]]] = field(default_factory=list)
+
+    def in_file(self, path: tuple[PathSegment, ...]) -> tuple[PathSegment, ...]:
+        """``path`` as written in the file: the longest renamed prefix replaced."""
+        normalised = tuple(norm(seg) if isinstance(seg, str) else seg for seg in path)
+        best: tuple[tuple[str, ...], tuple[PathSegment, ...]] | None = None
+        for prefix, written in self.renames:
+            if normalised[:len(prefix)] == prefix and (best is None or len(prefix) > len(best[0])):
+                best = (prefix, written)
+        return path if best is None else best[1] + path[len(best[0]):]
 
     def locate(self, path: tuple[PathSegment, ...], at_key: bool = False) -> tuple[int | None, int | None]:
         """1-based (line, column) of ``path`` in the document: the value, or the key if ``at_key``.
@@ -65,9 +77,10 @@ class Source:
         return pos[0] + 1, pos[1] + 1
 
     def error(self, problem: Problem) -> ConfigError:
-        line, column = self.locate(problem.path[problem.skip:], problem.at_key)
+        path = problem.path if problem.skip else self.in_file(problem.path)
+        line, column = self.locate(path[problem.skip:], problem.at_key)
         return ConfigError(problem.message, file=self.file, line=line, column=column,
-                           field=format_path(problem.path) or None)
+                           field=format_path(path) or None)
 
 
 _MISSING = object()

@@ -50,6 +50,8 @@ class ExperimentConfig:
     # set on canonical/resumed configs: search_space was read from this file, which is now
     # kept only for reference
     _search_space_read_from: str | None = field(default=None, init=False, repr=False, compare=False)
+    # what loading changed or ignored (NNI's v1 format converted, advisor read as tuner)
+    _notes: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: PathLike) -> ExperimentConfig:
@@ -66,6 +68,12 @@ class ExperimentConfig:
         """The inverse of ``to_dict()``: camelCase or snake_case keys. Validates keys only."""
         from ._reading import config_from_dict
         return config_from_dict(cls, data)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What loading changed or ignored, such as NNI's v1 format converted to v2 or
+        ``advisor`` read as the tuner; logged in experiment.log when the experiment starts."""
+        return tuple(self._notes)
 
     @property
     def minimizes(self) -> bool:

@@ -15,27 +15,29 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, unknown_message
 from ._loader import Source, parse_yaml, read_text, to_plain, type_name
+from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
 from ._sections import AlgorithmConfig, LocalConfig, public_fields
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from ._model import ExperimentConfig
 
 SUPPORTED_PLATFORMS = ("local",)
-NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "hybrid")
+"""Where trials can run. A new training service adds its name here and its branch in
+``_validate._training_service`` (and ``resolved._training_service``)."""
+NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
+                 "hybrid")
 
 # NNI keys that are not ours: a better message than "unknown key"
 _TOP_HINTS = {
     norm(k): v for k, v in {
-        "advisor": "NNI's advisor is not supported; use a tuner (and an assessor)",
-        "sharedStorage": "sharedStorage is not supported yet",
-        "tunerGpuIndices": "tunerGpuIndices is not supported yet",
-        "authorName": "this looks like an NNI v1 config; expmgr reads the v2 format (see docs/config.md)",
-        "trainingServicePlatform": "NNI v1 key; in v2 write trainingService: {platform: local}",
-        "trial": "NNI v1 key; in v2 write trialCommand and trialCodeDirectory at the top level",
-        "searchSpacePath": "NNI v1 key; in v2 it is searchSpaceFile",
-        "maxExecDuration": "NNI v1 key; in v2 it is maxExperimentDuration",
-        "maxTrialNum": "NNI v1 key; in v2 it is maxTrialNumber",
-        "localConfig": "NNI v1 key; in v2 write trainingService: {platform: local, ...}",
+        "sharedStorage": SHARED_STORAGE,
+        "tunerGpuIndices": "not supported: tunerGpuIndices; expmgr's tuners run on the CPU; remove it",
+        "authorName": "an NNI v1 key; a v1 config needs trainingServicePlatform (see NNI configs in docs/config.md)",
+        "trial": "an NNI v1 key; in v2 write trialCommand and trialCodeDirectory at the top level",
+        "searchSpacePath": "an NNI v1 key; in v2 it is searchSpaceFile",
+        "maxExecDuration": "an NNI v1 key; in v2 it is maxExperimentDuration",
+        "maxTrialNum": "an NNI v1 key; in v2 it is maxTrialNumber",
+        "localConfig": "an NNI v1 key; in v2 write trainingService: {platform: local, ...}",
     }.items()
 }
 _PATH_FIELDS = ("trial_code_directory", "search_space_file", "experiment_working_directory")
@@ -43,9 +45,13 @@ _PATH_FIELDS = ("trial_code_directory", "search_space_file", "experiment_working
 
 # -- from a mapping (YAML document or dict) to the records, checking keys only ----------------
 
-def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin: str) -> ExperimentConfig:
-    """An ExperimentConfig holding the values of ``raw`` as given; raises Problem for bad keys."""
+def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin: str,
+                        notes: list[str] | None = None) -> ExperimentConfig:
+    """An ExperimentConfig holding the values of ``raw`` as given; raises Problem for bad keys.
+    ``notes``: what loading changed (NNI's v1 conversion, ``advisor``), kept for experiment.log."""
     style = "snake" if origin == "python" else "camel"
+    notes = list(notes or [])
+    raw = _advisor_as_tuner(raw, notes)
     values = match_keys(raw, public_fields(cls), (), style, _TOP_HINTS)
     for name in ("tuner", "assessor"):
         if isinstance(values.get(name), dict):
@@ -53,6 +59,11 @@ def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin
     service = values.get("training_service")
     if isinstance(service, list) and len(service) == 1 and isinstance(service[0], dict):
         service = service[0]
+    elif isinstance(service, list) and len(service) > 1:
+        platforms = ", ".join(str(s.get("platform")) if isinstance(s, dict) else repr(s) for s in service)
+        raise Problem((Key("training_service"),), f"not supported: hybrid (a list of training services: "
+                                                  f"{platforms}); expmgr runs trials on: "
+                                                  f"{', '.join(SUPPORTED_PLATFORMS)}")
     if isinstance(service, dict):
         values["training_service"] = local_from_mapping(service, (Key("training_service"),), style)
     for name in _PATH_FIELDS:
@@ -60,7 +71,21 @@ def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin
             values[name] = Path(values[name])
     config = cls(**values)
     config._origin = origin
+    config._notes = notes
     return config
+
+
+def _advisor_as_tuner(raw: dict[Any, Any], notes: list[str]) -> dict[Any, Any]:
+    """``raw`` with NNI's ``advisor`` section renamed ``tuner``, as NNI 3.0 reads it."""
+    advisor = [k for k in raw if isinstance(k, str) and norm(k) == "advisor"]
+    if not advisor:
+        return raw
+    tuner = [k for k in raw if isinstance(k, str) and norm(k) == "tuner"]
+    if tuner:
+        raise Problem((advisor[0],), f"give either {tuner[0]} or {advisor[0]} (NNI's older name for a tuner), "
+                                     f"not both", at_key=True)
+    notes.append(f"{advisor[0]} is read as the tuner (NNI 3.0 does the same)")
+    return {("tuner" if k == advisor[0] else k): v for k, v in raw.items()}
 
 
 def config_from_dict(cls: type[ExperimentConfig], data: dict[str, Any]) -> ExperimentConfig:
@@ -132,12 +157,19 @@ def load_config(cls: type[ExperimentConfig], path: str | os.PathLike[str]) -> Ex
                           file=shown, line=line, column=column)
     source = Source(shown, doc)
     try:
-        config = config_from_mapping(cls, to_plain(doc), origin="file")
+        raw = to_plain(doc)
+        notes: list[str] = []
+        if is_v1(raw):
+            converted = convert_v1(raw, check_platform)
+            raw, notes, source.renames = converted.mapping, converted.notes, converted.renames
+        elif any(isinstance(k, str) and norm(k) == "advisor" for k in raw):
+            source.renames = [(("tuner",), (next(k for k in raw if isinstance(k, str) and norm(k) == "advisor"),))]
+        config = config_from_mapping(cls, raw, origin="file", notes=notes)
         resolve_paths(config, real.parent.absolute())
     except Problem as problem:
         raise source.error(problem) from None
     source.snapshot = {name: copy.deepcopy(getattr(config, name)) for name in public_fields(type(config))}
-    source.key_order = [name for name in (_field_of(cls, k) for k in doc) if name is not None]
+    source.key_order = [name for name in (_field_of(cls, k) for k in raw) if name is not None]
     config._source = source
     config._origin = "file"
     config.canonical()   # validate now, so that errors point into the file
@@ -161,5 +193,6 @@ def check_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
     if value.lower() in SUPPORTED_PLATFORMS:
         return value.lower()
     if value.lower() in NNI_PLATFORMS:
-        raise Problem(path, f"platform {value!r} is not supported yet; supported: {supported}")
+        raise Problem(path, f"not supported: {value} (NNI's {value} training service); expmgr runs trials on: "
+                            f"{supported}")
     raise Problem(path, unknown_message("platform", value, list(SUPPORTED_PLATFORMS), "platforms"))

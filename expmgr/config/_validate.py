@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is pas
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
 DEFAULT_TRIAL_GRACE_PERIOD = 30.0
+# NNI 3.0's built-in tuners and aliases (its builtin_algorithms.yml); those expmgr lacks get
+# "not supported" rather than "unknown"
+_NNI_ONLY_TUNERS = {name.lower() for name in (
+    "PPO", "PPOTuner", "SMAC", "TPE_legacy", "NetworkMorphism", "RegularizedEvolutionTuner", "DNGO", "DNGOTuner",
+    "GP", "GPTuner", "Metis", "MetisTuner", "BatchTuner", "PBTTuner")}
 _CLASS_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 
@@ -93,6 +98,7 @@ class _Canonicalizer:
         result._origin = config._origin
         result._source = config._source
         result._search_space_read_from = self.read_from
+        result._notes = list(config._notes)
         return result
 
     def _name(self, name: str) -> str:
@@ -134,6 +140,7 @@ class _Canonicalizer:
 
     # search space --------------------------------------------------------------------------
     def _search_space_pair(self) -> dict[str, Any]:
+        self._refuse_nni_only_tuner()   # before its space: what it lacks is beside the point
         inline, file = self.config.search_space, self.config.search_space_file
         ss_path, file_path = (Key("search_space"),), (Key("search_space_file"),)
         both = (f"give either {self._name('search_space')} or {self._name('search_space_file')}, "
@@ -144,11 +151,11 @@ class _Canonicalizer:
             if inline is None:
                 raise Problem(ss_path, f"required: give {self._name('search_space')} (inline) or "
                                        f"{self._name('search_space_file')} (a JSON or YAML file)")
-            check_search_space(inline, ss_path)
+            self._check_space(inline, ss_path)
             return {"search_space": copy.deepcopy(inline), "search_space_file": None}
         real = self._path(file, file_path)
         if inline is not None and self.config._search_space_read_from == str(real):
-            check_search_space(inline, ss_path)   # read earlier; the file is only a reference now
+            self._check_space(inline, ss_path)   # read earlier; the file is only a reference now
             self.read_from = str(real)
             return {"search_space": copy.deepcopy(inline), "search_space_file": real}
         if not real.exists():
@@ -161,12 +168,38 @@ class _Canonicalizer:
         if inline is not None and inline != space:
             raise Problem(ss_path, both)
         try:
-            check_search_space(space, ss_path)
+            self._check_space(space, ss_path)
         except Problem as problem:
             problem.source, problem.skip = source, 1
             raise
         self.read_from = str(real)
         return {"search_space": space, "search_space_file": real}
+
+    def _refuse_nni_only_tuner(self) -> None:
+        from expmgr.algorithms import BUILTIN_TUNERS
+
+        tuner = self.config.tuner
+        name = tuner.name if isinstance(tuner, AlgorithmConfig) else None
+        if isinstance(tuner, dict):
+            name = next((v for k, v in tuner.items() if isinstance(k, str) and k.lower() == "name"), None)
+        known = {n.lower() for n in BUILTIN_TUNERS}
+        if isinstance(name, str) and name.lower() in _NNI_ONLY_TUNERS and name.lower() not in known:
+            self._algorithm(tuner, (Key("tuner"),), "tuner")   # raises its "not supported"
+
+    def _check_space(self, space: Any, path: tuple[PathSegment, ...]) -> None:
+        """The search space's rules; a custom tuner (className) gets any mapping, as in NNI,
+        where such tuners may define their own format or need no space at all."""
+        if self._custom_tuner():
+            if not isinstance(space, dict):
+                raise Problem(path, f"expected a mapping, got {space!r}")
+            return
+        check_search_space(space, path)
+
+    def _custom_tuner(self) -> bool:
+        tuner = self.config.tuner
+        if isinstance(tuner, dict):
+            return any(isinstance(k, str) and k.lower().replace("_", "") == "classname" for k in tuner)
+        return isinstance(tuner, AlgorithmConfig) and tuner.class_name is not None
 
     # scalar fields -------------------------------------------------------------------------
     def _experiment_name(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
@@ -284,6 +317,10 @@ class _Canonicalizer:
             builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
             by_lower = {n.lower(): n for n in builtins}
             if not isinstance(value.name, str) or value.name.lower() not in by_lower:
+                if isinstance(value.name, str) and value.name.lower() in _NNI_ONLY_TUNERS and kind == "tuner":
+                    raise Problem(path + (Key("name"),),
+                                  f"not supported: {value.name} (one of NNI's built-in tuners, not in expmgr); "
+                                  f"expmgr's tuners: {', '.join(builtins)}")
                 raise Problem(path + (Key("name"),),
                               unknown_message(kind, str(value.name), list(builtins), f"{kind}s"))
             result.name = by_lower[value.name.lower()]
@@ -325,8 +362,8 @@ class _Canonicalizer:
             return LocalConfig()
         if isinstance(value, list):
             if len(value) != 1:
-                raise Problem(path, f"expected one training service (a mapping, or a list of one), "
-                                    f"got a list of {len(value)}")
+                raise Problem(path, f"not supported: hybrid (a list of {len(value)} training services); "
+                                    f"expected one training service (a mapping, or a list of one)")
             value = value[0]
         if isinstance(value, dict):
             value = local_from_mapping(value, path, self.style)

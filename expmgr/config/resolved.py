@@ -101,6 +101,11 @@ class ResolvedConfig:
             updated.search_space_file = None
         return self._of(updated, self.with_strategy)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What loading the config changed or ignored (``ExperimentConfig.notes``), for experiment.log."""
+        return self._canonical.notes
+
     def to_dict(self) -> dict[str, Any]:
         """The canonical config as NNI v2 camelCase (what the store and the REST API hold)."""
         return self._canonical.to_dict()

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr import trial as trial_api
+from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
@@ -394,6 +395,9 @@ class TrialRunner:
         """A new WAITING trial, stored (its folder is the training service's, made at launch)."""
         trial_id = self._new_trial_id()
         self._trial_ids.add(trial_id)
+        if TRIAL_CHECKPOINT_DIR in parameters.values():   # PBT's NNI parameters: the trial's own folder
+            parameters = {name: self.training.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
+                          for name, value in parameters.items()}
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
                              status=TrialState.WAITING, submit_time=time.time())
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it

@@ -144,6 +144,8 @@ class Experiment:
         registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                    pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
         self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
+        for note in config.notes:   # e.g. an NNI v1 config converted: the first lines of experiment.log
+            self.logger.info("config: %s", note)
         self._started_on = push_experiment(self.id)
         self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
                                 with_strategy=self.strategy is not None, resumed=self._resume_from is not None,

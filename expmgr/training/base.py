@@ -123,6 +123,12 @@ class TrainingService(abc.ABC):
         time (never by name); True if one was found and ended."""
 
     @abc.abstractmethod
+    def checkpoint_dir(self, trial_id: str) -> str:
+        """The trial's checkpoint folder as the trial sees it (``expmgr.get_checkpoint_dir()``),
+        for parameters that name it (``algorithms.tuner.TRIAL_CHECKPOINT_DIR``); it need
+        not exist yet."""
+
+    @abc.abstractmethod
     async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
         """Start ``target_trial`` from a copy of ``source_trial``'s checkpoint folder (none
         is fine); the source's is left as it is."""

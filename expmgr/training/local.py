@@ -273,6 +273,9 @@ class LocalTrainingService(TrainingService):
             pass
         return True
 
+    def checkpoint_dir(self, trial_id: str) -> str:
+        return str(self._files(trial_id).checkpoint_dir)
+
     async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
         source_dir = self._files(source_trial).checkpoint_dir
         if source_dir.is_dir():

@@ -7,7 +7,7 @@ import pytest
 
 from expmgr.algorithms import create_tuner
 from expmgr.algorithms.pbt_tuner import PbtTuner
-from expmgr.algorithms.tuner import AlgorithmError, NoTrialYetError
+from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR, AlgorithmError, NoTrialYetError
 
 from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
 
@@ -15,11 +15,18 @@ Handed = list[tuple[int, dict, "int | None"]]
 """One generation as handed out: (parameter id, parameters, checkpoint source)."""
 
 
+def searched(params: dict) -> dict:
+    """``params`` without NNI's checkpoint folders, which every PBT trial is given (filled in
+    by the manager): the hyperparameters alone."""
+    assert params["load_checkpoint_dir"] == params["save_checkpoint_dir"] == TRIAL_CHECKPOINT_DIR
+    return {k: v for k, v in params.items() if k not in ("load_checkpoint_dir", "save_checkpoint_dir")}
+
+
 def hand_out(tuner: PbtTuner, first_id: int) -> Handed:
     """Take every member of the current generation, then check the tuner waits."""
     handed = []
     for parameter_id in range(first_id, first_id + tuner.population_size):
-        params = tuner.generate_parameters(parameter_id)
+        params = searched(tuner.generate_parameters(parameter_id))
         handed.append((parameter_id, params, tuner.checkpoint_source(parameter_id)))
     with pytest.raises(NoTrialYetError):
         tuner.generate_parameters(first_id + tuner.population_size)
@@ -79,7 +86,7 @@ def test_no_trial_until_every_member_of_the_generation_has_ended():
     assert tuner.generation == 0
     tuner.trial_end(handed[3][0], success=False)  # ended without a result
     assert tuner.generation == 1
-    assert_fits_every_type(tuner.generate_parameters(4))
+    assert_fits_every_type(searched(tuner.generate_parameters(4)))
 
 
 def test_a_result_alone_counts_as_the_member_ending():
@@ -294,3 +301,13 @@ def test_generating_before_the_search_space_is_known_is_an_error():
     with pytest.raises(AlgorithmError, match="update_search_space"):
         PbtTuner().generate_parameters(0)
 
+
+
+def test_trials_get_nnis_checkpoint_folders_and_imports_ignore_them():
+    tuner = PbtTuner(population_size=2, seed=0, all_checkpoint_dir="/nni/checkpoints")  # NNI's; not used
+    tuner.update_search_space({"lr": {"_type": "uniform", "_value": [0, 1]}})
+    tuner.import_data([{"parameter": {"lr": 0.25, "load_checkpoint_dir": "/old/a", "save_checkpoint_dir": "/old/b"},
+                        "value": 9.0}])
+    first = tuner.generate_parameters(0)
+    assert first == {"lr": 0.25, "load_checkpoint_dir": TRIAL_CHECKPOINT_DIR,
+                     "save_checkpoint_dir": TRIAL_CHECKPOINT_DIR}, "the imported point seeds generation 0"

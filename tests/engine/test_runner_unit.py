@@ -80,6 +80,9 @@ class FakeTrainingService(TrainingService):
     def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
         return False
 
+    def checkpoint_dir(self, trial_id: str) -> str:
+        return f"/fake/{trial_id}/checkpoint"
+
     async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
         pass
 

@@ -196,6 +196,7 @@ def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Pa
         c.paths.trial_dir("next").mkdir()
         await c.service.copy_checkpoint("writer", "next")
         assert (c.paths.trial_dir("next") / "checkpoint" / "state").read_text() == "42"
+        assert c.service.checkpoint_dir("next") == str(c.paths.trial_dir("next") / "checkpoint")
 
     run_service(service, tmp_path, test)
 

@@ -1,0 +1,97 @@
+"""NNI's PBT trials run unchanged: they read ``save_checkpoint_dir`` and ``load_checkpoint_dir``
+from their parameters (as NNI's examples/trials/mnist-pbt-tuner-pytorch/mnist.py does) and
+find the previous generation's checkpoint there; and an NNI v1 config runs, its conversion
+noted in experiment.log."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from expmgr import Experiment, ExperimentConfig
+from expmgr.layout import TrialFiles
+from expmgr.store import open_store
+from tests.conftest import write_script
+
+# The checkpoint handling of NNI's mnist-pbt-tuner-pytorch/mnist.py, with a number for a model.
+NNI_PBT_TRIAL = """
+    import json, os
+    import nni
+    params = nni.get_next_parameter()
+    load_path = os.path.join(params["load_checkpoint_dir"], "model.json")
+    save_path = os.path.join(params["save_checkpoint_dir"], "model.json")
+    model = {"score": 0.0, "writer": None}
+    if os.path.isfile(load_path):
+        with open(load_path) as file:
+            model = json.load(file)
+    print("loaded", json.dumps(model))
+    model = {"score": model["score"] + params["lr"], "writer": nni.get_trial_id()}
+    if not os.path.exists(params["save_checkpoint_dir"]):
+        os.makedirs(params["save_checkpoint_dir"])
+    with open(save_path, "w") as file:
+        json.dump(model, file)
+    nni.report_final_result(model["score"])
+"""
+
+
+def test_nni_pbt_trials_load_the_previous_generations_checkpoint_from_load_checkpoint_dir(
+        tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "mnist.py", NNI_PBT_TRIAL)
+    config = ExperimentConfig(trial_command="python3 mnist.py", trial_code_directory=code_dir, trial_concurrency=2,
+                              max_trial_number=8, experiment_working_directory=tmp_path / "home",
+                              search_space={"lr": {"_type": "uniform", "_value": [0, 1]}},
+                              tuner={"name": "PBT", "class_args": {"population_size": 4, "seed": 5}})
+    experiment = Experiment(config)
+    assert experiment.run(port=0)
+    with open_store(experiment.paths, readonly=True) as store:
+        trials = store.trials()
+        finals = {trial_id: metric.value for trial_id, metric in store.final_metrics().items()}
+        sources = store.checkpoint_sources()
+    assert [t.status.value for t in trials] == ["SUCCEEDED"] * 8
+    for trial in trials:
+        own = str(TrialFiles(experiment.paths.trial_dir(trial.trial_id)).checkpoint_dir)
+        assert trial.parameters["load_checkpoint_dir"] == trial.parameters["save_checkpoint_dir"] == own
+        loaded = json.loads(TrialFiles(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
+                            .split("loaded ", 1)[1].splitlines()[0])
+        if trial in trials[:4]:
+            assert loaded == {"score": 0.0, "writer": None}, "generation 0 starts from nothing"
+        else:   # the copy of the member it continues or exploits, written by that trial
+            source = sources[trial.trial_id]
+            assert loaded == {"score": finals[source], "writer": source}
+        saved = json.loads((Path(own) / "model.json").read_text())
+        assert saved["writer"] == trial.trial_id and saved["score"] == finals[trial.trial_id]
+
+
+V1_CONFIG = """\
+authorName: default
+experimentName: example_v1
+trialConcurrency: 1
+maxExecDuration: 1h
+maxTrialNum: 2
+trainingServicePlatform: local
+searchSpacePath: search_space.json
+useAnnotation: false
+tuner:
+  builtinTunerName: Random
+  classArgs:
+    seed: 1
+trial:
+  command: python3 trial.py
+  codeDir: .
+  gpuNum: 0
+"""
+
+
+def test_an_nni_v1_config_runs_and_experiment_log_says_it_was_converted(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import nni
+        nni.report_final_result(nni.get_next_parameter()["x"])
+    """)
+    (code_dir / "search_space.json").write_text('{"x": {"_type": "uniform", "_value": [0, 1]}}')
+    write_script(code_dir, "config.yml", V1_CONFIG + f"logDir: {tmp_path / 'home'}\n")
+    experiment = Experiment(ExperimentConfig.load(code_dir / "config.yml"))
+    assert experiment.run(port=0)
+    assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"] * 2
+    log = experiment.paths.experiment_log.read_text()
+    assert "config: the config is in NNI's v1 format; converted to v2 as nnictl does" in log
+    assert "config: ignored, as NNI does: authorName" in log
+    assert log.index("NNI's v1 format") < log.index(f"experiment {experiment.id} started")
