@@ -24,12 +24,6 @@ class Fails:
     why: str
 
 
-@dataclass(frozen=True)
-class Pending:
-    """NNI accepts it; expmgr will once ``tuner`` is built in (issue 13, GP/Metis and NNI's aliases)."""
-    tuner: str
-
-
 LOADS = None
 PLATFORM = "not supported: "
 
@@ -46,13 +40,13 @@ NAS_V1 = Fails(("searchSpacePath",), "file not found",
 NAS_V1_PPO = Fails(("tuner.builtinTunerName",), "not supported: PPOTuner",
                    "NNI's PPO tuner is not in expmgr (and its search space is generated first)")
 
-EXPECTED: dict[str, Fails | Pending | None] = {
+EXPECTED: dict[str, Fails | None] = {
     "nas/legacy/classic_nas/config_ppo.yml": NAS_V1_PPO,
     "nas/legacy/classic_nas/config_random_search.yml": NAS_V1,
     "nas/legacy/classic_nas-tf/config_ppo.yml": NAS_V1_PPO,
     "nas/legacy/classic_nas-tf/config_random_search.yml": NAS_V1,
     "trials/auto-gbdt/config.yml": LOADS,
-    "trials/auto-gbdt/config_metis.yml": Pending("MetisTuner"),
+    "trials/auto-gbdt/config_metis.yml": LOADS,
     "trials/auto-gbdt/config_windows.yml": LOADS,
     "trials/benchmarking/automlbenchmark/nni/config.yaml": Fails(
         ("input_dir",), "unknown key", "automlbenchmark's own settings, not an experiment config (NNI refuses it too)"),
@@ -72,8 +66,8 @@ EXPECTED: dict[str, Fails | Pending | None] = {
                                                        "NNI 3.0 dropped annotations too"),
     "trials/mnist-advisor/config_bohb.yml": LOADS,
     "trials/mnist-advisor/config_hyperband.yml": LOADS,
-    "trials/mnist-batch-tune-keras/config.yml": Pending("BatchTuner"),
-    "trials/mnist-batch-tune-keras/config_windows.yml": Pending("BatchTuner"),
+    "trials/mnist-batch-tune-keras/config.yml": LOADS,
+    "trials/mnist-batch-tune-keras/config_windows.yml": LOADS,
     "trials/mnist-distributed-pytorch/config_kubeflow.yml": platform(V1_PLATFORM, "kubeflow"),
     "trials/mnist-distributed-tfv1/config_kubeflow.yml": platform(V1_PLATFORM, "kubeflow"),
     "trials/mnist-keras/config.yml": LOADS,
@@ -81,8 +75,8 @@ EXPECTED: dict[str, Fails | Pending | None] = {
     "trials/mnist-keras/config_windows.yml": LOADS,
     "trials/mnist-nested-search-space/config.yml": LOADS,
     "trials/mnist-nested-search-space/config_windows.yml": LOADS,
-    "trials/mnist-pbt-tuner-pytorch/config.yml": Pending("PBTTuner"),
-    "trials/mnist-pbt-tuner-pytorch/config_windows.yml": Pending("PBTTuner"),
+    "trials/mnist-pbt-tuner-pytorch/config.yml": LOADS,
+    "trials/mnist-pbt-tuner-pytorch/config_windows.yml": LOADS,
     "trials/mnist-pytorch/config.yml": LOADS,
     "trials/mnist-pytorch/config_adl.yml": platform(V1_PLATFORM, "adl"),
     "trials/mnist-pytorch/config_aml.yml": platform(V2_PLATFORM, "aml"),
@@ -161,19 +155,15 @@ def test_nni_example_config(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path
         said = str(error)
         assert "\n" not in said and "Traceback" not in said, said
         assert error.file == path and error.line is not None, said
-        if isinstance(expected, Pending):
-            assert error.field is not None and error.field.startswith("tuner"), said
-            pytest.xfail(f"{expected.tuner}: not built into expmgr yet (issue 13, another branch): {said}")
         assert isinstance(expected, Fails)
         assert error.field in expected.fields, said
         assert expected.fragment in error.message, said
         return
-    assert isinstance(expected, Pending), f"{name} loads, but is expected to fail: {expected}"
+    raise AssertionError(f"{name} loads, but is expected to fail: {expected}")
 
 
 def test_the_count_of_example_configs_expmgr_accepts():
-    """31 of NNI's 88 examples load (NNI 3.0 accepts 45 here: 39 local, 6 on other platforms);
-    4 more with NNI's aliases BatchTuner and PBTTuner, 1 more with Metis."""
+    """36 of NNI's 88 examples load (NNI 3.0 accepts 45 here: 39 local, 6 on other platforms;
+    the other 3 local ones use SMAC and NetworkMorphism, which expmgr does not have)."""
     accepted = sum(1 for expected in EXPECTED.values() if expected is LOADS)
-    assert accepted == 31
-    assert sum(1 for expected in EXPECTED.values() if isinstance(expected, Pending)) == 5
+    assert accepted == 36
