@@ -302,12 +302,17 @@ class _Canonicalizer:
         return None if value is None else self._algorithm(value, path, "assessor")
 
     def _algorithm(self, value: Any, path: tuple[PathSegment, ...], kind: str) -> AlgorithmConfig:
-        from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS
+        from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS, nni_builtin
 
         if isinstance(value, dict):
             value = algorithm_from_mapping(value, path, self.style)
         if not isinstance(value, AlgorithmConfig):
             raise Problem(path, f"expected a mapping such as {{name: ..., classArgs: {{...}}}}, got {value!r}")
+        builtin = nni_builtin(value.class_name) if isinstance(value.class_name, str) and value.name is None else None
+        if builtin is not None and builtin[0] == kind:
+            # NNI's own class of one of our built-ins: checked and run as that built-in (its
+            # classArgs and default optimize_mode included), wherever NNI's codeDir pointed.
+            value = AlgorithmConfig(name=builtin[1], class_args=value.class_args)
         name_key, class_key = self._name("name"), self._name("class_name")
         if value.name is not None and value.class_name is not None:
             raise Problem(path + (Key("class_name"),),

@@ -38,7 +38,7 @@ def test_gp_and_metis_aliases_are_accepted_with_nnis_class_args(alias):
 
 def test_nnis_class_name_of_a_builtin_needs_no_code_directory(tmp_path: Path):
     path = write(tmp_path / "config.yml", good_with("  name: TPE", "  className: nni.algorithms.hpo.tpe_tuner.TpeTuner"))
-    assert ExperimentConfig.load(path).canonical().tuner.class_name == "nni.algorithms.hpo.tpe_tuner.TpeTuner"
+    assert ExperimentConfig.load(path).canonical().tuner.name == "TPE"
 
 
 def test_gp_without_scikit_learn_is_a_config_error_saying_what_to_install(tmp_path: Path, monkeypatch):
@@ -59,3 +59,12 @@ def test_a_bad_gp_class_arg_is_an_error_at_its_place():
     with pytest.raises(ConfigError, match="utility must be one of ei, ucb, poi") as info:
         make({"name": "GP", "class_args": {"utility": "pi"}}).canonical()
     assert "class_args" in info.value.display_field
+
+
+def test_nnis_class_name_of_a_builtin_is_that_builtin_with_its_checks_and_default_direction():
+    tpe = make({"className": "nni.algorithms.hpo.tpe_tuner.TpeTuner"}).canonical()
+    assert tpe.tuner.name == "TPE" and tpe.tuner.class_name is None
+    assert tpe.minimizes, "TPE minimizes by default, as in NNI, also when named by NNI's className"
+    with pytest.raises(ConfigError, match="no_such_argument"):
+        make({"className": "nni.algorithms.hpo.tpe_tuner.TpeTuner",
+              "classArgs": {"no_such_argument": 1}}).canonical()
