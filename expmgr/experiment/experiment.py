@@ -289,21 +289,28 @@ class Experiment:
             previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_stop_signal),
                                  signal.SIGUSR1: signal.signal(signal.SIGUSR1, _raise_preempt_signal)}
         try:
-            stops = 0
+            # Signals are only counted in the handlers; they are acted on inside the try, so
+            # that a second Ctrl+C arriving while the first is being passed on is caught too.
+            stops = preemptions = stops_told = preemptions_told = 0
             while True:
                 try:
+                    while preemptions_told < preemptions:
+                        preemptions_told += 1
+                        self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
+                        self._manager.request_preemption()
+                    while stops_told < stops:
+                        stops_told += 1
+                        if stops_told == 1:
+                            self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
+                        else:
+                            self.logger.info("killing the trials of experiment %s", self.id)
+                        self._manager.request_stop()
                     self.wait()
                     break
                 except _PreemptSignal:
-                    self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
-                    self._manager.request_preemption()
+                    preemptions += 1
                 except (KeyboardInterrupt, _StopSignal):
                     stops += 1
-                    if stops == 1:
-                        self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
-                    else:
-                        self.logger.info("killing the trials of experiment %s", self.id)
-                    self._manager.request_stop()
         finally:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
