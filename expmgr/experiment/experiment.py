@@ -51,6 +51,10 @@ def new_experiment_id() -> str:
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
 
 
+_SIGNAL_CHECK_SECONDS = 0.2
+"""How often a main thread waiting for the end looks at signals: Linux may deliver a SIGTERM
+to another thread, which does not wake a main thread blocked without a timeout, and Python
+runs the handler only when the main thread next wakes (which could be the experiment's end)."""
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
 
@@ -260,7 +264,8 @@ class Experiment:
                 previous_handler = signal.signal(signal.SIGTERM, _raise_stop_signal)
             try:
                 experiment.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
-                threading.Event().wait()  # until Ctrl+C or SIGTERM
+                while True:  # until Ctrl+C or SIGTERM
+                    time.sleep(_SIGNAL_CHECK_SECONDS)
             except (KeyboardInterrupt, _StopSignal):
                 pass
             finally:
@@ -305,7 +310,8 @@ class Experiment:
                         else:
                             self.logger.info("killing the trials of experiment %s", self.id)
                         self._manager.request_stop()
-                    self.wait()
+                    while not self.wait(_SIGNAL_CHECK_SECONDS):
+                        pass
                     break
                 except _PreemptSignal:
                     preemptions += 1
