@@ -55,6 +55,7 @@ _SIGNAL_CHECK_SECONDS = 0.2
 """How often a main thread waiting for the end looks at signals: Linux may deliver a SIGTERM
 to another thread, which does not wake a main thread blocked without a timeout, and Python
 runs the handler only when the main thread next wakes (which could be the experiment's end)."""
+
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
 
