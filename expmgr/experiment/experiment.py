@@ -42,6 +42,11 @@ from expmgr.store import ExperimentProfile, Store, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
+_SIGNAL_CHECK_SECONDS = 0.2
+"""How often a main thread waiting for the end looks at signals: Linux may deliver a SIGTERM
+to another thread, which does not wake a main thread blocked without a timeout, and Python
+runs the handler only when the main thread next wakes (which could be the experiment's end)."""
+
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
 
@@ -231,7 +236,8 @@ class Experiment:
                 previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
             try:
                 experiment.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
-                threading.Event().wait()  # until Ctrl+C or SIGTERM
+                while True:  # until Ctrl+C or SIGTERM
+                    time.sleep(_SIGNAL_CHECK_SECONDS)
             except (KeyboardInterrupt, StopSignal):
                 pass
             finally:
@@ -260,21 +266,29 @@ class Experiment:
             previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_stop_signal),
                                  signal.SIGUSR1: signal.signal(signal.SIGUSR1, raise_preempt_signal)}
         try:
-            stops = 0
+            # Signals are only counted in the handlers; they are acted on inside the try, so
+            # that a second Ctrl+C arriving while the first is being passed on is caught too.
+            stops = preemptions = stops_told = preemptions_told = 0
             while True:
                 try:
-                    self.wait()
+                    while preemptions_told < preemptions:
+                        preemptions_told += 1
+                        self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
+                        self._manager.request_preemption()
+                    while stops_told < stops:
+                        stops_told += 1
+                        if stops_told == 1:
+                            self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
+                        else:
+                            self.logger.info("killing the trials of experiment %s", self.id)
+                        self._manager.request_stop()
+                    while not self.wait(_SIGNAL_CHECK_SECONDS):
+                        pass
                     break
                 except PreemptSignal:
-                    self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
-                    self._manager.request_preemption()
+                    preemptions += 1
                 except (KeyboardInterrupt, StopSignal):
                     stops += 1
-                    if stops == 1:
-                        self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
-                    else:
-                        self.logger.info("killing the trials of experiment %s", self.id)
-                    self._manager.request_stop()
         finally:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)

@@ -262,8 +262,17 @@ def test_trial_past_max_trial_duration_is_early_stopped(tmp_path: Path, code_dir
 
 def test_experiment_past_max_experiment_duration_ends_done(tmp_path: Path, code_dir: Path):
     write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
-    experiment = Experiment(_config(tmp_path, code_dir, max_experiment_duration=1, trial_grace_period=1))
-    assert experiment.run(port=0)
+    experiment = Experiment(_config(tmp_path, code_dir, max_experiment_duration="1h", trial_grace_period=1))
+    experiment.start(port=0)
+    try:
+        # Shortened only once both trials run: a loaded machine may take longer than the
+        # duration to launch them, and then no trial would be running to be cancelled.
+        wait_until(lambda: [t.status for t in experiment.list_trial_jobs()] == ["RUNNING", "RUNNING"],
+                   what="two running trials")
+        experiment.update_max_experiment_duration(1)
+        assert experiment.wait(timeout=60)
+    finally:
+        experiment.stop()
     assert experiment.get_status() == "DONE"
     assert [t.status for t in experiment.list_trial_jobs()] == ["SYS_CANCELED", "SYS_CANCELED"]
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -152,6 +153,7 @@ def test_a_large_import_goes_in_chunks_and_the_experiment_keeps_answering(tmp_pa
         body = json.dumps(records, ensure_ascii=False).encode()
         del records
         reports_before = len((tmp_path / "timings").read_text().splitlines())
+        import_began = time.monotonic()
         request = urllib.request.Request(f"http://127.0.0.1:{port}{API}/experiment/import-data", data=body,
                                          method="POST", headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=120) as response:
@@ -160,10 +162,14 @@ def test_a_large_import_goes_in_chunks_and_the_experiment_keeps_answering(tmp_pa
         # The import is applied in chunks while the trial's reports go on being answered.
         wait_until(lambda: "200000 results imported into the tuner" in experiment.paths.experiment_log.read_text(),
                    timeout=120, what="the import to reach the tuner")
+        import_took = time.monotonic() - import_began
         timings = [float(line) for line in (tmp_path / "timings").read_text().splitlines()]
         assert len(timings) > reports_before + 5, "the trial kept reporting during the import"
-        assert max(timings) < 10, f"a report waited {max(timings):.1f} s"
-        print(f"reports during the import: {len(timings) - reports_before}, slowest {max(timings):.2f} s")
+        # Relative to the import, not a fixed number of seconds (a loaded machine slows both):
+        # a report arriving as the import began would wait for all of it, were it not chunked.
+        assert max(timings) < import_took / 2, f"a report waited {max(timings):.1f} s of the import's {import_took:.1f} s"
+        print(f"reports during the import: {len(timings) - reports_before}, slowest {max(timings):.2f} s "
+              f"of the import's {import_took:.2f} s")
         assert get(port, "experiment")["status"] == "NO_MORE_TRIAL", "not ERROR: its one trial still runs"
         assert get(port, "trial-jobs")[0]["status"] == "RUNNING", "the trial was not cancelled"
         (tmp_path / "release").touch()

@@ -23,7 +23,9 @@ from tests.conftest import wait_until, write_script
 from tests.server.conftest import SocketClient
 
 REPORTS = 5  # per trial: 4 intermediate, 1 final
-HOLD_SECONDS = 15.0
+HOLD_SECONDS = 3.0
+"""How long the store stays blocked at least: several of the runner's retries (0.1 s, doubling)
+fail meanwhile, and no trial may be launched in that time."""
 
 TRIAL = f"""
     import os, time, expmgr

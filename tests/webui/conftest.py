@@ -73,7 +73,10 @@ class BrowserPage:
 def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every browser test's screenshots, together: $EXPMGR_SCREENSHOT_DIR or <basetemp>/webui-screenshots."""
     wanted = os.environ.get("EXPMGR_SCREENSHOT_DIR")
-    folder = Path(wanted) if wanted else tmp_path_factory.getbasetemp() / "webui-screenshots"
+    basetemp = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one folder for all workers, not one each
+        basetemp = basetemp.parent
+    folder = Path(wanted) if wanted else basetemp / "webui-screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
