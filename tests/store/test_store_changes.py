@@ -233,7 +233,7 @@ def test_a_schema_3_store_is_read_without_hosts_read_only_and_gets_the_host_colu
     reopened.close()
 
 
-def test_full_changes_of_10000_trials_with_20_results_each_stay_fast_and_incremental_ones_instant(tmp_path: Path):
+def test_changes_since_a_cursor_at_10000_trials_cost_a_small_part_of_the_full_answer(tmp_path: Path):
     """The scale of issue 7. Measured on the development machine (2 busy cores): about
     0.5 s for the whole answer (13 MB of metrics, 6 MB of trials), 1 ms since a cursor."""
     store = new_store(tmp_path / "experiment.sqlite")
@@ -246,12 +246,14 @@ def test_full_changes_of_10000_trials_with_20_results_each_stay_fast_and_increme
     answer = json.loads(text)
     assert len(answer["trials"]) == 10_000 and len(answer["metrics"]) == 10_000 * 21
     assert answer["statistics"] == [{"trialJobStatus": "SUCCEEDED", "trialJobNumber": 10_000}]
-    assert took < 5, f"the full changes answer took {took:.2f}s"
     print(f"full changes of 10,000 trials x 21 metrics: {took:.3f}s, {len(text) / 1e6:.1f} MB")
+    full_took = took
 
     store.add_trial(TrialRecord("late", 10_000, {"x": 1}, TrialState.WAITING, time.time()))
     started = time.perf_counter()
     text, _ = changes_answer(reader, paths, changes.cursor, None, read_only=True)
     took = time.perf_counter() - started
     assert [t["trialJobId"] for t in json.loads(text)["trials"]] == ["late"]
-    assert took < 0.2, f"changes since a cursor took {took:.3f}s"
+    # Relative, not a wall-clock limit: an answer since a cursor must not re-read what the
+    # full answer read (it costs about 1/20 of it at this scale, finding the best trial).
+    assert took < full_took / 5, f"changes since a cursor took {took:.3f}s, the full answer {full_took:.3f}s"
