@@ -283,6 +283,7 @@ def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_
         expmgr.get_next_parameter()
         if expmgr.get_attempt() == 1:
             expmgr.report_intermediate_result(1)
+            open("answered", "w").close()  # the manager's answer came: it may be frozen now
             while not os.path.exists("go"):
                 time.sleep(0.02)
             expmgr.report_intermediate_result(101)  # written, but the manager is frozen
@@ -307,6 +308,8 @@ def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_
             except sqlite3.OperationalError:  # the schema is not there yet
                 return []
         wait_until(stored, what="the first report stored")
+        # Stored is not yet answered: frozen in between, the trial would wait for the answer.
+        wait_until(lambda: (code_dir / "answered").exists(), what="the first report answered")
         manager.send_signal(signal.SIGSTOP)
         (code_dir / "go").touch()
         metrics_file = next(home.glob("*/trials/*/metrics.jsonl"))
