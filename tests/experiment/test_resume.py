@@ -37,11 +37,22 @@ def grid_config(tmp_path: Path, code_dir: Path, **overrides) -> ExperimentConfig
 
 
 def test_resume_after_stop_reruns_the_cancelled_trials_and_completes_the_budget(tmp_path: Path, code_dir: Path):
-    write_script(code_dir, "trial.py", SLOW_TRIAL)
+    # Trials after the first two run until the resume (the file "resumed"), so the stop
+    # catches some running however slow the machine is.
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        x = expmgr.get_next_parameter()["x"]
+        expmgr.report_intermediate_result(x)
+        while x >= 2 and not os.path.exists("resumed"):
+            time.sleep(0.05)
+        expmgr.report_final_result(x * 10)
+    """)
     first = Experiment(grid_config(tmp_path, code_dir))
     first.start(port=0)
     wait_until(lambda: sum(t.status == "SUCCEEDED" for t in first.list_trial_jobs()) >= 2, what="two trials done")
+    wait_until(lambda: sum(t.status == "RUNNING" for t in first.list_trial_jobs()) >= 1, what="a trial running")
     first.stop()
+    (code_dir / "resumed").touch()
     before = {t.trialJobId: t for t in first.list_trial_jobs()}
     cancelled = {i for i, t in before.items() if t.status == "USER_CANCELED"}
     assert cancelled, "the stop must have caught some trials running"
