@@ -3,6 +3,10 @@ config file, or a stopped one from its store) as a detached daemon (the default)
 or in this process (``--foreground``), or serve a stored one read-only (``view``,
 in this process until Ctrl+C).
 
+As NNI's, an experiment whose search ended by itself (DONE, ERROR) keeps serving its
+REST API and web UI, read-only, until ``expctl stop`` (or Ctrl+C, SIGTERM in the
+foreground); ``--exit-when-done`` ends it with its search instead (for scripts).
+
 The daemon is this same command run with ``--foreground`` in a new session. Until
 its experiment runs, its output comes back through a pipe (so an early error is
 shown here); then it moves its output to ``logs/daemon.log`` and this command
@@ -15,15 +19,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
-                               find_experiment, is_running, port_number)
+                               find_experiment, is_running, is_serving, port_number)
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth
 from expmgr.store.registry import Registry, RegistryEntry
@@ -61,7 +67,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("--port", "-p", type=port_number, default=8080,
                             help="REST and web UI port (default 8080)")
         parser.add_argument("--foreground", "-f", action="store_true",
-                            help="run in this process, logging to stdout, until the experiment ends")
+                            help="run in this process, logging to stdout; after the search ended its server "
+                                 "stays until Ctrl+C, SIGTERM or expctl stop (unless --exit-when-done)")
+        parser.add_argument("--exit-when-done", action="store_true",
+                            help="end the experiment's server (and, with --foreground, this command) when its "
+                                 "search ends, with the exit status of how it ended; by default the server stays, "
+                                 "read-only, until expctl stop")
         parser.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -87,8 +98,9 @@ def create_experiment(args: argparse.Namespace) -> int:
 def resume_experiment(args: argparse.Namespace) -> int:
     from expmgr.experiment import Experiment
     entry = find_experiment(args.id)
-    if is_running(entry):
-        raise CliError(f"experiment {entry.id} is running (pid {entry.pid}); stop it first")
+    if is_serving(entry):
+        raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'} (pid {entry.pid}); "
+                       f"stop it first (expctl stop {entry.id})")
     if args.foreground:
         return _run_here(args, lambda: Experiment.resume(entry.id, port=args.port, wait_completion=False,
                                                          home=Path(entry.dir).parent, **_access_arguments(args)))
@@ -152,9 +164,29 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
         print(f"best trial {best.trialJobId}: {best.value} with {best.parameter}")
     if status == "ERROR":
         print(experiment.get_error() or "", file=sys.stderr)
+    if status == "STOPPED" or args.exit_when_done:
+        experiment.stop()  # a stopped experiment's server has closed already
+    else:
+        _serve_until_stopped(experiment)
     if succeeded:
         return EXIT_OK
     return EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
+
+
+def _serve_until_stopped(experiment: Experiment) -> None:
+    """Its search ended; its server stays (read-only, as NNI's) until Ctrl+C or SIGTERM
+    (``expctl stop``), then closes."""
+    from expmgr.experiment.interrupts import StopSignal, raise_stop_signal
+    print(f"its server stays up, read-only, until Ctrl+C or expctl stop {experiment.id} "
+          "(--exit-when-done ends it with the search)", flush=True)
+    previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
+    try:
+        threading.Event().wait()
+    except (KeyboardInterrupt, StopSignal):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+        experiment.stop()
 
 
 def _move_output_to_log(experiment: Experiment) -> None:
@@ -173,7 +205,8 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     access = _access_arguments(args)
     _check_can_serve(args.port, access)
     command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port),
-               "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon"]
+               "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon",
+               *(["--exit-when-done"] if args.exit_when_done else [])]
     env = {key: value for key, value in os.environ.items() if key != auth.TOKEN_ENV}
     if access["token"]:
         env[auth.TOKEN_ENV] = access["token"]

@@ -3,7 +3,8 @@ the web UI needs under ``/api/v1/expmgr/`` (changes since a cursor, log tails, t
 websocket of live.py), besides the UI itself (static.py).
 
 Reads come from the store, so the same routes serve a running experiment and
-a finished one (``runner`` None: read-only, every write answers 409). A handler refuses
+a finished one (``runner`` None: read-only, every write answers 409; a running
+experiment's server becomes so when its search ends, ``serve_read_only``). A handler refuses
 by raising: the engine's Refusal (expmgr.engine.errors) or a RequestError, answered
 ``{"error": message}`` with the status of its kind (refusals.py). Trials POST
 their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
@@ -39,7 +40,8 @@ from expmgr.store import Store
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
-READ_ONLY = "this experiment is served read-only (view); it cannot be changed and takes no reports"
+READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
+             "changed and takes no reports")
 _INTEGER = re.compile(r"-?[0-9]+")
 PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
@@ -304,4 +306,10 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
     redirect = [(re.escape(url_prefix), tornado.web.RedirectHandler, {"url": f"{url_prefix}/"})] if url_prefix else []
     return GuardedApplication(
         [(re.escape(url_prefix) + path, *rest) for path, *rest in served] + redirect,
-        guard, websocket_ping_interval=20, **auth.settings(token, url_prefix))
+        guard, websocket_ping_interval=20, expmgr_context=context, **auth.settings(token, url_prefix))
+
+
+def serve_read_only(app: tornado.web.Application) -> None:
+    """From now on ``app`` answers as over a finished experiment (``runner`` None): its
+    search ended and its server stays, as NNI's does. Requests already running finish as they began."""
+    app.settings["expmgr_context"]["runner"] = None  # the handlers' shared arguments, read per request
