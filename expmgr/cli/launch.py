@@ -140,7 +140,8 @@ def _flag_error(error: Exception) -> str:
 
 
 def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experiment]) -> int:
-    """Start the experiment in this process, wait for its end, print how it ended."""
+    """Start the experiment in this process, wait for its search's end, print how it ended;
+    then serve it until Ctrl+C or SIGTERM, unless ``--exit-when-done``."""
     from expmgr.experiment import ExperimentError, HostError, PortInUseError
     try:
         experiment = start_experiment()
@@ -156,7 +157,28 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
     elif access.token:  # the log leaves the token out: show it here, to the user only
         print("its web UI, with the access token: " + "  ".join(access.urls(cast(int, experiment.port))),
               flush=True)
-    succeeded = experiment.wait_completion()
+    from expmgr.experiment.interrupts import StopSignal, raise_stop_signal
+    # SIGTERM (expctl stop) stops it at any point from here, the search's end included.
+    previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
+    try:
+        try:
+            experiment.wait_completion()
+            status = _print_outcome(experiment)
+            if status != "STOPPED" and not args.exit_when_done:  # a stopped one's server closed already
+                print(f"its server stays up, read-only, until Ctrl+C or expctl stop {experiment.id} "
+                      "(--exit-when-done ends it with the search)", flush=True)
+                threading.Event().wait()
+        except (KeyboardInterrupt, StopSignal):
+            pass  # after the search's end (during it, wait_completion handles them): the server closes
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+        experiment.stop()
+    status = experiment.get_status()
+    return EXIT_OK if status == "DONE" else EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
+
+
+def _print_outcome(experiment: Experiment) -> str:
+    """Print how the search ended and its best trial; its status."""
     status = experiment.get_status()
     print(f"experiment {experiment.id} {status}")
     best = experiment.best_trial()
@@ -164,29 +186,7 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
         print(f"best trial {best.trialJobId}: {best.value} with {best.parameter}")
     if status == "ERROR":
         print(experiment.get_error() or "", file=sys.stderr)
-    if status == "STOPPED" or args.exit_when_done:
-        experiment.stop()  # a stopped experiment's server has closed already
-    else:
-        _serve_until_stopped(experiment)
-    if succeeded:
-        return EXIT_OK
-    return EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
-
-
-def _serve_until_stopped(experiment: Experiment) -> None:
-    """Its search ended; its server stays (read-only, as NNI's) until Ctrl+C or SIGTERM
-    (``expctl stop``), then closes."""
-    from expmgr.experiment.interrupts import StopSignal, raise_stop_signal
-    print(f"its server stays up, read-only, until Ctrl+C or expctl stop {experiment.id} "
-          "(--exit-when-done ends it with the search)", flush=True)
-    previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
-    try:
-        threading.Event().wait()
-    except (KeyboardInterrupt, StopSignal):
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
-        experiment.stop()
+    return status
 
 
 def _move_output_to_log(experiment: Experiment) -> None:

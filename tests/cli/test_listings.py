@@ -39,7 +39,8 @@ def expctl_into_closed_pipe(home: Path, cwd: Path, *args: str) -> subprocess.Com
 
 def run_to_the_end(project_dir: Path, home: Path, trial: str) -> str:
     (project_dir / "trial.py").write_text(trial)
-    exp_id = created_id(expctl(home, project_dir, "create", "--config", "config.yml", "--port", "0"))
+    exp_id = created_id(expctl(home, project_dir, "create", "--config", "config.yml", "--port", "0",
+                               "--exit-when-done"))
     wait_until(lambda: entry(home, exp_id).status.is_finished(), timeout=60, what="the end")
     wait_until(lambda: expctl(home, project_dir, "experiment", "list").stdout.strip() == "(none)",
                what="the daemon to exit")
