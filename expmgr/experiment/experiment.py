@@ -170,12 +170,12 @@ class Experiment:
         what was done before. Runs it to the end unless ``wait_completion`` is False.
         ``host``, ``url_prefix`` and ``token`` as for ``start`` (this run's, not the last one's).
 
-        Raises ExperimentError when the experiment is unknown or still running.
+        Raises ExperimentError when the experiment is unknown, still running or still served.
         """
         entry, config = stored_experiment(exp_id, home)
         if experiment_process_alive(entry):  # its search runs, or its server still answers
-            raise ExperimentError(f"experiment {exp_id} is {'running' if not entry.status.is_finished() else 'served'} "
-                                  f"(pid {entry.pid}); stop it first")
+            state = "served" if entry.status.is_finished() else "running"
+            raise ExperimentError(f"experiment {exp_id} is {state} (pid {entry.pid}); stop it first")
         experiment = cls(config, id=exp_id)
         experiment._resume_from = Path(entry.dir)
         experiment.start(port, host=host, url_prefix=url_prefix, token=token)
@@ -294,7 +294,8 @@ class Experiment:
             raise ExperimentError(f"experiment {self.id} was not started")
         if not self._manager.wait_search(timeout):
             return False
-        self._search_ended()
+        with self._finish_lock:
+            self._search_ended_once()
         return True
 
     def stop(self) -> None:
@@ -374,12 +375,6 @@ class Experiment:
         except (UpdateRefused, RuntimeError) as refused:
             raise ExperimentError(str(refused)) from None
 
-    def _search_ended(self) -> None:
-        """Once the search ended: the strategy has returned and the experiment leaves the
-        starting thread's stack; its log and server stay until ``stop()`` (idempotent)."""
-        with self._finish_lock:
-            self._search_ended_once()
-
     def _finish(self) -> None:
         """Once the server closed too: close the experiment's log (idempotent)."""
         with self._finish_lock:
@@ -392,6 +387,8 @@ class Experiment:
                 self._log_attachment = None
 
     def _search_ended_once(self) -> None:
+        """The search ended: the strategy has returned and the experiment leaves the starting
+        thread's stack; its log and server stay until ``stop()``."""
         if self._strategy_thread is not None and self._strategy_thread is not threading.current_thread():
             # Its pending waits were answered when the experiment ended; a strategy
             # that still does not return is left behind (a daemon thread), with a warning.
