@@ -107,11 +107,13 @@ def no_child_process_left_behind():
 def no_experiment_left_serving(no_child_process_left_behind):
     """An experiment a test started in this process and did not stop (its server stays
     after its search, as NNI's) is stopped after the test, as the interpreter's exit would;
-    before the check for processes left behind."""
-    yield
+    before the check for processes left behind. Those of wider-scoped fixtures, made
+    before the test, are left to them."""
     from expmgr.experiment.experiment import _experiments
-    for experiment in list(_experiments.values()):
-        if experiment._manager is not None:  # started here (not viewed, not connected)
+    before = set(_experiments.keys())
+    yield
+    for exp_id, experiment in list(_experiments.items()):
+        if exp_id not in before and experiment._manager is not None:  # started here (not viewed, not connected)
             experiment.stop()
 
 
