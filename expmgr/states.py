@@ -87,5 +87,6 @@ class ExperimentState(str, enum.Enum):
     """The tuner, assessor or manager failed; the error is stored."""
 
     def is_finished(self) -> bool:
-        """True once no process of the experiment runs any more."""
+        """True once its search ended: no trial, tuner or watchdog runs any more (after DONE
+        or ERROR its server may still answer, read-only, until stopped)."""
         return self in (ExperimentState.DONE, ExperimentState.STOPPED, ExperimentState.ERROR)

@@ -7,6 +7,8 @@ import os
 import sys
 import textwrap
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -101,6 +103,20 @@ def no_child_process_left_behind():
         f"pid {process.pid}: {command}" for process, command in named)
 
 
+@pytest.fixture(autouse=True)
+def no_experiment_left_serving(no_child_process_left_behind):
+    """An experiment a test started in this process and did not stop (its server stays
+    after its search, as NNI's) is stopped after the test, as the interpreter's exit would;
+    before the check for processes left behind. Those of wider-scoped fixtures, made
+    before the test, are left to them."""
+    from expmgr.experiment.experiment import _experiments
+    before = set(_experiments.keys())
+    yield
+    for exp_id, experiment in list(_experiments.items()):
+        if exp_id not in before and experiment._manager is not None:  # started here (not viewed, not connected)
+            experiment.stop()
+
+
 def _alive(process: psutil.Process) -> bool:
     """Whether the process still runs (not ended, not a zombie waiting to be reaped)."""
     try:
@@ -119,3 +135,24 @@ def _command_line(process: psutil.Process) -> str:
 
 PYTHON = sys.executable
 ENV_WITH_REPO = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def rest_call(port: int, method: str, route: str, body: object = None) -> tuple[int, object]:
+    """``method route`` of NNI's REST API on 127.0.0.1:``port``: (HTTP status, JSON answer)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/nni/{route}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def refuses_connections(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port`` any more (the server closed)."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/nni/check-status", timeout=5)
+    except urllib.error.URLError as error:
+        return isinstance(error.reason, ConnectionRefusedError)
+    return False

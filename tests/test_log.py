@@ -117,7 +117,7 @@ def test_expctl_create_prints_nni_info_plainly_and_the_logs_take_the_rest(tmp_pa
         """))
     home = tmp_path / "home"
     result = subprocess.run([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
-                             "--foreground"], cwd=project, env=child_env(EXPMGR_HOME=str(home)),
+                             "--foreground", "--exit-when-done"], cwd=project, env=child_env(EXPMGR_HOME=str(home)),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     [exp_dir] = [path for path in home.iterdir() if path.is_dir()]
@@ -339,8 +339,10 @@ def test_two_experiments_run_in_two_threads_and_each_log_holds_only_its_own_reco
         assert f"STRATEGY-{other}" not in mine
         assert trial_ids[other] not in mine and other_id not in mine
         log_lines(mine)
+    for experiment in experiments.values():
+        experiment.stop()  # its server stayed after the search, as NNI's
     roots = tuple(str(experiment.paths.root) for experiment in experiments.values())
-    assert not [path for path in open_files() if path.startswith(roots)], "run() closed what it opened"
+    assert not [path for path in open_files() if path.startswith(roots)], "stop() closed what run() opened"
 
 
 STRESS_SCRIPT = """
@@ -619,13 +621,13 @@ def test_expctl_resume_and_view_print_nni_info_plainly_and_resume_appends_to_exp
     def expctl(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=project, env=env,
                               capture_output=True, text=True, timeout=120)
-    created = expctl("create", "--config", "config.yml", "--port", "0", "--foreground")
+    created = expctl("create", "--config", "config.yml", "--port", "0", "--foreground", "--exit-when-done")
     assert created.returncode == 0, created.stderr
     exp_id = created.stdout.split("experiment ")[-1].split()[0]
     experiment_log = tmp_path / "home" / exp_id / "logs" / "experiment.log"
     lines_before = len(experiment_log.read_text().splitlines())
 
-    resumed = expctl("resume", exp_id, "--port", "0", "--foreground")
+    resumed = expctl("resume", exp_id, "--port", "0", "--foreground", "--exit-when-done")
     assert resumed.returncode == 0, resumed.stderr
     printed = [line for line in resumed.stdout.splitlines() if not line.startswith(("experiment ", "best trial "))]
     records = log_lines("\n".join(printed))

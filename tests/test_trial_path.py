@@ -298,7 +298,8 @@ def run_nni_example(tmp_path: Path, name: str, python: str) -> list[dict]:
     env.update(EXPMGR_HOME=str(home), PYTHONPATH=str(REPO),
                PATH=os.pathsep.join([os.path.dirname(python), os.environ["PATH"]]))
     expctl = [sys.executable, "-m", "expmgr.cli"]
-    created = subprocess.run([*expctl, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+    created = subprocess.run([*expctl, "create", "--config", "config.yml", "--port", "0", "--foreground",
+                              "--exit-when-done"],
                              cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert created.returncode == 0, created.stdout + created.stderr
     [exp_dir] = [path for path in home.iterdir() if path.is_dir()]

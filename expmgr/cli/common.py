@@ -46,7 +46,15 @@ def registry() -> Registry:
 
 
 def is_running(entry: RegistryEntry) -> bool:
+    """Whether its search runs (trials, tuner): it can be changed."""
     return not entry.status.is_finished() and experiment_process_alive(entry)
+
+
+def is_serving(entry: RegistryEntry) -> bool:
+    """Whether its process runs: its search, or, once that ended by itself (DONE, ERROR),
+    its server (REST, web UI), read-only, until ``expctl stop``. Such an experiment is
+    listed and stopped as a running one."""
+    return experiment_process_alive(entry)
 
 
 def shown_status(entry: RegistryEntry) -> str:
@@ -70,12 +78,13 @@ def shown_trial_status(status: TrialState, experiment_gone: bool) -> str:
 def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument: str = "ID") -> RegistryEntry:
     """The experiment whose id starts with ``id_or_prefix``; without one (None), the only
     running experiment. Raises CliError naming ``argument`` when the id is empty, unknown
-    or ambiguous: an empty prefix would match every experiment."""
+    or ambiguous: an empty prefix would match every experiment. "Running" here counts
+    an ended experiment whose server still answers (``is_serving``)."""
     if id_or_prefix is not None:
         check_id(id_or_prefix, argument)
     entries = registry().entries()
     if id_or_prefix is None:
-        candidates = [entry for entry in entries if is_running(entry)]
+        candidates = [entry for entry in entries if is_serving(entry)]
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:
@@ -84,7 +93,7 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument
                        + ", ".join(entry.id for entry in candidates))
     matches = [entry for entry in entries if entry.id.startswith(id_or_prefix)]
     if running:
-        matches = [entry for entry in matches if is_running(entry)] or matches
+        matches = [entry for entry in matches if is_serving(entry)] or matches
     if not matches:
         raise CliError(f"{argument}: no experiment {id_or_prefix!r} in {registry().path}")
     if len(matches) > 1:

@@ -1,4 +1,5 @@
-"""``expctl stop``: stop running experiments, gracefully or (``--cancel``) at once.
+"""``expctl stop``: stop running experiments, gracefully or (``--cancel``) at once, and
+close the servers of ended ones (a DONE or ERROR experiment serves until stopped, as NNI's).
 
 A stop is SIGTERM to the experiment's process, which stops it as Ctrl+C does (so only
 its owner can: the REST route that stops it needs the access token when there is one);
@@ -14,7 +15,7 @@ import time
 from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, current_entry, experiment_store, find_experiment, is_running,
-                               port_number, registry, shown_status)
+                               is_serving, port_number, registry, shown_status)
 from expmgr.store.registry import RegistryEntry
 from expmgr.states import ExperimentState
 
@@ -36,21 +37,21 @@ def run(args: argparse.Namespace) -> int:
     if sum(bool(choice) for choice in (args.id is not None, args.all, args.port is not None)) > 1:
         raise CliError("give one of an experiment id, --all or --port")
     if args.port is not None:
-        targets = [entry for entry in registry().entries() if entry.port == args.port and is_running(entry)]
+        targets = [entry for entry in registry().entries() if entry.port == args.port and is_serving(entry)]
         if not targets:
             raise CliError(f"--port {args.port}: no running experiment uses this port")
     elif args.all:
-        targets = [entry for entry in registry().entries() if is_running(entry)]
+        targets = [entry for entry in registry().entries() if is_serving(entry)]
         if not targets:
             print("no experiment is running")
             return EXIT_OK
-    elif args.id is None and not any(is_running(entry) for entry in registry().entries()):
+    elif args.id is None and not any(is_serving(entry) for entry in registry().entries()):
         print("no experiment is running")  # nothing to do, as nnictl stop: not an error
         return EXIT_OK
     else:
         targets = [find_experiment(args.id, running=True)]
     for entry in targets:
-        if not is_running(entry):
+        if not is_serving(entry):
             print(f"experiment {entry.id} is not running ({shown_status(entry)})")
             continue
         _stop(entry, cancel=args.cancel, timeout=args.timeout)
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
     grace = _grace_period(entry)
     deadline = time.monotonic() + (timeout if timeout is not None else grace + _STOP_TIMEOUT_AFTER_GRACE)
-    pid = cast(int, entry.pid)  # the caller checked that it runs: it has its pid
+    pid = cast(int, entry.pid)  # the caller checked that it serves: it has its pid
     try:
         os.kill(pid, signal.SIGTERM)
     except PermissionError:
@@ -71,7 +72,8 @@ def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
         _wait_for(entry, lambda e: e.status in (ExperimentState.STOPPING,) or e.status.is_finished(), deadline)
         if is_running(current_entry(entry)):
             os.kill(pid, signal.SIGTERM)
-    if not _wait_for(entry, lambda e: e.status.is_finished() or not is_running(e), deadline):
+    # Its pid is cleared when its server closed, after the search's end was recorded.
+    if not _wait_for(entry, lambda e: not is_serving(e), deadline):
         raise CliError(f"experiment {entry.id} did not stop in time (pid {entry.pid})", status=1)
     print(f"experiment {entry.id} {current_entry(entry).status.value}")
 

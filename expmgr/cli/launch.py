@@ -3,6 +3,10 @@ config file, or a stopped one from its store) as a detached daemon (the default)
 or in this process (``--foreground``), or serve a stored one read-only (``view``,
 in this process until Ctrl+C).
 
+As NNI's, an experiment whose search ended by itself (DONE, ERROR) keeps serving its
+REST API and web UI, read-only, until ``expctl stop`` (or Ctrl+C, SIGTERM in the
+foreground); ``--exit-when-done`` ends it with its search instead (for scripts).
+
 The daemon is this same command run with ``--foreground`` in a new session. Until
 its experiment runs, its output comes back through a pipe (so an early error is
 shown here); then it moves its output to ``logs/daemon.log`` and this command
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
-                               find_experiment, is_running, port_number)
+                               find_experiment, is_running, is_serving, port_number)
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth
 from expmgr.store.registry import Registry, RegistryEntry
@@ -61,7 +66,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("--port", "-p", type=port_number, default=8080,
                             help="REST and web UI port (default 8080)")
         parser.add_argument("--foreground", "-f", action="store_true",
-                            help="run in this process, logging to stdout, until the experiment ends")
+                            help="run in this process, logging to stdout; after the search ended its server "
+                                 "stays until Ctrl+C, SIGTERM or expctl stop (unless --exit-when-done)")
+        parser.add_argument("--exit-when-done", action="store_true",
+                            help="end the experiment's server (and, with --foreground, this command) when its "
+                                 "search ends, with the exit status of how it ended; by default the server stays, "
+                                 "read-only, until expctl stop")
         parser.add_argument("--daemon", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -87,8 +97,9 @@ def create_experiment(args: argparse.Namespace) -> int:
 def resume_experiment(args: argparse.Namespace) -> int:
     from expmgr.experiment import Experiment
     entry = find_experiment(args.id)
-    if is_running(entry):
-        raise CliError(f"experiment {entry.id} is running (pid {entry.pid}); stop it first")
+    if is_serving(entry):
+        raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'} (pid {entry.pid}); "
+                       f"stop it first (expctl stop {entry.id})")
     if args.foreground:
         return _run_here(args, lambda: Experiment.resume(entry.id, port=args.port, wait_completion=False,
                                                          home=Path(entry.dir).parent, **_access_arguments(args)))
@@ -128,7 +139,8 @@ def _flag_error(error: Exception) -> str:
 
 
 def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experiment]) -> int:
-    """Start the experiment in this process, wait for its end, print how it ended."""
+    """Start the experiment in this process, wait for its search's end, print how it ended;
+    then serve it until Ctrl+C or SIGTERM, unless ``--exit-when-done``."""
     from expmgr.experiment import ExperimentError, HostError, PortInUseError
     try:
         experiment = start_experiment()
@@ -144,7 +156,28 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
     elif access.token:  # the log leaves the token out: show it here, to the user only
         print("its web UI, with the access token: " + "  ".join(access.urls(cast(int, experiment.port))),
               flush=True)
-    succeeded = experiment.wait_completion()
+    from expmgr.experiment.interrupts import StopSignal, raise_stop_signal
+    # SIGTERM (expctl stop) stops it at any point from here, the search's end included.
+    previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
+    try:
+        try:
+            experiment.wait_completion()
+            status = _print_outcome(experiment)
+            if status != "STOPPED" and not args.exit_when_done:  # a stopped one's server closed already
+                print(f"its server stays up, read-only, until Ctrl+C or expctl stop {experiment.id} "
+                      "(--exit-when-done ends it with the search)", flush=True)
+                experiment.serve_until_stopped()
+        except (KeyboardInterrupt, StopSignal):
+            pass  # after the search's end (during it, wait_completion handles them): the server closes
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+        experiment.stop()
+    status = experiment.get_status()
+    return EXIT_OK if status == "DONE" else EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
+
+
+def _print_outcome(experiment: Experiment) -> str:
+    """Print how the search ended and its best trial; its status."""
     status = experiment.get_status()
     print(f"experiment {experiment.id} {status}")
     best = experiment.best_trial()
@@ -152,9 +185,7 @@ def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experimen
         print(f"best trial {best.trialJobId}: {best.value} with {best.parameter}")
     if status == "ERROR":
         print(experiment.get_error() or "", file=sys.stderr)
-    if succeeded:
-        return EXIT_OK
-    return EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
+    return status
 
 
 def _move_output_to_log(experiment: Experiment) -> None:
@@ -173,7 +204,8 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     access = _access_arguments(args)
     _check_can_serve(args.port, access)
     command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port),
-               "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon"]
+               "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon",
+               *(["--exit-when-done"] if args.exit_when_done else [])]
     env = {key: value for key, value in os.environ.items() if key != auth.TOKEN_ENV}
     if access["token"]:
         env[auth.TOKEN_ENV] = access["token"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
-                               print_table, registry, shown_status, shown_trial_status)
+                               is_serving, print_table, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.metrics import ranked
 from expmgr.server import views
@@ -71,7 +71,7 @@ def list_experiments(args: argparse.Namespace) -> int:
     UNREADABLE (with the reason under ``error`` and on stderr), the others as usual."""
     rows = []
     for entry in registry().entries():
-        if not (args.all or is_running(entry)):
+        if not (args.all or is_serving(entry)):  # running, or ended with its server up
             continue
         # STARTED is the first start, as the web UI shows it; the registry has the last one's.
         row = {"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
@@ -139,18 +139,19 @@ def _cell(value: object) -> object:
 
 def webui_url(args: argparse.Namespace) -> int:
     entry = find_experiment(args.id, running=True)
-    if not is_running(entry):
+    if not is_serving(entry):
         raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); "
                        f"expctl view {entry.id} serves it read-only")
-    for url in access_of(entry).urls(cast(int, entry.port)):  # running: it has its port
+    for url in access_of(entry).urls(cast(int, entry.port)):  # served: it has its port
         print(url)
     return EXIT_OK
 
 
 def delete_experiment(args: argparse.Namespace) -> int:
     entry = find_experiment(args.id)
-    if is_running(entry):
-        raise CliError(f"experiment {entry.id} is running; stop it first (expctl stop {entry.id})")
+    if is_serving(entry):
+        raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'}; stop it first "
+                       f"(expctl stop {entry.id})")
     if not args.yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise CliError("deleting needs --yes when there is no terminal to confirm on")

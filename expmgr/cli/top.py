@@ -7,8 +7,8 @@ import argparse
 import sys
 import time
 
-from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running, registry,
-                               shown_status, shown_trial_status)
+from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
+                               is_serving, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.log import use_colour
 from expmgr.metrics import best_result
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         while True:
             entries = ([find_experiment(args.id)] if args.id is not None
-                       else [e for e in registry().entries() if is_running(e)])
+                       else [e for e in registry().entries() if is_serving(e)])
             view = render(entries, colour=use_colour())
             if args.once:
                 sys.stdout.write(view)

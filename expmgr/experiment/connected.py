@@ -4,7 +4,7 @@ stop`` does), and changes go through its REST API::
 
     connection = Connection(registry, running_on_port(registry, 8080))
     connection.change(TrialRunner.update_config, "trialConcurrency", 3)
-    connection.stop()      # returns once it ended
+    connection.stop()      # returns once it ended and its server closed
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from expmgr.store.registry import Registry, RegistryEntry, experiment_process_al
 
 
 def running_on_port(registry: Registry, port: int) -> RegistryEntry:
-    """The entry of the experiment of ``registry`` running on ``port``; ExperimentError if none."""
-    entry = next((e for e in registry.entries() if e.port == port and not e.status.is_finished()
-                  and experiment_process_alive(e)), None)
+    """The entry of the experiment of ``registry`` served on ``port`` (its search running,
+    or ended with its server still up); ExperimentError if none."""
+    entry = next((e for e in registry.entries() if e.port == port and experiment_process_alive(e)), None)
     if entry is None:
         raise ExperimentError(f"no running experiment on port {port} in {registry.path}")
     return entry
@@ -54,18 +54,24 @@ class Connection:
         return current
 
     def stop(self) -> None:
-        """SIGTERM to its process (which stops it as Ctrl+C would), then wait for its end."""
-        # Its process being alive, it has its pid.
-        if not self.current_entry().status.is_finished() and experiment_process_alive(self.entry):
-            os.kill(cast(int, self.entry.pid), signal.SIGTERM)
-        self.wait(None)
+        """SIGTERM to its process (which stops it as Ctrl+C would, then closes its server),
+        then wait until it no longer serves."""
+        current = self.current_entry()
+        if experiment_process_alive(current):  # alive: it has its pid
+            os.kill(cast(int, current.pid), signal.SIGTERM)
+        self._wait_for(lambda entry: not experiment_process_alive(entry), None)
 
     def wait(self, timeout: float | None) -> bool:
-        """Block until it ended (or its entry is gone); False if ``timeout`` seconds passed first."""
+        """Block until its search ended (or its entry is gone); False if ``timeout`` seconds
+        passed first. Its server may still answer."""
+        return self._wait_for(lambda entry: entry.status.is_finished() or not experiment_process_alive(entry),
+                              timeout)
+
+    def _wait_for(self, condition: Callable[[RegistryEntry], bool], timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             current = self.registry.get(self.entry.id)
-            if current is None or current.status.is_finished() or not experiment_process_alive(current):
+            if current is None or condition(current):
                 return True
             if deadline is not None and time.monotonic() > deadline:
                 return False

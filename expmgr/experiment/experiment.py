@@ -1,12 +1,14 @@
 """The ``Experiment`` object: the Python API of one experiment.
 
     exp = Experiment(ExperimentConfig.load("config.yml"))
-    succeeded = exp.run(port=8080)        # blocks; Ctrl+C or SIGTERM stop it cleanly
+    succeeded = exp.run(port=8080)        # blocks until the search ends; Ctrl+C or SIGTERM stop it cleanly
     # exp.run(port=8080, host="0.0.0.0"): reachable from elsewhere, with a generated token (exp.url)
     exp.logger.info("best: %s", exp.best_trial())
+    exp.stop()                            # its server (REST, web UI) stayed until now
 
 ``start()`` returns once the experiment runs; the query methods read the store
-and work while it runs and after it ended.
+and work while it runs and after it ended. As in NNI, the server stays after the
+search ended (read-only) until ``stop()``, or the interpreter's exit (atexit).
 """
 from __future__ import annotations
 
@@ -45,7 +47,9 @@ from expmgr.states import ExperimentState
 _SIGNAL_CHECK_SECONDS = 0.2
 """How often a main thread waiting for the end looks at signals: Linux may deliver a SIGTERM
 to another thread, which does not wake a main thread blocked without a timeout, and Python
-runs the handler only when the main thread next wakes (which could be the experiment's end)."""
+runs the handler only when the main thread next wakes (which could be the experiment's end).
+(Blocking the signals in our other threads would avoid the wake-ups, but processes started
+from those threads, trials included, would inherit the blocked mask.)"""
 
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
@@ -175,11 +179,12 @@ class Experiment:
         what was done before. Runs it to the end unless ``wait_completion`` is False.
         ``host``, ``url_prefix`` and ``token`` as for ``start`` (this run's, not the last one's).
 
-        Raises ExperimentError when the experiment is unknown or still running.
+        Raises ExperimentError when the experiment is unknown, still running or still served.
         """
         entry, config = stored_experiment(exp_id, home)
-        if not entry.status.is_finished() and experiment_process_alive(entry):
-            raise ExperimentError(f"experiment {exp_id} is running (pid {entry.pid}); stop it first")
+        if experiment_process_alive(entry):  # its search runs, or its server still answers
+            state = "served" if entry.status.is_finished() else "running"
+            raise ExperimentError(f"experiment {exp_id} is {state} (pid {entry.pid}); stop it first")
         experiment = cls(config, id=exp_id)
         experiment._resume_from = Path(entry.dir)
         experiment.start(port, host=host, url_prefix=url_prefix, token=token)
@@ -189,12 +194,12 @@ class Experiment:
 
     @classmethod
     def connect(cls, port: int, *, home: Path | None = None) -> "Experiment":
-        """The experiment running (in another process) on ``port``: its query methods read
-        its store, ``update_*`` and ``kill_trial_job`` go through its REST API (with the
-        host, url prefix and token in its access file), ``stop()``
-        stops it as ``expctl stop`` does, ``wait()`` waits for its end.
+        """The experiment served (in another process) on ``port``, running or ended: its
+        query methods read its store, ``update_*`` and ``kill_trial_job`` go through its
+        REST API (with the host, url prefix and token in its access file), ``stop()``
+        stops it as ``expctl stop`` does (server included), ``wait()`` waits for its search's end.
 
-        Raises ExperimentError when no running experiment of the registry uses that port.
+        Raises ExperimentError when no experiment of the registry is served on that port.
         """
         registry = Registry(home or default_home())
         entry = running_on_port(registry, port)
@@ -248,16 +253,18 @@ class Experiment:
 
     def run(self, port: int = 8080, *, host: str = DEFAULT_HOST, url_prefix: str = "",
             token: str | None = None) -> bool:
-        """Start (see ``start``), then block until the experiment ends (``wait_completion``);
-        True if it ended DONE."""
+        """Start (see ``start``), then block until the search ends (``wait_completion``);
+        True if it ended DONE. As NNI's, its server (REST, web UI) stays, read-only,
+        until ``stop()`` or the interpreter's exit."""
         self.start(port, host=host, url_prefix=url_prefix, token=token)
         return self.wait_completion()
 
     def wait_completion(self) -> bool:
-        """Block until the started experiment ends; True if it ended DONE.
+        """Block until the started experiment's search ends; True if it ended DONE. Its
+        server stays until ``stop()``.
 
-        Ctrl+C (SIGINT) and SIGTERM stop it gracefully; a second one kills the trials
-        at once.
+        Ctrl+C (SIGINT) and SIGTERM stop it gracefully, server included (as ``stop()``);
+        a second one kills the trials at once.
         """
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
@@ -265,10 +272,10 @@ class Experiment:
         if threading.current_thread() is threading.main_thread():
             previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_stop_signal),
                                  signal.SIGUSR1: signal.signal(signal.SIGUSR1, raise_preempt_signal)}
+        # Signals are only counted in the handlers; they are acted on inside the try, so
+        # that a second Ctrl+C arriving while the first is being passed on is caught too.
+        stops = preemptions = stops_told = preemptions_told = 0
         try:
-            # Signals are only counted in the handlers; they are acted on inside the try, so
-            # that a second Ctrl+C arriving while the first is being passed on is caught too.
-            stops = preemptions = stops_told = preemptions_told = 0
             while True:
                 try:
                     while preemptions_told < preemptions:
@@ -292,22 +299,35 @@ class Experiment:
         finally:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
-        self._finish()
+        if stops:
+            self.stop()  # stopped by the user: the server goes too (NNI's run() on Ctrl+C)
         return self._manager.final_state == ExperimentState.DONE
 
+    def serve_until_stopped(self) -> None:
+        """Block while the server stays after the search: until ``stop()``, ``expctl stop``
+        or NNI's ``DELETE experiment`` closes it. Ctrl+C and SIGTERM (with a handler that
+        raises) are raised here."""
+        if self._manager is None:
+            raise ExperimentError(f"experiment {self.id} was not started")
+        while not self._manager.wait(_SIGNAL_CHECK_SECONDS):
+            pass
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the experiment ends; False if ``timeout`` seconds passed first."""
+        """Block until the search ends (DONE, STOPPED or ERROR); False if ``timeout``
+        seconds passed first. The server stays until ``stop()``."""
         if self._connected is not None:
             return self._connected.wait(timeout)
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
-        if not self._manager.wait(timeout):
+        if not self._manager.wait_search(timeout):
             return False
-        self._finish()  # its log file closed, it leaves the starting thread's stack
+        with self._finish_lock:
+            self._search_ended_once()
         return True
 
     def stop(self) -> None:
-        """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period."""
+        """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period;
+        then the server closes. Idempotent; registered with atexit by ``start()``."""
         if self._viewer is not None:
             self._viewer.stop()
             return
@@ -383,14 +403,19 @@ class Experiment:
             raise ExperimentError(str(refused)) from None
 
     def _finish(self) -> None:
-        """Once the experiment ended: close its log and leave the thread stacks (idempotent)."""
+        """Once the server closed too: close the experiment's log (idempotent)."""
         with self._finish_lock:
-            self._finish_once()
+            self._search_ended_once()
+            atexit.unregister(self.stop)
+            if self._manager is not None:
+                self._manager.join()
+            if self._log_attachment is not None:
+                self._log_attachment.close()
+                self._log_attachment = None
 
-    def _finish_once(self) -> None:
-        atexit.unregister(self.stop)
-        if self._manager is not None:
-            self._manager.join()
+    def _search_ended_once(self) -> None:
+        """The search ended: the strategy has returned and the experiment leaves the starting
+        thread's stack; its log and server stay until ``stop()``."""
         if self._strategy_thread is not None and self._strategy_thread is not threading.current_thread():
             # Its pending waits were answered when the experiment ended; a strategy
             # that still does not return is left behind (a daemon thread), with a warning.
@@ -399,9 +424,7 @@ class Experiment:
             if self._strategy_thread.is_alive():
                 self.logger.warning("the strategy of experiment %s did not return after the experiment ended",
                                     self.id)
-        if self._log_attachment is not None:
-            self._log_attachment.close()
-            self._log_attachment = None
+            self._strategy_thread = None
         if self._started_on is not None:
             pop_experiment(self.id, self._started_on)
             self._started_on = None

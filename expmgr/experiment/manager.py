@@ -3,8 +3,15 @@ runs the REST server and the trial runner of one experiment::
 
     manager = Manager(exp_id, config, paths, sockets, registry)
     manager.start()           # returns once the loop runs
-    manager.request_stop()    # graceful, from any thread
-    manager.wait()            # until DONE, STOPPED or ERROR
+    manager.wait_search()     # until DONE, STOPPED or ERROR; the server still answers
+    manager.request_stop()    # from any thread: stops the search if it runs, then the server
+    manager.wait()            # until the server closed too
+
+As NNI's manager, the server stays after the search ended by itself (DONE, ERROR),
+read-only as ``expctl view`` serves (rest.serve_read_only), with nothing else left:
+the runner stopped the dispatcher, the watchdog and the trials, and is dropped. It
+closes on ``request_stop()``. A search ended by a stop (STOPPED, a preemption) closes
+the server at once.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from expmgr.server.auth import Access
 from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
-from expmgr.server.rest import make_app
+from expmgr.server.rest import make_app, serve_read_only
 from expmgr.engine.runner import TrialRunner
 from expmgr.store import WritableStore
 from expmgr.states import ExperimentState
@@ -74,6 +81,11 @@ class Manager:
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        self._search_ended = threading.Event()
+        """The runner returned and the registry has its last state; the server may still answer."""
+        self._close: asyncio.Event | None = None
+        """Set on the loop to close the server once the search ended."""
+        self._stop_requested = False
         self._finished = threading.Event()
         self._pending_calls: set[concurrent.futures.Future] = set()
         """Calls handed to the loop and not answered yet; failed when the loop ends first."""
@@ -97,6 +109,7 @@ class Manager:
             self._registry_writer.shutdown(wait=True)  # the last state is in the registry before wait() returns
             pop_experiment(self.exp_id)
             self._started.set()  # also when _main failed before the server ran
+            self._search_ended.set()
             with self._calls_lock:
                 self._finished.set()
                 unanswered, self._pending_calls = self._pending_calls, set()
@@ -116,44 +129,84 @@ class Manager:
                              on_store_unwritable=hub.tell_store_unwritable)
         self._runner = runner
         guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
-        server = tornado.httpserver.HTTPServer(
-            make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
-                     url_prefix=self.access.url_prefix),
-            **guard.server_settings())
+        app = make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
+                       url_prefix=self.access.url_prefix)
+        server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
         server.add_sockets(self._sockets)
+        self._close = asyncio.Event()
         self._started.set()
         try:
-            self.final_state = await runner.run()
+            try:
+                self.final_state = await runner.run()
+            finally:
+                if self.final_state is None:  # the runner itself broke; it recorded nothing
+                    self._record_in_registry(ExperimentState.ERROR)
+                stopped = runner.stop_requested or self._stop_requested
+                serve_read_only(app, close_server=self._stop_on_loop)
+                hub.serve_read_only()
+                self._runner = None  # nothing of the search stays while the server answers
+                del runner
+                written: concurrent.futures.Future = concurrent.futures.Future()
+                self._in_registry_writer(lambda: written.set_result(None))
+                await asyncio.wrap_future(written)  # its last state is in the registry
+                self._search_ended.set()
+            if not stopped:
+                await self._close.wait()
         finally:
             server.stop()
             await hub.stop()
             await server.close_all_connections()
             self._store.close()
-            if self.final_state is None:  # the runner itself broke; it recorded nothing
-                self._record_in_registry(ExperimentState.ERROR)
+            self._in_registry_writer(self._record_closed)
 
     def _record_in_registry(self, state: ExperimentState) -> None:
         """Keep the registry's summary current, off the loop and in order. The experiment's
         own store is its record, so a registry that cannot be written (held by another
-        process, disk full) is a warning, not the experiment's end."""
-        finished = state.is_finished()
-        pid, end_time = None if finished else os.getpid(), time.time() if finished else None
+        process, disk full) is a warning, not the experiment's end. The pid stays while
+        the server answers (``_record_closed`` clears it)."""
+        end_time = time.time() if state.is_finished() else None
 
         def write() -> None:
             try:
-                self._registry.update(self.exp_id, status=state, pid=pid, end_time=end_time)
+                self._registry.update(self.exp_id, status=state, pid=os.getpid(), end_time=end_time)
             except RegistryError as error:
                 self._logger.warning("the registry was not told that experiment %s is %s: %s",
                                      self.exp_id, state.value, error)
 
+        self._in_registry_writer(write)
+
+    def _in_registry_writer(self, write: Callable[[], None]) -> None:
         try:
             self._registry_writer.submit(write)
         except RuntimeError:  # the interpreter is exiting (a script returned; atexit stops us): write here
             write()
 
+    def _record_closed(self) -> None:
+        """The server closed: the registry no longer names this process (runs in the registry writer)."""
+        try:
+            self._registry.closed(self.exp_id)
+        except RegistryError as error:
+            self._logger.warning("the registry was not told that experiment %s stopped serving: %s",
+                                 self.exp_id, error)
+
     def request_stop(self) -> None:
-        """Ask for a graceful stop; returns at once (``wait()`` for the end)."""
-        self._tell_runner(TrialRunner.request_stop)
+        """Stop gracefully: the search if it runs, then the server; returns at once
+        (``wait()`` for the end)."""
+        loop = self._loop
+        if loop is None or self._finished.is_set():
+            return
+        try:
+            loop.call_soon_threadsafe(self._stop_on_loop)
+        except RuntimeError:
+            pass  # the loop closed in between: the server is closed
+
+    def _stop_on_loop(self) -> None:
+        """On the loop, where the search's end is seen: no stop request slips between them."""
+        self._stop_requested = True
+        if self._runner is not None:
+            self._runner.request_stop()
+        if self._close is not None:
+            self._close.set()
 
     def request_preemption(self) -> None:
         """Stop as preempted (SIGUSR1 to trials); returns at once."""
@@ -196,8 +249,13 @@ class Manager:
             with self._calls_lock:
                 self._pending_calls.discard(future)
 
+    def wait_search(self, timeout: float | None = None) -> bool:
+        """Block until the search ended (DONE, STOPPED, ERROR; the registry has it) while
+        the server may still answer; False on timeout."""
+        return self._search_ended.wait(timeout)
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the experiment ended; False on timeout."""
+        """Block until the server closed too (the loop ended); False on timeout."""
         return self._finished.wait(timeout)
 
     def join(self) -> None:

@@ -133,6 +133,13 @@ class LiveHub:
             self._follow_timer = None
         self.reader.close()
 
+    def serve_read_only(self) -> None:
+        """The experiment's search ended and its server stays: clients are told (the
+        profile's ``readOnly`` in the next push) and the answers say so from now on."""
+        self.read_only = True
+        self._dirty = True
+        self._schedule_push()
+
     async def changes(self, since: str | None, limit: int | None) -> str:
         """The REST changes answer, built on the reader's thread."""
         text, _ = await self.reader.run(

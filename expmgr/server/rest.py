@@ -5,7 +5,8 @@ NNI's trial-jobs answer NNI's keys alone (NNI's client takes them); what expmgr'
 besides is in expmgr's routes.
 
 Reads come from the store, so the same routes serve a running experiment and
-a finished one (``runner`` None: read-only, every write answers 409). A handler refuses
+a finished one (``runner`` None: read-only, every write answers 409; a running
+experiment's server becomes so when its search ends, ``serve_read_only``). A handler refuses
 by raising: the engine's Refusal (expmgr.engine.errors) or a RequestError, answered
 ``{"error": message}`` with the status of its kind (refusals.py). Trials POST
 their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
@@ -43,7 +44,8 @@ from expmgr.store.registry import Registry, RegistryError
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
-READ_ONLY = "this experiment is served read-only (view); it cannot be changed and takes no reports"
+READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
+             "changed and takes no reports")
 _INTEGER = re.compile(r"-?[0-9]+")
 PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
@@ -160,7 +162,13 @@ class ExperimentHandler(_Handler):
         self.send_json(views.experiment_view(self.store, read_only=self.runner is None))
 
     def delete(self) -> None:
-        """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing."""
+        """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing.
+        After its search, this closes its server (NNI's client stops a finished experiment so)."""
+        close_server = self.settings["expmgr_context"].get("close_server")
+        if self.runner is None and close_server is not None:
+            close_server()
+            self.send_json({})
+            return
         self.apply_change(lambda runner: None if runner.stop_requested else runner.request_stop())
 
     async def put(self) -> None:
@@ -359,4 +367,12 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
     redirect = [(re.escape(url_prefix), tornado.web.RedirectHandler, {"url": f"{url_prefix}/"})] if url_prefix else []
     return GuardedApplication(
         [(re.escape(url_prefix) + path, *rest) for path, *rest in served] + redirect,
-        guard, websocket_ping_interval=20, **auth.settings(token, url_prefix))
+        guard, websocket_ping_interval=20, expmgr_context=context, **auth.settings(token, url_prefix))
+
+
+def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None) -> None:
+    """From now on ``app`` answers as over a finished experiment (``runner`` None): its
+    search ended and its server stays, as NNI's does, until ``close_server`` is called (by
+    ``DELETE experiment``, as by ``expctl stop``). Requests already running finish as they began."""
+    app.settings["expmgr_context"]["runner"] = None  # the handlers' shared arguments, read per request
+    app.settings["expmgr_context"]["close_server"] = close_server

@@ -49,7 +49,9 @@ class RegistryEntry:
 
 def experiment_process_alive(entry: RegistryEntry) -> bool:
     """Whether the process recorded for ``entry`` still runs it: the pid exists, is not a
-    zombie, and was started before the experiment (a reused pid was started after)."""
+    zombie, and was started before the experiment (a reused pid was started after).
+    That is while its search runs and, once it ended (DONE, ERROR), while its server
+    still answers: the pid is cleared when the server closes (``closed``)."""
     if entry.pid is None:
         return False
     import psutil
@@ -133,6 +135,12 @@ class Registry:
         with self._connection() as conn:
             conn.execute("UPDATE experiments SET status = ?, pid = ?, end_time = ? WHERE id = ?",
                          (status.value, pid, end_time, exp_id))
+
+    def closed(self, exp_id: str) -> None:
+        """The experiment's process no longer serves it (its server closed, after its
+        search ended): the entry keeps its status and times, without a pid."""
+        with self._connection() as conn:
+            conn.execute("UPDATE experiments SET pid = NULL WHERE id = ?", (exp_id,))
 
     def remove(self, exp_id: str) -> None:
         with self._connection() as conn:

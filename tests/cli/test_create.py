@@ -29,13 +29,15 @@ def _running_trials(home: Path) -> int:
 
 
 def start_create(project: Path, home: Path, *, extra_env: dict[str, str] | None = None,
-                 **popen: object) -> subprocess.Popen:
-    """``expctl create --foreground`` on project/config.yml, as a running process."""
+                 foreground_only: bool = False, **popen: object) -> subprocess.Popen:
+    """``expctl create --foreground --exit-when-done`` on project/config.yml, as a running
+    process (``foreground_only``: without --exit-when-done, it serves after DONE)."""
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), **(extra_env or {})}
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml",
-                             "--port", "0", "--foreground"], cwd=project, env=env, text=True, **popen)
+    return subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                             "--foreground", *([] if foreground_only else ["--exit-when-done"])],
+                            cwd=project, env=env, text=True, **popen)
 
 
 def expctl(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -118,6 +120,30 @@ def test_bad_search_space_entry_is_refused_naming_the_file_and_parameter(project
     assert not home.exists()
 
 
+def test_create_foreground_serves_after_done_until_sigterm_as_nni(project: Path):
+    from expmgr.store.registry import Registry
+    from tests.conftest import refuses_connections, rest_call
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    process = start_create(project, home, foreground_only=True)
+    try:
+        def done_entry():
+            entries = Registry(home).entries() if (home / "registry.sqlite").exists() else []
+            return entries and entries[0].status.value == "DONE" and entries[0]
+        entry = wait_until(done_entry, timeout=60, what="DONE")
+        assert entry.pid == process.pid and process.poll() is None, "it stays after DONE"
+        assert rest_call(entry.port, "GET", "check-status") == (200, {"status": "DONE", "errors": []})
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr
+    assert f"experiment {entry.id} DONE" in stdout and "its server stays up, read-only" in stdout
+    assert Registry(home).get(entry.id).pid is None and refuses_connections(entry.port)
+
+
 def test_bad_port_flag_is_a_usage_error(project: Path):
     (project / "config.yml").write_text(BASE)
     result = expctl("create", "--config", "config.yml", "--port", "99999", "--foreground",
@@ -127,10 +153,13 @@ def test_bad_port_flag_is_a_usage_error(project: Path):
 
 
 def test_create_foreground_runs_the_experiment_to_the_end(project: Path):
+    """With --exit-when-done (scripts, the README's quickstart) it exits 0 at DONE."""
     (project / "config.yml").write_text(BASE)
     home = project / "home"
-    result = expctl("create", "--config", "config.yml", "--port", "0", "--foreground", home=home, cwd=project)
+    result = expctl("create", "--config", "config.yml", "--port", "0", "--foreground", "--exit-when-done",
+                    home=home, cwd=project)
     assert result.returncode == 0, result.stderr
+    assert "its server stays up" not in result.stdout
     assert "DONE" in result.stdout and "best trial" in result.stdout
     assert "progress: 1/2 trials ended (1 succeeded), 0 running, best 1 (trial " in result.stdout
     assert "progress: 2/2 trials ended (2 succeeded), 0 running, best 1 (trial " in result.stdout
@@ -254,7 +283,7 @@ def test_port_in_use_is_refused_with_exit_2_naming_the_flag_and_nothing_on_disk(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = expctl("create", "--config", "config.yml", "--port", str(port), "--foreground",
+        result = expctl("create", "--config", "config.yml", "--port", str(port), "--foreground", "--exit-when-done",
                         home=home, cwd=project)
     assert result.returncode == 2
     assert f"--port {port}" in result.stderr and "cannot listen" in result.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from expmgr.store.registry import Registry, RegistryEntry
 from expmgr.states import ExperimentState
-from tests.conftest import REPO, wait_until
+from tests.conftest import REPO, refuses_connections, rest_call as call, wait_until
 
 CONFIG = """\
 searchSpace:
@@ -62,6 +62,7 @@ def test_daemon_returns_at_once_runs_to_the_end_alone_and_is_listed(project):
     assert f"http://127.0.0.1:{entry(home, exp_id).port}" in result.stdout
     assert f"expctl stop {exp_id}" in result.stdout
     wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+    assert expctl(home, cwd, "stop", exp_id).returncode == 0  # its server stayed after DONE
     wait_until(lambda: not psutil.pid_exists(entry(home, exp_id).pid or 0) or entry(home, exp_id).pid is None,
                what="the daemon to exit")
     listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
@@ -77,6 +78,59 @@ def test_daemon_returns_at_once_runs_to_the_end_alone_and_is_listed(project):
     log_dir = home / exp_id / "logs"
     assert "is DONE" in (log_dir / "experiment.log").read_text()
     assert "experiment " + exp_id + " DONE" in (log_dir / "daemon.log").read_text()
+
+
+def test_a_done_daemon_keeps_serving_read_only_with_nothing_else_left_until_stopped(project):
+    """As NNI's: after DONE the REST API answers, writes are refused as in a view, only
+    the server's process is left, the registry keeps its pid and port, and ``stop`` ends it."""
+    from expmgr.server.rest import READ_ONLY
+    cwd, home = project
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    started = entry(home, exp_id)
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+    done = entry(home, exp_id)
+    assert (done.pid, done.port) == (started.pid, started.port) and psutil.pid_exists(done.pid)
+    assert call(done.port, "GET", "check-status")[1]["status"] == "DONE"
+    status, trials = call(done.port, "GET", "trial-jobs")
+    assert status == 200 and sorted(trial["status"] for trial in trials) == ["SUCCEEDED"] * 4
+    status, exported = call(done.port, "GET", "export-data")
+    assert status == 200 and len(exported) == 4
+    assert call(done.port, "GET", "experiment")[1]["readOnly"] is True
+    refusal = (409, {"error": READ_ONLY})
+    assert call(done.port, "PUT", "experiment?update_type=MAX_TRIAL_NUM", {"params": {"maxTrialNumber": 9}}) == refusal
+    assert call(done.port, "DELETE", f"trial-jobs/{trials[0]['trialJobId']}") == refusal
+    assert call(done.port, "POST", "experiment/import-data", []) == refusal
+    daemon = psutil.Process(done.pid)
+    wait_until(lambda: not daemon.children(recursive=True), what="no dispatcher, watchdog or trial under the daemon")
+    listed = json.loads(expctl(home, cwd, "experiment", "list", "--json").stdout)
+    assert [(row["id"], row["status"], row["port"]) for row in listed] == [(exp_id, "DONE", done.port)], \
+        "listed by default while it serves, as DONE"
+    assert expctl(home, cwd, "top", "--once").stdout.startswith(f"{exp_id}  ")
+    assert "DONE" in expctl(home, cwd, "top", "--once").stdout
+    assert expctl(home, cwd, "webui", "url", exp_id).stdout == f"http://127.0.0.1:{done.port}\n"
+    unchangeable = expctl(home, cwd, "update", exp_id, "trialnum", "9")
+    assert unchangeable.returncode == 2 and "is not running (DONE)" in unchangeable.stderr
+    resumed = expctl(home, cwd, "resume", exp_id)
+    assert resumed.returncode == 2 and "is served" in resumed.stderr
+    stopped = expctl(home, cwd, "stop", exp_id)
+    assert stopped.returncode == 0 and f"experiment {exp_id} DONE" in stopped.stdout
+    daemon.wait(timeout=30)
+    after = entry(home, exp_id)
+    assert (after.status, after.pid) == (ExperimentState.DONE, None) and refuses_connections(done.port)
+    assert expctl(home, cwd, "experiment", "list").stdout.strip() == "(none)"
+    again = expctl(home, cwd, "stop", exp_id)
+    assert again.returncode == 0 and "is not running (DONE)" in again.stdout
+    assert "its server stays up" in (home / exp_id / "logs" / "daemon.log").read_text()
+
+
+def test_a_daemon_created_with_exit_when_done_ends_with_its_search(project):
+    cwd, home = project
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--exit-when-done"))
+    pid = entry(home, exp_id).pid
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE and entry(home, exp_id).pid is None,
+               timeout=60, what="DONE and closed")
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+               what="the daemon to exit")
 
 
 def test_daemon_create_refuses_bad_input_before_anything_starts(project):
@@ -188,6 +242,8 @@ def test_daemon_of_an_experiment_kept_outside_expmgr_home_is_found(project):
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
     wait_until(lambda: Registry(elsewhere).get(exp_id).status == ExperimentState.DONE, what="DONE")
     assert not (home / "registry.sqlite").exists()
+    os.kill(Registry(elsewhere).get(exp_id).pid, signal.SIGTERM)  # its server stays after DONE; the fixture
+    wait_until(lambda: Registry(elsewhere).get(exp_id).pid is None, what="its server to close")  # looks in home
 
 
 def test_daemon_whose_experiment_fails_at_once_is_reported(project):
@@ -215,6 +271,9 @@ def test_experiment_show_status_export_and_delete(project):
     assert result.returncode == 0
     lines = (cwd / "out.csv").read_text().splitlines()
     assert lines[0] == "trialJobId,x,default" and len(lines) == 5
+    served = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
+    assert served.returncode == 2 and f"is served; stop it first (expctl stop {exp_id})" in served.stderr
+    assert expctl(home, cwd, "stop", exp_id).returncode == 0
     refused = expctl(home, cwd, "experiment", "delete", exp_id)  # no terminal to confirm on
     assert refused.returncode == 2 and "--yes" in refused.stderr and (home / exp_id).exists()
     deleted = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
@@ -228,8 +287,8 @@ def test_sixteen_concurrent_creates_make_sixteen_experiments_and_an_intact_regis
     (cwd / "config.yml").write_text(CONFIG.replace("maxTrialNumber: 4", "maxTrialNumber: 1")
                                     .replace("trialConcurrency: 2", "trialConcurrency: 1"))
     with ThreadPoolExecutor(16) as pool:
-        results = list(pool.map(lambda _: expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"),
-                                range(16)))
+        results = list(pool.map(lambda _: expctl(home, cwd, "create", "--config", "config.yml", "--port", "0",
+                                                 "--exit-when-done"), range(16)))
     assert [r.returncode for r in results] == [0] * 16, [r.stderr for r in results if r.returncode]
     ids = {created_id(r) for r in results}
     assert len(ids) == 16
@@ -238,6 +297,7 @@ def test_sixteen_concurrent_creates_make_sixteen_experiments_and_an_intact_regis
     listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
     assert sorted(row["id"] for row in listed) == sorted(ids)
     assert {len(list((home / exp_id / "trials").iterdir())) for exp_id in ids} == {1}
+    wait_until(lambda: all(entry(home, exp_id).pid is None for exp_id in ids), what="--exit-when-done: all closed")
 
 
 def test_update_and_trial_kill_change_a_running_daemon(project):

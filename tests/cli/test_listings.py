@@ -39,7 +39,8 @@ def expctl_into_closed_pipe(home: Path, cwd: Path, *args: str) -> subprocess.Com
 
 def run_to_the_end(project_dir: Path, home: Path, trial: str) -> str:
     (project_dir / "trial.py").write_text(trial)
-    exp_id = created_id(expctl(home, project_dir, "create", "--config", "config.yml", "--port", "0"))
+    exp_id = created_id(expctl(home, project_dir, "create", "--config", "config.yml", "--port", "0",
+                               "--exit-when-done"))
     wait_until(lambda: entry(home, exp_id).status.is_finished(), timeout=60, what="the end")
     wait_until(lambda: expctl(home, project_dir, "experiment", "list").stdout.strip() == "(none)",
                what="the daemon to exit")
@@ -76,7 +77,8 @@ def test_output_into_a_pipe_whose_reader_is_gone_ends_quietly_with_141(project, 
 def test_a_foreground_experiment_whose_output_reader_is_gone_runs_to_the_end_quietly(project):
     cwd, home = project
     (cwd / "trial.py").write_text("import expmgr\nexpmgr.report_final_result(1)\n")
-    result = expctl_into_closed_pipe(home, cwd, "create", "--config", "config.yml", "--port", "0", "--foreground")
+    result = expctl_into_closed_pipe(home, cwd, "create", "--config", "config.yml", "--port", "0", "--foreground",
+                                     "--exit-when-done")
     assert (result.returncode, result.stderr) == (141, ""), "no 'Logging error' traceback for each record"
     [experiment] = Registry(home).entries()
     assert experiment.status == ExperimentState.DONE, "the experiment is not stopped by its reader going away"

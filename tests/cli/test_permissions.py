@@ -24,7 +24,8 @@ def test_experiment_folders_are_0700_and_databases_0600_even_with_umask_0(tmp_pa
     home = tmp_path / "home"
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
-                             "--foreground"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                             "--foreground", "--exit-when-done"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120,
                             preexec_fn=lambda: os.umask(0))  # the most open umask there is
     assert result.returncode == 0, result.stderr
     (root,) = [path for path in home.iterdir() if path.is_dir()]

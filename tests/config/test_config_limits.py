@@ -143,7 +143,8 @@ def test_expctl_create_refuses_each_with_file_line_column_exit_2_and_nothing_on_
     (tmp_path / "space.json").write_text(json.dumps(space or {"x": {"_type": "uniform", "_value": [0, 1]}}))
     (tmp_path / "config.yml").write_text(config)
     home = tmp_path / "home"
-    result = expctl("create", "--config", "config.yml", "--port", "0", "--foreground", home=home, cwd=tmp_path)
+    result = expctl("create", "--config", "config.yml", "--port", "0", "--foreground",
+                    "--exit-when-done", home=home, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert f"{where}:" in result.stderr.strip().splitlines()[-1], result.stderr

@@ -474,7 +474,12 @@ def test_registry_tracks_the_running_experiment(gated_experiment):
     release.touch()
     assert experiment.wait(timeout=120)
     entry = registry.get(experiment.id)
-    assert (entry.status, entry.pid) == (ExperimentState.DONE, None) and entry.end_time is not None
+    assert (entry.status, entry.pid, entry.port) == (ExperimentState.DONE, os.getpid(), experiment.port), \
+        "its server stays after DONE: the registry still names its process"
+    assert entry.end_time is not None
+    experiment.stop()
+    entry = registry.get(experiment.id)
+    assert (entry.status, entry.pid) == (ExperimentState.DONE, None), "stopped: the pid is cleared"
 
 
 def test_experiment_that_ends_leaves_its_thread_and_closes_its_log_once_waited_for(tmp_path: Path, code_dir: Path):

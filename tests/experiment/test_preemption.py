@@ -73,7 +73,8 @@ def test_sigusr1_preempts_every_trial_and_resume_continues_them_from_their_check
     home = tmp_path / "home"
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "expmgr.cli"]
-    process = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+    process = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground",
+                                "--exit-when-done"],
                                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def database() -> Path | None:
@@ -109,7 +110,8 @@ def test_sigusr1_preempts_every_trial_and_resume_continues_them_from_their_check
     status = subprocess.run([*command, "experiment", "status", exp_id], env=env, capture_output=True, text=True)
     assert status.stdout == f"{exp_id} STOPPED (preempted)\n"
 
-    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground"], cwd=tmp_path, env=env,
+    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground",
+                              "--exit-when-done"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     status = subprocess.run([*command, "experiment", "status", exp_id], env=env, capture_output=True, text=True)
@@ -143,7 +145,8 @@ def test_manager_sigkilled_with_four_trials_and_their_children_then_resumed(tmp_
     pids_dir.mkdir()
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), "PIDS_DIR": str(pids_dir)}
     command = [sys.executable, "-m", "expmgr.cli"]
-    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground",
+                                "--exit-when-done"],
                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: len([p for p in pids_dir.iterdir() if p.read_text()]) == 4, what="four trials and children")
@@ -161,7 +164,8 @@ def test_manager_sigkilled_with_four_trials_and_their_children_then_resumed(tmp_
         return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     wait_until(lambda: not alive(), timeout=5, what="no trial process or child to survive (5 s)")
     exp_id = database.parent.parent.name
-    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground"], cwd=tmp_path, env=env,
+    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground",
+                              "--exit-when-done"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     rows = sqlite3.connect(database).execute("SELECT trial_id, status, parameters_json FROM trials").fetchall()

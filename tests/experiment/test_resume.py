@@ -126,7 +126,7 @@ def test_expctl_resume_after_the_daemon_was_sigkilled_completes_exactly_the_budg
                what="the daemon gone")
     assert expctl("experiment", "list", "--all").stdout.count("GONE") == 1
 
-    resumed = expctl("resume", exp_id[:5], "--port", "0", "--foreground")
+    resumed = expctl("resume", exp_id[:5], "--port", "0", "--foreground", "--exit-when-done")
     assert resumed.returncode == 0, resumed.stderr
     assert f"experiment {exp_id} DONE" in resumed.stdout
     rows = sqlite3.connect(database).execute("SELECT trial_id, status FROM trials").fetchall()
@@ -197,6 +197,7 @@ def test_resume_ends_a_trial_process_that_outlived_its_manager(tmp_path: Path, c
     write_script(code_dir, "trial.py", "import expmgr\nexpmgr.report_final_result(expmgr.get_next_parameter()['x'])\n")
     first = Experiment(grid_config(tmp_path, code_dir, max_trial_number=2))
     assert first.run(port=0)
+    first.stop()  # its server stayed after DONE
     # Fault injection: make the first trial look as if its manager died while it ran, with
     # a real process still alive in its own session (as if the watchdog had failed).
     survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
@@ -240,6 +241,9 @@ def test_resume_after_a_dispatcher_crash_reruns_the_trials_the_crash_cancelled(t
     assert first.wait(timeout=60)
     assert first.get_status() == "ERROR"
     assert [t.status for t in first.list_trial_jobs()] == ["SYS_CANCELED", "SYS_CANCELED"]
+    with pytest.raises(ExperimentError, match="is served"):  # its server stays after ERROR, as NNI's
+        Experiment.resume(first.id, port=0, home=tmp_path / "home")
+    first.stop()
 
     resumed = Experiment.resume(first.id, port=0, home=tmp_path / "home")
     assert resumed.get_status() == "DONE", resumed.get_error()
@@ -307,7 +311,8 @@ def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_
     home = tmp_path / "home"
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "expmgr.cli"]
-    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground"],
+    manager = subprocess.Popen([*command, "create", "--config", "config.yml", "--port", "0", "--foreground",
+                                "--exit-when-done"],
                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         database = wait_until(lambda: next(home.glob("*/db/experiment.sqlite"), None), what="the database")
@@ -332,7 +337,8 @@ def test_a_report_written_while_the_manager_was_frozen_then_killed_is_stored_by_
             manager.kill()
             manager.wait()
     exp_id = database.parent.parent.name
-    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground"], cwd=tmp_path, env=env,
+    resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground",
+                              "--exit-when-done"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert sqlite3.connect(database).execute(query).fetchall() == [(1, 0, "1"), (1, 1, "101"), (2, 0, "2")]

@@ -39,7 +39,11 @@ def test_a_client_is_greeted_then_sent_what_changed_when_a_trial_reports(stepped
 
     stepped.release()
     assert stepped.experiment.wait(timeout=60)
-    wait_until(client.closed.is_set, what="the socket closed with the experiment")
+    done = wait_until(lambda: [m for m in client.of_type("changes") if m["experiment"]["readOnly"]],
+                      what="the end pushed: DONE, and read-only from then on")[-1]
+    assert done["experiment"]["status"] == "DONE" and not client.closed.is_set(), "the server stays after DONE"
+    stepped.experiment.stop()
+    wait_until(client.closed.is_set, what="the socket closed with the experiment's server")
     last = client.of_type("changes")[-1]
     assert last["experiment"]["status"] == "DONE", "the end is pushed before the socket closes"
     stored = sqlite3.connect(stepped.experiment.paths.database).execute(

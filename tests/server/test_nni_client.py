@@ -203,7 +203,6 @@ def test_nnis_client_reads_updates_kills_and_stops_a_running_experiment(project,
     assert Registry(home).get(entry.id).status == ExperimentState.STOPPED
 
 
-@pytest.mark.xfail(strict=False, reason="needs item 5: a daemon keeps serving after DONE")
 def test_nnis_client_reads_a_done_experiment_and_stops_its_server(project, nni_python):  # noqa: F811
     cwd, home = project
     entry = create_daemon(cwd, home, last_quick=6)  # every trial ends at once

@@ -210,6 +210,7 @@ def test_a_schema_2_experiment_is_viewed_as_it_is_and_migrated_by_resume(tmp_pat
                                        "expmgr.report_final_result(x * 10)\n")
     finished = Experiment(grid_config(tmp_path, code_dir, max_trial_number=3))
     assert finished.run(port=0)
+    finished.stop()  # its server stayed after DONE; a resume needs it stopped
     database = finished.paths.database
     downgrade_to_schema_2(database)
 

@@ -1,5 +1,6 @@
-"""A finished experiment served read-only (``expctl view``): everything is shown, no
-control is offered; and the page says when the server goes away and comes back."""
+"""A finished experiment served read-only (``expctl view``, or its own server after
+DONE): everything is shown, no control is offered; and the page says when the server
+goes away and comes back."""
 from __future__ import annotations
 
 import os
@@ -22,10 +23,11 @@ CONTROL_HOOKS = ["controls", "stopExperiment", "concurrencyInput", "concurrencyA
 
 @pytest.fixture
 def finished_experiment(gated_experiment):
-    """A DONE experiment of three trials, its manager gone; (id, its home)."""
+    """A DONE experiment of three trials, its manager gone (stopped); (id, its home)."""
     run = gated_experiment(trials=3, concurrency=3)
     run.release()
     assert run.experiment.wait(timeout=60)
+    run.experiment.stop()  # its server stayed after DONE
     return run.experiment.id, Path(run.experiment.config.experiment_working_directory)
 
 
@@ -93,3 +95,28 @@ def test_page_shows_offline_while_the_server_is_gone_and_catches_up_when_it_retu
         expect(ui.get("offlineBadge")).to_have_count(0)
     finally:
         viewer.stop()
+
+
+def test_a_running_experiments_page_turns_read_only_at_done_stays_and_goes_offline_at_stop(ui, gated_experiment):
+    """As NNI's: the server stays after DONE, read-only; the page stays live and a user
+    coming back to the URL finds it; stopping the experiment is what takes it offline."""
+    run = gated_experiment(trials=2, concurrency=2)
+    ui.page.goto(run.url + "#/overview")
+    expect(ui.get("app")).to_have_attribute("data-loaded", "true")
+    expect(ui.get("controls")).to_be_visible()
+    expect(ui.get("readonlyBadge")).to_have_count(0)
+    run.release()
+    assert run.experiment.wait(timeout=60)
+    expect(ui.get("status")).to_have_text("DONE")
+    expect(ui.get("readonlyBadge")).to_be_visible()
+    expect(ui.get("liveBadge")).to_be_visible()
+    for hook in CONTROL_HOOKS:
+        expect(ui.get(hook)).to_have_count(0)
+    ui.page.reload()
+    expect(ui.get("app")).to_have_attribute("data-loaded", "true")
+    expect(ui.get("status")).to_have_text("DONE")
+    expect(ui.get("count", "SUCCEEDED")).to_have_text("2")
+    expect(ui.get("readonlyBadge")).to_be_visible()
+    ui.screenshot("done-and-served")
+    run.experiment.stop()
+    expect(ui.get("offlineBadge")).to_have_text("ended · offline")
