@@ -164,7 +164,7 @@ class ExperimentHandler(_Handler):
     def delete(self) -> None:
         """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing.
         After its search, this closes its server (NNI's client stops a finished experiment so)."""
-        close_server = self.settings["expmgr_context"].get("close_server")
+        close_server = self.settings.get("expmgr_close_server")
         if self.runner is None and close_server is not None:
             close_server()
             self.send_json({})
@@ -375,4 +375,4 @@ def serve_read_only(app: tornado.web.Application, close_server: Callable[[], Non
     search ended and its server stays, as NNI's does, until ``close_server`` is called (by
     ``DELETE experiment``, as by ``expctl stop``). Requests already running finish as they began."""
     app.settings["expmgr_context"]["runner"] = None  # the handlers' shared arguments, read per request
-    app.settings["expmgr_context"]["close_server"] = close_server
+    app.settings["expmgr_close_server"] = close_server
