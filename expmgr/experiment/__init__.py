@@ -2,6 +2,10 @@
 that run one (``manager.Manager``: engine and server; ``viewer.Viewer``: the server
 alone, over a stopped experiment's store).
 
+It stands where NNI's ``nni.experiment`` does: ``Experiment``, ``ExperimentConfig``,
+``AlgorithmConfig``, ``LocalConfig`` and NNI's records, so ``from nni.experiment import X``
+becomes ``from expmgr.experiment import X`` (docs/nni-migration.md, "Python API").
+
 May import: server, engine, store, training, dispatcher, config, algorithms and the
 bottom modules (layout, log, states, metrics, trial); nothing from cli.
 """

@@ -19,6 +19,7 @@ import atexit
 import copy
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -48,6 +49,8 @@ from expmgr.store import ExperimentProfile, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
+_VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""An experiment id a user may give (NNI's rule): it names the experiment's folder."""
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
 
@@ -78,6 +81,9 @@ class Experiment(ExperimentQueries):
         if strategy is not None and not callable(getattr(strategy, "run", strategy)):
             raise ExperimentError("strategy: expected a callable taking the experiment, or an object with "
                                   f"run(experiment), got {strategy!r}")
+        if id is not None and not _VALID_ID.fullmatch(id):
+            raise ExperimentError(f"invalid experiment id {id!r}: letters, digits, '-' and '_', at most 32 "
+                                  "(as NNI's)")
         self.id = id or new_experiment_id()
         _experiments[self.id] = self
         self.port: int | None = None

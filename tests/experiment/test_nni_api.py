@@ -213,6 +213,26 @@ def test_resume_and_view_on_an_experiment_made_from_its_id(home: Path, code_dir:
         Experiment(None, "nosuch").resume(0)
 
 
+def test_run_or_resume_runs_a_new_id_and_resumes_a_stored_one(home: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", REPORTING_TRIAL)
+    first = filled_in(code_dir)
+    config = first.config
+    first = Experiment(config, "my-experiment_1")
+    assert not first.has_checkpoint()
+    assert first.run_or_resume(0) is True and first.id == "my-experiment_1"
+    first.save_checkpoint()  # nothing to do: the store has it all
+    first.stop()
+
+    again = Experiment(None, "my-experiment_1")
+    again.load_checkpoint()
+    assert again.config is not None and again.config.search_space == config.search_space
+    assert again.run_or_resume(0) is True
+    assert len(again.list_trial_jobs()) == 2, "resumed, not run anew"
+    again.stop()
+    with pytest.raises(ExperimentError, match="invalid experiment id '../x'"):
+        Experiment(None, "../x")
+
+
 def test_resume_without_waiting_returns_none(home: Path, code_dir: Path):
     write_script(code_dir, "trial.py", REPORTING_TRIAL)
     first = filled_in(code_dir)
