@@ -238,8 +238,9 @@ class Experiment(ExperimentQueries):
     resume = class_or_instance(_resume_by_id, _resume)
 
     def _load_stored(self, home: Path | None) -> RegistryEntry:
-        """Take the stored config of experiment ``self.id``; its registry entry."""
-        entry, self.config = stored_experiment(self.id, home)
+        """Take the stored config of experiment ``self.id`` (in ``home``, default: the home
+        of ``self.config`` if any); its registry entry."""
+        entry, self.config = stored_experiment(self.id, home or self._home())
         return entry
 
     def has_checkpoint(self, home: Path | None = None) -> bool:
@@ -249,7 +250,7 @@ class Experiment(ExperimentQueries):
 
     def load_checkpoint(self, home: Path | None = None) -> None:
         """NNI's: take the stored config of experiment ``self.id`` as ``self.config``."""
-        self._load_stored(home or self._home())
+        self._load_stored(home)
 
     def save_checkpoint(self) -> None:
         """NNI's; nothing to do: the store holds everything as it happens."""

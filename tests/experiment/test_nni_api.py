@@ -135,12 +135,14 @@ def test_run_without_waiting_returns_none_and_debug_logs_at_debug_level(home: Pa
     experiment = filled_in(code_dir)
     try:
         assert experiment.run(0, wait_completion=False, debug=True) is None
-        wait_until(lambda: experiment.get_status() == "RUNNING", what="RUNNING: run() returned before the end")
+        wait_until(lambda: any(job.status == "RUNNING" for job in experiment.list_trial_jobs()),
+                   what="a running trial: run() returned before the end")
         assert experiment.get_experiment_profile()["params"]["logLevel"] == "debug"
         assert experiment.config.debug is False, "the user's config is left as it was"
         gate.touch()
         assert experiment.wait(timeout=120)
         assert experiment.get_status() == "DONE"
+        assert "] DEBUG (" in experiment.paths.experiment_log.read_text()
     finally:
         experiment.stop()
 
@@ -174,7 +176,8 @@ def test_a_connected_experiment_answers_the_same_queries(home: Path, code_dir: P
         connected = Experiment.connect(experiment.port)
         assert connected.id == experiment.id and connected.port == experiment.port
         assert connected.get_trial_job(trial_id).trialJobId == trial_id
-        assert connected.get_experiment_metadata(experiment.id)["status"] == "RUNNING"
+        metadata = connected.get_experiment_metadata(experiment.id)
+        assert (metadata["pid"], metadata["port"]) == (os.getpid(), experiment.port), "it runs in this process"
         assert connected.get_job_metrics() == {}
     finally:
         (tmp_path / "release").touch()
