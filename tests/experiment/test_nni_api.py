@@ -1,8 +1,8 @@
 """NNI 3.0's Python API call forms (``nni.experiment.Experiment``) against expmgr, with real
 experiments: ``Experiment('local')`` filled in through ``experiment.config``, ``run`` and
 ``start`` with NNI's parameters and return values, ``Experiment(None, id).resume(port)`` /
-``.view(port)``, NNI's query methods and records, and NNI's published Python-API tutorial
-run with only its import line (and its trial count) changed."""
+``.view(port)``, NNI's query methods and records, and NNI's published Python-API tutorials
+run with only their import line (and their trial count) changed."""
 from __future__ import annotations
 
 import json
@@ -251,18 +251,25 @@ def test_resume_without_waiting_returns_none(home: Path, code_dir: Path):
 
 # -- NNI's published Python-API tutorial ---------------------------------------------------------------
 
-def run_tutorial(tmp_path: Path, name: str) -> tuple[Experiment, str]:
+QUICKSTARTS = {"hpo_quickstart_pytorch": ("torch", {"features", "lr", "momentum"}),
+               "hpo_quickstart_tensorflow": ("tensorflow",
+                                             {"dense_units", "activation_type", "dropout_rate", "learning_rate"})}
+
+
+def run_tutorial(tmp_path: Path, name: str) -> Experiment:
     """``python main.py`` in a copy of NNI's tutorial, as its users run it; the experiment
-    it ran (viewed, for its queries) and what its run printed. Where the trials' ``python``
-    cannot import torch, the stand-in model replaces model.py (tutorials/stand_ins)."""
+    it ran, viewed (for its queries). Where the trials' ``python`` cannot import the
+    tutorial's framework (torch, tensorflow), the stand-in model replaces model.py
+    (tests/nni_examples/tutorials/stand_ins): the trials' NNI calls are the same."""
     project = tmp_path / name
     shutil.copytree(TUTORIALS / name, project)
     trial_python = shutil.which("python")
     assert trial_python, "the tutorial's trial command is `python model.py`"
-    has_torch = subprocess.run([trial_python, "-c", "import torch"], capture_output=True, timeout=120,
-                               check=False).returncode == 0
-    if not has_torch:
-        shutil.copy(TUTORIALS / "stand_ins" / "hpo_quickstart_model.py", project / "model.py")
+    framework = QUICKSTARTS[name][0]
+    has_framework = subprocess.run([trial_python, "-c", f"import {framework}"], capture_output=True, timeout=120,
+                                   check=False).returncode == 0
+    if not has_framework:
+        shutil.copy(TUTORIALS / "stand_ins" / "quickstart_model.py", project / "model.py")
     main = project / "main.py"
     # The one change at run time: port 8080 may be taken on a shared test machine; 0 takes a free one.
     assert main.read_text().count("experiment.run(8080)\n") == 1
@@ -274,10 +281,10 @@ def run_tutorial(tmp_path: Path, name: str) -> tuple[Experiment, str]:
                          timeout=300, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     [exp_dir] = [path for path in home.iterdir() if path.is_dir()]
-    return Experiment.view(exp_dir.name, 0, non_blocking=True, home=home), ran.stdout + ran.stderr
+    return Experiment.view(exp_dir.name, 0, non_blocking=True, home=home)
 
 
-def check_quickstart(experiment: Experiment) -> None:
+def check_quickstart(experiment: Experiment, name: str) -> None:
     try:
         assert experiment.get_status() == "DONE"
         jobs = experiment.list_trial_jobs()
@@ -286,7 +293,7 @@ def check_quickstart(experiment: Experiment) -> None:
             (experiment.paths.trial_dir(job.trialJobId) / "stderr").read_text() for job in jobs]
         metrics = experiment.get_job_metrics()
         for job in jobs:
-            assert set(job.parameters) == {"features", "lr", "momentum"}
+            assert set(job.parameters) == QUICKSTARTS[name][1]
             kinds = [metric.type for metric in metrics[job.trialJobId]]
             assert kinds == ["PERIODICAL"] * 5 + ["FINAL"], "five epochs, then the final accuracy"
             assert 0 < job.finalMetric < 1
@@ -297,16 +304,16 @@ def check_quickstart(experiment: Experiment) -> None:
         experiment.stop()
 
 
-def test_nnis_pytorch_quickstart_tutorial_runs_with_only_its_import_line_changed(tmp_path: Path):
-    experiment, _ = run_tutorial(tmp_path, "hpo_quickstart_pytorch")
-    check_quickstart(experiment)
+@pytest.mark.parametrize("name", sorted(QUICKSTARTS))
+def test_nnis_quickstart_tutorial_runs_with_only_its_import_line_changed(tmp_path: Path, name: str):
+    check_quickstart(run_tutorial(tmp_path, name), name)
 
 
 def test_nnis_pytorch_quickstart_tutorial_runs_with_real_nni_in_the_trials_environment(
         tmp_path: Path, nni_python: str, monkeypatch: pytest.MonkeyPatch):  # noqa: F811 - the fixture
     activate(monkeypatch, nni_python)  # the trials' `python` is the one with NNI 3.0
-    experiment, _ = run_tutorial(tmp_path, "hpo_quickstart_pytorch")
-    check_quickstart(experiment)
+    experiment = run_tutorial(tmp_path, "hpo_quickstart_pytorch")
+    check_quickstart(experiment, "hpo_quickstart_pytorch")
     for job in experiment.list_trial_jobs():
         stderr = (experiment.paths.trial_dir(job.trialJobId) / "stderr").read_text()
         assert "Running trial code without runtime" not in stderr  # NNI's standalone mode: not taken
