@@ -20,9 +20,10 @@ from expmgr.config import ConfigError
 from expmgr.experiment import (AlgorithmConfig, Experiment, ExperimentConfig, ExperimentError, TrialJob,
                                TrialMetricData, TrialResult)
 from tests.conftest import REPO, wait_until, write_script
-from tests.test_trial_path import activate, nni_python  # noqa: F401 - nni_python is a fixture
+from tests.test_trial_path import activate, nni_python, sklearn_without_nni  # noqa: F401 - nni_python: a fixture
 
-TUTORIALS = REPO / "tests" / "nni_examples" / "tutorials"
+NNI_EXAMPLES = REPO / "tests" / "nni_examples"
+TUTORIALS = NNI_EXAMPLES / "tutorials"
 
 REPORTING_TRIAL = """
     import nni
@@ -317,3 +318,41 @@ def test_nnis_pytorch_quickstart_tutorial_runs_with_real_nni_in_the_trials_envir
     for job in experiment.list_trial_jobs():
         stderr = (experiment.paths.trial_dir(job.trialJobId) / "stderr").read_text()
         assert "Running trial code without runtime" not in stderr  # NNI's standalone mode: not taken
+
+
+def test_nnis_sklearn_python_api_notebook_runs_cell_by_cell_with_only_its_import_line_changed(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch):
+    """NNI's examples/trials/sklearn/classification/python_api_start.ipynb, its code cells run
+    in order as a notebook runs them, in a copy of the example's folder (its trials run
+    main.py there); after the cell that starts the experiment the test waits for its end, as
+    its user would before the cells that look at the results."""
+    if sklearn_without_nni() != sys.executable:
+        pytest.skip("the trials' python3 (this one) has no scikit-learn")
+    project = tmp_path / "sklearn_classification"
+    shutil.copytree(NNI_EXAMPLES / "sklearn_classification", project)
+    monkeypatch.chdir(project)  # trial_code_directory './'
+    notebook = json.loads((project / "python_api_start.ipynb").read_text())
+    cells = ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    namespace: dict = {}
+    shown = {}
+    try:
+        for cell in cells:
+            if cell == "experiment.start(8080)":
+                cell = "experiment.start(0)"  # 8080 may be taken on a shared test machine
+            try:
+                shown[cell] = eval(compile(cell, "cell", "eval"), namespace)  # a cell that shows a value
+            except SyntaxError:
+                exec(compile(cell, "cell", "exec"), namespace)
+            if cell == "experiment.start(0)":
+                assert namespace["experiment"].wait(timeout=240)
+    finally:
+        if "experiment" in namespace:
+            namespace["experiment"].stop()
+    experiment = namespace["experiment"]
+    assert shown["experiment.get_status()"] == "DONE"
+    results = shown["experiment.export_data()"]
+    assert len(results) == 3 and all(0.5 < result.value <= 1.0 for result in results)  # the digits' accuracy
+    metrics = shown["experiment.get_job_metrics()"]
+    assert sorted(metrics) == sorted(result.trialJobId for result in results)
+    assert all([metric.type for metric in trial_metrics] == ["FINAL"] for trial_metrics in metrics.values())
+    assert {job.status for job in experiment.list_trial_jobs()} == {"SUCCEEDED"}
