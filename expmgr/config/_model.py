@@ -5,7 +5,7 @@ Plain dataclasses with snake_case attributes; ``canonical()`` validates and fill
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Union
 
 from ._sections import AlgorithmConfig, LocalConfig, PathLike, section_dict
@@ -19,8 +19,13 @@ class ExperimentConfig:
 
     Build it in Python or ``ExperimentConfig.load("config.yml")``; attributes can be set
     freely before the experiment starts, and ``canonical()`` validates the result.
+    As NNI's, ``ExperimentConfig('local')`` is an empty config to fill in: its tuner and
+    assessor are empty sections (``config.tuner.name = 'TPE'``), absent while left empty.
     """
 
+    training_service_platform: InitVar[str | list[str] | None] = None
+    """NNI's first argument: the platform whose config to fill in (only ``local`` runs here)."""
+    _: KW_ONLY
     experiment_name: str | None = None
     search_space_file: PathLike | None = None
     search_space: dict[str, Any] | None = None
@@ -52,6 +57,25 @@ class ExperimentConfig:
     _search_space_read_from: str | None = field(default=None, init=False, repr=False, compare=False)
     # what loading changed or ignored (NNI's v1 format converted, advisor read as tuner)
     _notes: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self, training_service_platform: str | list[str] | None) -> None:
+        if training_service_platform is None:
+            return
+        from ._errors import ConfigError, Key, Problem
+        from ._reading import check_platform
+        platforms = ([training_service_platform] if isinstance(training_service_platform, str)
+                     else training_service_platform)
+        if len(platforms) != 1:
+            raise ConfigError(f"expected one training service platform, got {training_service_platform!r}",
+                              field="trainingService")
+        try:
+            self.training_service = LocalConfig(platform=check_platform(platforms[0], (Key("platform"),)))
+        except Problem as problem:
+            raise ConfigError(problem.message, field="trainingService.platform") from None
+        if self.tuner is None:
+            self.tuner = AlgorithmConfig.placeholder()
+        if self.assessor is None:
+            self.assessor = AlgorithmConfig.placeholder()
 
     @classmethod
     def load(cls, path: PathLike) -> ExperimentConfig:

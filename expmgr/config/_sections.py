@@ -25,6 +25,20 @@ class AlgorithmConfig:
     code_directory: PathLike | None = None
     class_args: dict[str, Any] = field(default_factory=dict)
 
+    # set on the empty tuner/assessor that ``ExperimentConfig('local')`` gives to fill in
+    # (``config.tuner.name = 'TPE'``, as NNI's); left unfilled, it stands for no section
+    _placeholder: bool = field(default=False, init=False, repr=False, compare=False)
+
+    @classmethod
+    def placeholder(cls) -> AlgorithmConfig:
+        """An empty section to fill in, which counts as absent while left empty."""
+        section = cls()
+        section._placeholder = True
+        return section
+
+    def is_unfilled_placeholder(self) -> bool:
+        return self._placeholder and self == AlgorithmConfig()
+
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)
 
@@ -50,7 +64,7 @@ def section_dict(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in public_fields(type(obj)):
         value = getattr(obj, name)
-        if value is not None:
+        if value is not None and not (isinstance(value, AlgorithmConfig) and value.is_unfilled_placeholder()):
             out[snake_to_camel(name)] = _jsonable(value)
     return out
 

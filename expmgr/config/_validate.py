@@ -291,6 +291,7 @@ class _Canonicalizer:
 
     # sections ------------------------------------------------------------------------------
     def _tuner(self, value: Any, path: tuple[PathSegment, ...]) -> AlgorithmConfig | None:
+        value = _unless_unfilled(value)
         if value is None and self.with_strategy:
             return None
         if value is None:
@@ -299,6 +300,7 @@ class _Canonicalizer:
         return self._algorithm(value, path, "tuner")
 
     def _assessor(self, value: Any, path: tuple[PathSegment, ...]) -> AlgorithmConfig | None:
+        value = _unless_unfilled(value)
         return None if value is None else self._algorithm(value, path, "assessor")
 
     def _algorithm(self, value: Any, path: tuple[PathSegment, ...], kind: str) -> AlgorithmConfig:
@@ -385,6 +387,11 @@ class _Canonicalizer:
 
 
 # -- value checks ---------------------------------------------------------------------------
+
+def _unless_unfilled(value: Any) -> Any:
+    """None for a tuner/assessor placeholder of ``ExperimentConfig('local')`` left empty."""
+    return None if isinstance(value, AlgorithmConfig) and value.is_unfilled_placeholder() else value
+
 
 def _optional(value: Any, path: tuple[PathSegment, ...], check: Callable[[Any, tuple[PathSegment, ...]], Any]) -> Any:
     return None if value is None else check(value, path)

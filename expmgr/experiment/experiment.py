@@ -1,4 +1,5 @@
-"""The ``Experiment`` object: the Python API of one experiment.
+"""The ``Experiment`` object: the Python API of one experiment, with NNI 3.0's
+``nni.experiment.Experiment`` call forms (docs/nni-migration.md, "Python API").
 
     exp = Experiment(ExperimentConfig.load("config.yml"))
     succeeded = exp.run(port=8080)        # blocks until the search ends; Ctrl+C or SIGTERM stop it cleanly
@@ -6,41 +7,47 @@
     exp.logger.info("best: %s", exp.best_trial())
     exp.stop()                            # its server (REST, web UI) stayed until now
 
-``start()`` returns once the experiment runs; the query methods read the store
-and work while it runs and after it ended. As in NNI, the server stays after the
-search ended (read-only) until ``stop()``, or the interpreter's exit (atexit).
+    exp = Experiment('local')             # NNI's form: an empty config to fill in
+    exp.config.tuner.name = 'TPE'
+
+``start()`` returns once the experiment runs; the query methods (``queries``) read
+the store and work while it runs and after it ended. As in NNI, the server stays after the
+search ended (read-only) until ``stop()``, or the interpreter's exit (atexit). (Over 450
+lines: the class holds the lifecycle, whose parts share its state, and NNI's call forms of each.)
 """
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import os
+import re
 import signal
 import threading
 import time
 import traceback
 import weakref
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, Callable, Union, cast
 
 from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.experiment.connected import Connection, running_on_port
+from expmgr.experiment.dual import class_or_instance
 from expmgr.experiment.interrupts import PreemptSignal, StopSignal, raise_preempt_signal, raise_stop_signal
 from expmgr.experiment.stored import new_experiment_id, stored_experiment
 from expmgr.experiment.errors import ExperimentError
 from expmgr.experiment.listening import check_server_limits, server_sockets
-from expmgr.experiment.records import TrialJob, TrialResult
+from expmgr.experiment.queries import ExperimentQueries
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
 from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
                         experiment_logger, pop_experiment, push_experiment)
-from expmgr.server import views
 from expmgr.server.auth import DEFAULT_HOST, Access
 from expmgr.experiment.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
 from expmgr.engine.errors import SubmissionRefused, UpdateRefused
 from expmgr.engine.runner import TrialRunner
-from expmgr.store import ExperimentProfile, Store, create_store, open_store
+from expmgr.store import ExperimentProfile, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
@@ -51,6 +58,8 @@ runs the handler only when the main thread next wakes (which could be the experi
 (Blocking the signals in our other threads would avoid the wake-ups, but processes started
 from those threads, trials included, would inherit the blocked mask.)"""
 
+_VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""An experiment id a user may give (NNI's rule): it names the experiment's folder."""
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
 
@@ -62,18 +71,28 @@ def current_experiment() -> "Experiment | None":
     return _experiments.get(exp_id) if exp_id is not None else None
 
 
-class Experiment:
+ConfigOrPlatform = Union[ExperimentConfig, str, "list[str]", None]
+
+
+class Experiment(ExperimentQueries):
     """One experiment; see the module docstring."""
 
-    def __init__(self, config: ExperimentConfig, id: str | None = None,  # noqa: A002 - NNI's name
+    def __init__(self, config: ConfigOrPlatform, id: str | None = None,  # noqa: A002 - NNI's name
                  strategy: Any = None) -> None:
-        """``strategy``: optional Python code that submits trials (see
+        """``config``: the experiment's config; or, as NNI's, a platform name (``'local'``)
+        for an empty ``ExperimentConfig('local')`` to fill in through ``experiment.config``;
+        or None with the ``id`` of a stored experiment to ``resume`` or ``view``.
+        ``strategy``: optional Python code that submits trials (see
         :mod:`expmgr.experiment.strategy`); with one, tuner and search space are optional."""
-        self.config = config
+        self.config: ExperimentConfig | None = (ExperimentConfig(config) if isinstance(config, (str, list))
+                                                else config)
         self.strategy = strategy
         if strategy is not None and not callable(getattr(strategy, "run", strategy)):
             raise ExperimentError("strategy: expected a callable taking the experiment, or an object with "
                                   f"run(experiment), got {strategy!r}")
+        if id is not None and not _VALID_ID.fullmatch(id):
+            raise ExperimentError(f"invalid experiment id {id!r}: letters, digits, '-' and '_', at most 32 "
+                                  "(as NNI's)")
         self.id = id or new_experiment_id()
         _experiments[self.id] = self
         self.port: int | None = None
@@ -92,6 +111,19 @@ class Experiment:
         """The thread whose current experiment this became in ``start()``."""
         self._finish_lock = threading.Lock()
         self._strategy_thread: threading.Thread | None = None
+        self._url_prefix: str | None = None
+
+    @property
+    def url_prefix(self) -> str | None:
+        """NNI's attribute: the url prefix the server serves under (without slashes, None
+        for none); set before ``start``/``run`` to choose it, as with their ``url_prefix``."""
+        if self.access is not None:
+            return self.access.url_prefix.strip("/") or None
+        return self._url_prefix
+
+    @url_prefix.setter
+    def url_prefix(self, value: str | None) -> None:
+        self._url_prefix = value
 
     @property
     def logger(self) -> logging.Logger:
@@ -105,24 +137,27 @@ class Experiment:
         """The web UI's address with ``?token=`` when there is a token; None before start."""
         return None if self.access is None or self.port is None else self.access.urls(self.port)[0]
 
-    def start(self, port: int = 8080, *, host: str = DEFAULT_HOST, url_prefix: str = "",
-              token: str | None = None) -> None:
+    def start(self, port: int = 8080, debug: bool = False, *, host: str = DEFAULT_HOST,
+              url_prefix: str | None = None, token: str | None = None) -> None:
         """Validate the config, create the experiment on disk and start it.
 
+        ``debug``: log at debug level (NNI's; as ``debug: true`` in the config).
+
         The server listens on ``host`` (default 127.0.0.1, this machine only) and serves
-        every route under ``url_prefix`` (NNI's url_prefix, e.g. ``/expmgr``). With a
-        ``token`` every client but the trials must give it (see ``url``); listening
-        elsewhere than loopback requires one and generates it when ``token`` is None.
+        every route under ``url_prefix`` (NNI's url_prefix, e.g. ``/expmgr``; default: the
+        ``url_prefix`` attribute). With a ``token`` every client but the trials must give
+        it (see ``url``); listening elsewhere than loopback requires one and generates it
+        when ``token`` is None.
         Raises ConfigError for a bad config, AccessError for a bad ``url_prefix`` or
         ``token``, HostError or PortInUseError when it cannot listen; in each case
         nothing is written to disk.
         """
         if self._manager is not None:
             raise ExperimentError(f"experiment {self.id} was started already")
-        config = ResolvedConfig.from_config(self.config, with_strategy=self.strategy is not None)
+        config = ResolvedConfig.from_config(self._config_to_start(debug), with_strategy=self.strategy is not None)
         self._resolved = config
         check_server_limits()
-        sockets, access = server_sockets(port, host, url_prefix, token)
+        sockets, access = server_sockets(port, host, self._url_prefix if url_prefix is None else url_prefix, token)
         home = config.experiment_working_directory
         paths = ExperimentPaths(self._resume_from or home / self.id)
         try:
@@ -169,28 +204,80 @@ class Experiment:
         self.logger.info("experiment %s started: %s%s", self.id, access.address(self.port),
                          " (access token: Experiment.url, expctl webui url)" if access.token else "")
 
-    @classmethod
-    def resume(cls, exp_id: str, port: int = 8080, *, wait_completion: bool = True,
-               home: Path | None = None, host: str = DEFAULT_HOST, url_prefix: str = "",
-               token: str | None = None) -> "Experiment":
+    def _config_to_start(self, debug: bool) -> ExperimentConfig:
+        """The config to start with: ``self.config``, at debug level with ``debug``."""
+        if self.config is None:
+            raise ExperimentError(f"experiment {self.id} has no config: give one (Experiment(config)), or "
+                                  "resume or view a stored experiment (Experiment(None, id).resume())")
+        if not debug:
+            return self.config
+        config = copy.copy(self.config)
+        config.debug = True
+        return config
+
+    @staticmethod
+    def _resume_by_id(cls: type[Experiment], exp_id: str, port: int = 8080, *, wait_completion: bool = True,
+                      debug: bool = False, home: Path | None = None, host: str = DEFAULT_HOST,
+                      url_prefix: str | None = None, token: str | None = None) -> "Experiment":
+        """``Experiment.resume(exp_id, port)``: resume experiment ``exp_id`` (see ``resume``
+        on an instance); returns the Experiment."""
+        experiment = cls(None, id=exp_id)
+        experiment._resume(port, wait_completion, debug, home=home, host=host, url_prefix=url_prefix, token=token)
+        return experiment
+
+    def _resume(self, port: int = 8080, wait_completion: bool = True, debug: bool = False, *,
+                home: Path | None = None, host: str = DEFAULT_HOST, url_prefix: str | None = None,
+                token: str | None = None) -> bool | None:
         """Continue a stopped, failed or crashed experiment from its store: trials that
         did not finish run again first (same parameters, next attempt), the tuner is
         given every stored result, and maxTrialNumber and maxExperimentDuration count
-        what was done before. Runs it to the end unless ``wait_completion`` is False.
-        ``host``, ``url_prefix`` and ``token`` as for ``start`` (this run's, not the last one's).
+        what was done before. Runs it to the end unless ``wait_completion`` is False;
+        returns as ``run``. ``host``, ``url_prefix`` and ``token`` as for ``start`` (this
+        run's, not the last one's). The stored config is used (``self.config`` is replaced).
 
-        Raises ExperimentError when the experiment is unknown, still running or still served.
+        Two forms: NNI 3.0's ``Experiment(None, exp_id).resume(port)``, and
+        ``Experiment.resume(exp_id, port)`` (expmgr's, NNI's older one), which returns the
+        Experiment. Raises ExperimentError when the experiment is unknown, still running or
+        still served.
         """
-        entry, config = stored_experiment(exp_id, home)
+        entry = self._load_stored(home)
         if experiment_process_alive(entry):  # its search runs, or its server still answers
             state = "served" if entry.status.is_finished() else "running"
-            raise ExperimentError(f"experiment {exp_id} is {state} (pid {entry.pid}); stop it first")
-        experiment = cls(config, id=exp_id)
-        experiment._resume_from = Path(entry.dir)
-        experiment.start(port, host=host, url_prefix=url_prefix, token=token)
-        if wait_completion:
-            experiment.wait_completion()
-        return experiment
+            raise ExperimentError(f"experiment {self.id} is {state} (pid {entry.pid}); stop it first")
+        self._resume_from = Path(entry.dir)
+        self.start(port, debug, host=host, url_prefix=url_prefix, token=token)
+        return self.wait_completion() if wait_completion else None
+
+    resume = class_or_instance(_resume_by_id, _resume)
+
+    def _load_stored(self, home: Path | None) -> RegistryEntry:
+        """Take the stored config of experiment ``self.id`` (in ``home``, default: the home
+        of ``self.config`` if any); its registry entry."""
+        entry, self.config = stored_experiment(self.id, home or self._home())
+        return entry
+
+    def has_checkpoint(self, home: Path | None = None) -> bool:
+        """NNI's: whether experiment ``self.id`` is stored (so ``resume`` or ``view`` can find it)."""
+        registry = Registry(home or self._home())
+        return registry.get(self.id) is not None
+
+    def load_checkpoint(self, home: Path | None = None) -> None:
+        """NNI's: take the stored config of experiment ``self.id`` as ``self.config``."""
+        self._load_stored(home)
+
+    def save_checkpoint(self) -> None:
+        """NNI's; nothing to do: the store holds everything as it happens."""
+
+    def run_or_resume(self, port: int = 8080, wait_completion: bool = True, debug: bool = False) -> bool | None:
+        """NNI's: ``resume`` when experiment ``self.id`` is stored, ``run`` otherwise."""
+        if self.has_checkpoint():
+            return self.resume(port, wait_completion, debug)
+        return self.run(port, wait_completion, debug)
+
+    def _home(self) -> Path:
+        """The experiments' home of this experiment's config (the default without one)."""
+        configured = None if self.config is None else self.config.experiment_working_directory
+        return Path(configured).expanduser() if configured else default_home()
 
     @classmethod
     def connect(cls, port: int, *, home: Path | None = None) -> "Experiment":
@@ -211,36 +298,45 @@ class Experiment:
         experiment.access = experiment._connected.access
         return experiment
 
-    @classmethod
-    def view(cls, exp_id: str, port: int = 8080, *, non_blocking: bool = False,
-             home: Path | None = None, host: str = DEFAULT_HOST, url_prefix: str = "",
-             token: str | None = None) -> "Experiment":
+    @staticmethod
+    def _view_by_id(cls: type[Experiment], exp_id: str, port: int = 8080, *, non_blocking: bool = False,
+                    home: Path | None = None, host: str = DEFAULT_HOST, url_prefix: str | None = None,
+                    token: str | None = None) -> "Experiment":
+        """``Experiment.view(exp_id, port)``: see ``view`` on an instance."""
+        return cls(None, id=exp_id)._view(port, non_blocking, home=home, host=host, url_prefix=url_prefix,
+                                          token=token)
+
+    def _view(self, port: int = 8080, non_blocking: bool = False, *, home: Path | None = None,
+              host: str = DEFAULT_HOST, url_prefix: str | None = None, token: str | None = None) -> "Experiment":
         """Serve a stored experiment read-only: NNI's REST routes, no tuner, no trials
         (the trial channel refuses reports). Blocks until Ctrl+C or SIGTERM unless
         ``non_blocking``; then ``stop()`` ends it. The query methods work as usual.
         ``host``, ``url_prefix`` and ``token`` as for ``start``; the address with the
         token is ``url``, and is logged (the access file is not written: it belongs to the runs).
+        Two forms, as ``resume``: ``Experiment(None, exp_id).view(port)`` and
+        ``Experiment.view(exp_id, port)``; each returns the Experiment.
         """
-        entry, config = stored_experiment(exp_id, home)
-        experiment = cls(config, id=exp_id)
-        experiment.paths = ExperimentPaths(Path(entry.dir))
+        exp_id = self.id
+        entry = self._load_stored(home)
+        self.paths = ExperimentPaths(Path(entry.dir))
         check_server_limits()
-        sockets, experiment.access = server_sockets(port, host, url_prefix, token)
-        experiment._viewer = Viewer(experiment.paths, sockets, exp_id, experiment.access)
-        experiment._viewer.start()
-        experiment.port = experiment._viewer.port
+        sockets, self.access = server_sockets(port, host, self._url_prefix if url_prefix is None else url_prefix,
+                                              token)
+        self._viewer = Viewer(self.paths, sockets, exp_id, self.access)
+        self._viewer.start()
+        self.port = self._viewer.port
         ensure_stdout_logging()
-        # With the token: a view logs to stdout only (no experiment.log), for the user to open.
+        # With the token: a view logs to stdout only (no self.log), for the user to open.
         announce = "viewing experiment %s (read-only): %s"
-        where = ("  ".join(experiment.access.urls(experiment.port)),)
+        where = ("  ".join(self.access.urls(self.port)),)
         if non_blocking:
-            experiment.logger.info(announce, exp_id, *where)
+            self.logger.info(announce, exp_id, *where)
         else:
             previous_handler = None
             if threading.current_thread() is threading.main_thread():
                 previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
             try:
-                experiment.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
+                self.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
                 while True:  # until Ctrl+C or SIGTERM
                     time.sleep(_SIGNAL_CHECK_SECONDS)
             except (KeyboardInterrupt, StopSignal):
@@ -248,16 +344,19 @@ class Experiment:
             finally:
                 if previous_handler is not None:
                     signal.signal(signal.SIGTERM, previous_handler)
-                experiment.stop()
-        return experiment
+                self.stop()
+        return self
 
-    def run(self, port: int = 8080, *, host: str = DEFAULT_HOST, url_prefix: str = "",
-            token: str | None = None) -> bool:
+    view = class_or_instance(_view_by_id, _view)
+
+    def run(self, port: int = 8080, wait_completion: bool = True, debug: bool = False, *,
+            host: str = DEFAULT_HOST, url_prefix: str | None = None, token: str | None = None) -> bool | None:
         """Start (see ``start``), then block until the search ends (``wait_completion``);
-        True if it ended DONE. As NNI's, its server (REST, web UI) stays, read-only,
-        until ``stop()`` or the interpreter's exit."""
-        self.start(port, host=host, url_prefix=url_prefix, token=token)
-        return self.wait_completion()
+        True if it ended DONE, False otherwise (ERROR, or stopped). With ``wait_completion``
+        False, return None at once (NNI's). As NNI's, its server (REST, web UI) stays,
+        read-only, until ``stop()`` or the interpreter's exit."""
+        self.start(port, debug, host=host, url_prefix=url_prefix, token=token)
+        return self.wait_completion() if wait_completion else None
 
     def wait_completion(self) -> bool:
         """Block until the started experiment's search ends; True if it ended DONE. Its
@@ -435,47 +534,3 @@ class Experiment:
 
     def __exit__(self, *exc_info: Any) -> None:
         pop_experiment(self.id)
-
-    # -- queries (read the store) -------------------------------------------------
-
-    def _open_store(self) -> Store:
-        if self.paths is None:
-            raise ExperimentError(f"experiment {self.id} was not started")
-        return open_store(self.paths, readonly=True)
-
-    def get_status(self) -> str:
-        """The experiment's state name: RUNNING, DONE, ERROR, ..."""
-        with self._open_store() as store:
-            return store.profile().status.value
-
-    def get_error(self) -> str | None:
-        """The stored error (e.g. the tuner's traceback) when the status is ERROR."""
-        with self._open_store() as store:
-            return store.profile().error
-
-    def list_trial_jobs(self) -> list[TrialJob]:
-        with self._open_store() as store:
-            paths = cast(ExperimentPaths, self.paths)  # _open_store() checked it
-            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, paths)]
-
-    def export_data(self) -> list[TrialResult]:
-        """Every trial with a final result: its parameters and value (NNI's export shape)."""
-        with self._open_store() as store:
-            return [TrialResult.from_view(view) for view in views.export_data_view(store)]
-
-    def get_job_statistics(self) -> list[dict[str, Any]]:
-        with self._open_store() as store:
-            return views.job_statistics_view(store)
-
-    def get_experiment_profile(self) -> dict[str, Any]:
-        with self._open_store() as store:
-            return views.experiment_view(store)
-
-    def best_trial(self) -> TrialResult | None:
-        """The trial with the best final result: the highest ``default`` value, or the
-        lowest when the tuner's ``optimize_mode`` is ``minimize``. A non-finite result
-        (NaN, an infinity) is never the best; None when no trial has a finite one."""
-        from expmgr.metrics import best_result
-        best = best_result(((result, result.value) for result in self.export_data()),
-                           minimize=(self._resolved or self.config).minimizes)
-        return None if best is None else best[0]
