@@ -308,12 +308,14 @@ def run_nni_example(tmp_path: Path, name: str, python: str) -> list[dict]:
     return json.loads(listed.stdout)
 
 
-def check_sklearn_trials(trials: list[dict]) -> None:
-    assert len(trials) == 3  # maxTrialNumber in the copied config
+def check_sklearn_trials(trials: list[dict], lowest: float = 0.5) -> None:
+    """Three trials (maxTrialNumber in the copied config), each SUCCEEDED with a stored final
+    result above ``lowest``: the digits classifier's accuracy, the diabetes regression's R²."""
+    assert len(trials) == 3
     for trial in trials:
         assert trial["status"] == "SUCCEEDED", trial
         final = json.loads(trial["final"]) if isinstance(trial["final"], str) else trial["final"]
-        assert 0.5 < final <= 1.0, trial  # the digits classifier's accuracy
+        assert lowest < final <= 1.0, trial
 
 
 def test_nnis_sklearn_classification_example_runs_unchanged_without_real_nni(tmp_path: Path):
@@ -325,3 +327,14 @@ def test_nnis_sklearn_classification_example_runs_unchanged_without_real_nni(tmp
 
 def test_nnis_sklearn_classification_example_runs_unchanged_with_real_nni(tmp_path: Path, nni_python: str):
     check_sklearn_trials(run_nni_example(tmp_path, "sklearn_classification", nni_python))
+
+
+def test_nnis_sklearn_regression_example_runs_unchanged_without_real_nni(tmp_path: Path):
+    python = sklearn_without_nni()
+    if python is None:
+        pytest.skip("no Python with scikit-learn and without nni (EXPMGR_TEST_SKLEARN_PYTHON)")
+    check_sklearn_trials(run_nni_example(tmp_path, "sklearn_regression", python), lowest=0.2)
+
+
+def test_nnis_sklearn_regression_example_runs_unchanged_with_real_nni(tmp_path: Path, nni_python: str):
+    check_sklearn_trials(run_nni_example(tmp_path, "sklearn_regression", nni_python), lowest=0.2)
