@@ -43,7 +43,9 @@ NNI_API_TRIAL = """
     nni.trial.report_intermediate_result({"default": args.x + 1, "loss": 0.25})
     nni.report_final_result({"default": args.x * 10, "loss": 0.5})
     env = {name: os.environ.get(name) for name in ("NNI_PLATFORM", "NNI_EXP_ID", "NNI_TRIAL_JOB_ID", "NNI_SYS_DIR",
-                                                   "NNI_OUTPUT_DIR", "NNI_TRIAL_SEQ_ID", "PATH", "PYTHONPATH")}
+                                                   "NNI_OUTPUT_DIR", "NNI_TRIAL_SEQ_ID", "NNI_CODE_DIR", "PATH",
+                                                   "PYTHONPATH")}
+    env["cwd"] = os.getcwd()
     seen = {
         "nni_file": nni.__file__, "python": sys.executable, "version": list(sys.version_info[:2]),
         "before": before, "params": params, "again": nni.get_next_parameters(),
@@ -90,6 +92,7 @@ def check_nni_api_results(experiment: Experiment) -> list[dict]:
             assert seen["current_x"] == x
             assert seen["args"] == {"x": x, "lr": 0.5} and seen["defaults"] == {"x": x, "lr": 0.5}
             assert seen["ids"] == seen["trial_ids"] == [experiment.id, job.trialJobId, job.sequenceId]
+            assert os.path.samefile(seen["env"].pop("NNI_CODE_DIR"), seen["env"]["cwd"]), "the trial's folder"
             assert {k: v for k, v in seen["env"].items() if k.startswith("NNI_")} == {
                 "NNI_PLATFORM": "local", "NNI_EXP_ID": experiment.id, "NNI_TRIAL_JOB_ID": job.trialJobId,
                 "NNI_SYS_DIR": str(trial_dir), "NNI_OUTPUT_DIR": str(trial_dir),
