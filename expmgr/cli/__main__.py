@@ -15,6 +15,7 @@
     expctl log experiment|dispatcher [ID] [-f] [--tail N]
     expctl log stdout|stderr|trial [ID] TRIAL [-f] [--tail N]
     expctl config show [ID]
+    expctl experiment save [ID] [--path DIR] [--saveCodeDir] | load --path ZIP --codeDir DIR
 
 nnictl's spellings of these work too (``update concurrency ID --value 4``, ``trial kill
 ID --trial_id T``, ...); nnictl's commands expmgr has no counterpart for answer
@@ -35,7 +36,7 @@ import os
 import sys
 
 from expmgr import __version__
-from expmgr.cli import control, launch, listing, logs, nnictl, top, update
+from expmgr.cli import archive, control, launch, listing, logs, nnictl, top, update
 from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError
 from expmgr.store.registry import RegistryError
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_parser(commands)
     top.add_parser(commands)
     nnictl.add_parsers(commands, experiment_commands)
+    archive.add_parsers(experiment_commands)
     return parser
 
 

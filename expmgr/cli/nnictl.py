@@ -19,12 +19,8 @@ _NOT_SUPPORTED = {
     "jupyter-extension": ("nnictl jupyter-extension", "expmgr's web UI is served by the experiment itself"),
     "hello": ("nnictl hello", "see examples/ in expmgr's repository for a first experiment"),
 }
-_NOT_SUPPORTED_EXPERIMENT = {
-    "save": ("experiment save", "a portable archive of an experiment is not implemented; copy its folder "
-                                "(expctl experiment list --all shows it) and resume it with --experiment_dir"),
-    "load": ("experiment load", "a portable archive of an experiment is not implemented; resume a copied folder "
-                                "with expctl resume ID --experiment_dir DIR"),
-}
+_NOT_SUPPORTED_EXPERIMENT: dict[str, tuple[str, str]] = {}
+"""``experiment`` subcommands refused (none now: ``save`` and ``load`` are in archive.py)."""
 
 
 def refusal(argv: list[str]) -> str | None:

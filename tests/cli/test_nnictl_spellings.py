@@ -28,6 +28,8 @@ def test_create_update_import_kill_top_and_stop_in_nnictls_spelling(project):  #
     assert json.loads(expctl(home, cwd, "config", "show", exp_id).stdout)["logLevel"] == "debug"
     assert "/nni" in expctl(home, cwd, "webui", "url", exp_id).stdout
     wait_until(lambda: len(running_trials(home, cwd, exp_id)) == 1, what="one running trial")
+    running = expctl(home, cwd, "experiment", "save", exp_id)
+    assert running.returncode == 2 and "only a stopped one can be saved" in running.stderr
 
     assert expctl(home, cwd, "update", "concurrency", exp_id, "--value", "2").returncode == 0
     wait_until(lambda: len(running_trials(home, cwd, exp_id)) == 2, what="two running trials")
@@ -131,8 +133,6 @@ def test_trial_ls_export_log_and_delete_in_nnictls_spelling(project):  # noqa: F
     ["package", "install", "SMAC"], ["trainingservice", "list"], ["trainingservice", "register", "--package", "p"],
     ["ss_gen", "--trial_command", "python3 main.py"], ["ss_gen", "-t", "python3 main.py", "-d", ".", "-f", "s.json"],
     ["jupyter-extension", "install"], ["hello"],
-    ["experiment", "save", "ID", "--path", ".", "--saveCodeDir"], ["experiment", "save", "-s"],
-    ["experiment", "load", "--path", "a.zip", "--codeDir", "code", "--logDir", "logs", "--searchSpacePath", "s.json"],
 ], ids=lambda command: "-".join(word for word in command if not word.startswith("-"))[:40])
 def test_nnictl_commands_without_a_counterpart_say_not_supported(project, command):  # noqa: F811
     cwd, home = project
@@ -147,3 +147,31 @@ def test_version(project):  # noqa: F811
     for flag in ("--version", "-v"):
         result = expctl(home, cwd, flag)
         assert result.returncode == 0 and result.stdout.strip() == __version__
+
+
+def test_experiment_save_and_load_move_a_stopped_experiment_with_its_code_to_another_home(project, tmp_path):  # noqa: F811
+    cwd, home = project
+    (cwd / "trial.py").write_text("import nni\nnni.report_final_result(nni.get_next_parameter()['x'])\n")
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+    saved = expctl(home, cwd, "experiment", "save", exp_id, "--path", "out", "--saveCodeDir")
+    assert saved.returncode == 0, saved.stderr
+    archive = cwd / "out" / f"nni_experiment_{exp_id}.zip"
+    assert archive.is_file()
+
+    other_home, code = tmp_path / "other-home", tmp_path / "code"
+    loaded = expctl(other_home, cwd, "experiment", "load", "-p", str(archive), "-c", str(code),
+                    "--searchSpacePath", str(tmp_path / "space.json"))
+    assert loaded.returncode == 0, loaded.stderr
+    assert (code / "trial.py").read_text() == (cwd / "trial.py").read_text()
+    assert json.loads((tmp_path / "space.json").read_text()) == {"x": {"_type": "choice", "_value": [1, 2, 3, 4]}}
+    config = json.loads(expctl(other_home, cwd, "config", "show", exp_id).stdout)
+    assert config["trialCodeDirectory"] == str(code)
+    finals = sorted(row["final"] for row in json.loads(expctl(other_home, cwd, "trial", "ls", exp_id, "--json").stdout))
+    assert finals == [1, 2, 3, 4]
+    assert [row["status"] for row in json.loads(expctl(other_home, cwd, "experiment", "list", "--all",
+                                                        "--json").stdout)] == ["DONE"]
+    again = expctl(other_home, cwd, "experiment", "load", "-p", str(archive), "-c", str(code))
+    assert again.returncode == 2 and "already in" in again.stderr
+    not_an_archive = expctl(other_home, cwd, "experiment", "load", "-p", "config.yml", "-c", str(code))
+    assert not_an_archive.returncode == 2 and "is not an archive of experiment save" in not_an_archive.stderr
