@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -43,7 +44,9 @@ NNI_API_TRIAL = """
     nni.trial.report_intermediate_result({"default": args.x + 1, "loss": 0.25})
     nni.report_final_result({"default": args.x * 10, "loss": 0.5})
     env = {name: os.environ.get(name) for name in ("NNI_PLATFORM", "NNI_EXP_ID", "NNI_TRIAL_JOB_ID", "NNI_SYS_DIR",
-                                                   "NNI_OUTPUT_DIR", "NNI_TRIAL_SEQ_ID", "PATH", "PYTHONPATH")}
+                                                   "NNI_OUTPUT_DIR", "NNI_TRIAL_SEQ_ID", "NNI_CODE_DIR", "PATH",
+                                                   "PYTHONPATH")}
+    env["cwd"] = os.getcwd()
     seen = {
         "nni_file": nni.__file__, "python": sys.executable, "version": list(sys.version_info[:2]),
         "before": before, "params": params, "again": nni.get_next_parameters(),
@@ -90,6 +93,7 @@ def check_nni_api_results(experiment: Experiment) -> list[dict]:
             assert seen["current_x"] == x
             assert seen["args"] == {"x": x, "lr": 0.5} and seen["defaults"] == {"x": x, "lr": 0.5}
             assert seen["ids"] == seen["trial_ids"] == [experiment.id, job.trialJobId, job.sequenceId]
+            assert os.path.samefile(seen["env"].pop("NNI_CODE_DIR"), seen["env"]["cwd"]), "the trial's folder"
             assert {k: v for k, v in seen["env"].items() if k.startswith("NNI_")} == {
                 "NNI_PLATFORM": "local", "NNI_EXP_ID": experiment.id, "NNI_TRIAL_JOB_ID": job.trialJobId,
                 "NNI_SYS_DIR": str(trial_dir), "NNI_OUTPUT_DIR": str(trial_dir),
@@ -309,12 +313,15 @@ def run_nni_example(tmp_path: Path, name: str, python: str) -> list[dict]:
     return json.loads(listed.stdout)
 
 
-def check_sklearn_trials(trials: list[dict]) -> None:
-    assert len(trials) == 3  # maxTrialNumber in the copied config
+def check_sklearn_trials(trials: list[dict], lowest: float = 0.5) -> None:
+    """Three trials (maxTrialNumber in the copied config), each SUCCEEDED with a stored final
+    result above ``lowest``: the digits classifier's accuracy, the diabetes regression's R²
+    (at most 1, and unbounded below: NNI's search space has Lars, which scores far below 0)."""
+    assert len(trials) == 3
     for trial in trials:
         assert trial["status"] == "SUCCEEDED", trial
         final = json.loads(trial["final"]) if isinstance(trial["final"], str) else trial["final"]
-        assert 0.5 < final <= 1.0, trial  # the digits classifier's accuracy
+        assert isinstance(final, float) and math.isfinite(final) and lowest < final <= 1.0, trial
 
 
 def test_nnis_sklearn_classification_example_runs_unchanged_without_real_nni(tmp_path: Path):
@@ -326,3 +333,14 @@ def test_nnis_sklearn_classification_example_runs_unchanged_without_real_nni(tmp
 
 def test_nnis_sklearn_classification_example_runs_unchanged_with_real_nni(tmp_path: Path, nni_python: str):
     check_sklearn_trials(run_nni_example(tmp_path, "sklearn_classification", nni_python))
+
+
+def test_nnis_sklearn_regression_example_runs_unchanged_without_real_nni(tmp_path: Path):
+    python = sklearn_without_nni()
+    if python is None:
+        pytest.skip("no Python with scikit-learn and without nni (EXPMGR_TEST_SKLEARN_PYTHON)")
+    check_sklearn_trials(run_nni_example(tmp_path, "sklearn_regression", python), lowest=-math.inf)
+
+
+def test_nnis_sklearn_regression_example_runs_unchanged_with_real_nni(tmp_path: Path, nni_python: str):
+    check_sklearn_trials(run_nni_example(tmp_path, "sklearn_regression", nni_python), lowest=-math.inf)

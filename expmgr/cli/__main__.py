@@ -14,6 +14,12 @@
     expctl experiment show|status|export|import|delete ...
     expctl log experiment|dispatcher [ID] [-f] [--tail N]
     expctl log stdout|stderr|trial [ID] TRIAL [-f] [--tail N]
+    expctl config show [ID]
+    expctl experiment save [ID] [--path DIR] [--saveCodeDir] | load --path ZIP --codeDir DIR
+
+nnictl's spellings of these work too (``update concurrency ID --value 4``, ``trial kill
+ID --trial_id T``, ...); nnictl's commands expmgr has no counterpart for answer
+"not supported: ..." with status 2 (docs/nni-migration.md lists them all).
 
 IDs may be abbreviated to a unique prefix, and left out where one experiment runs.
 Experiments are looked up in ``$EXPMGR_HOME`` (default ``~/expmgr-experiments``).
@@ -29,13 +35,15 @@ import argparse
 import os
 import sys
 
-from expmgr.cli import control, launch, listing, logs, top, update
+from expmgr import __version__
+from expmgr.cli import archive, control, launch, listing, logs, nnictl, top, update
 from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError
 from expmgr.store.registry import RegistryError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="expctl", description="Run and manage expmgr experiments.")
+    parser.add_argument("--version", "-v", action="version", version=__version__, help="print expmgr's version")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     launch.add_parsers(commands)
     control.add_parser(commands)
@@ -43,10 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_parsers(commands, experiment_commands, trial_commands)
     logs.add_parser(commands)
     top.add_parser(commands)
+    nnictl.add_parsers(commands, experiment_commands)
+    archive.add_parsers(experiment_commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    refused = nnictl.refusal(sys.argv[1:] if argv is None else argv)
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     try:
         status = _run(args)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, cast
 
-from expmgr.layout import ExperimentPaths, default_home
+from expmgr.layout import HOME_ENV, ExperimentPaths, default_home
 from expmgr.states import TrialState
 from expmgr.store import Store, StoreError, open_store, unreadable_store
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
@@ -29,6 +30,24 @@ class CliError(Exception):
     def __init__(self, message: str, status: int = EXIT_BAD_INPUT) -> None:
         super().__init__(message)
         self.status = status
+
+
+def not_supported(what: str, why: str) -> CliError:
+    """The error for an nnictl command or flag expmgr has no counterpart for (exit status 2)."""
+    return CliError(f"not supported: {what} ({why})")
+
+
+def use_experiment_dir(folder: Path | None, exp_id: str) -> None:
+    """nnictl's ``--experiment_dir``: look the experiment up in that folder's registry, i.e.
+    the folder holding it (its ``experimentWorkingDirectory``) or the experiment's own folder.
+    Set in the environment, so that a daemon started from here looks in the same place."""
+    if folder is None:
+        return
+    folder = folder.expanduser().absolute()
+    if not folder.is_dir():
+        raise CliError(f"--experiment_dir: no such folder {str(folder)!r}")
+    home = folder.parent if folder.name.startswith(exp_id) and not (folder / exp_id).is_dir() else folder
+    os.environ[HOME_ENV] = str(home)
 
 
 def port_number(text: str) -> int:

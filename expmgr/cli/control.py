@@ -25,8 +25,8 @@ _STOP_TIMEOUT_AFTER_GRACE = 30.0
 def add_parser(commands: argparse._SubParsersAction) -> None:
     stop = commands.add_parser("stop", help="stop running experiments")
     stop.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
-    stop.add_argument("--all", action="store_true", help="stop every running experiment")
-    stop.add_argument("--port", type=port_number, help="stop the running experiment on this port")
+    stop.add_argument("--all", "-a", action="store_true", help="stop every running experiment")
+    stop.add_argument("--port", "-p", type=port_number, help="stop the running experiment on this port")
     stop.add_argument("--cancel", action="store_true", help="kill the trials at once instead of gracefully")
     stop.add_argument("--timeout", type=float, default=None,
                       help="seconds to wait for the end (default: the grace period plus 30)")

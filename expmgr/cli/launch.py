@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
-                               find_experiment, is_running, is_serving, port_number)
+                               find_experiment, is_running, is_serving, not_supported, port_number,
+                               use_experiment_dir)
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth
 from expmgr.store.registry import Registry, RegistryEntry
@@ -42,7 +43,7 @@ _STARTUP_TIMEOUT = 60.0
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     create = commands.add_parser("create", help="create and run an experiment from a config file")
     create.add_argument("--config", "-c", type=Path, required=True, help="the experiment's YAML config")
-    create.add_argument("--debug", action="store_true", help="log at DEBUG level (the config's debug: true)")
+    create.add_argument("--debug", "-d", action="store_true", help="log at DEBUG level (the config's debug: true)")
     create.add_argument("--experiment-id", help=argparse.SUPPRESS)  # the daemon is told its id
     create.set_defaults(handler=create_experiment)
     resume = commands.add_parser("resume", help="continue a stopped, failed or crashed experiment")
@@ -56,12 +57,17 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("--host", default=auth.DEFAULT_HOST,
                             help="address to listen on (default 127.0.0.1, this machine only; e.g. 0.0.0.0, "
                                  "::, a LAN address: then an access token is required, and generated if not given)")
-        parser.add_argument("--url-prefix", default="", metavar="PREFIX",
+        parser.add_argument("--url-prefix", "--url_prefix", "-u", default="", metavar="PREFIX",
                             help="serve the web UI and every REST route under this path, e.g. /expmgr")
         parser.add_argument("--token", default=None,
                             help=f"access token every client must give (default: ${auth.TOKEN_ENV}; none on "
                                  f"loopback, generated elsewhere); at least {auth.MIN_TOKEN_LENGTH} characters "
                                  "of letters, digits and ._~-")
+    for parser in (resume, view):  # nnictl's flags
+        parser.add_argument("--experiment_dir", "-e", type=Path, metavar="DIR",
+                            help="the folder holding the experiment (its experimentWorkingDirectory), "
+                                 "or the experiment's own folder")
+    resume.add_argument("--debug", "-d", action="store_true", help=argparse.SUPPRESS)  # nnictl's: refused
     for parser in (create, resume):
         parser.add_argument("--port", "-p", type=port_number, default=8080,
                             help="REST and web UI port (default 8080)")
@@ -96,6 +102,10 @@ def create_experiment(args: argparse.Namespace) -> int:
 
 def resume_experiment(args: argparse.Namespace) -> int:
     from expmgr.experiment import Experiment
+    if args.debug:
+        raise not_supported("resume --debug", "a resumed experiment keeps its config's log level; "
+                                              "create --debug sets it")
+    use_experiment_dir(args.experiment_dir, args.id)
     entry = find_experiment(args.id)
     if is_serving(entry):
         raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'} (pid {entry.pid}); "
@@ -108,6 +118,7 @@ def resume_experiment(args: argparse.Namespace) -> int:
 
 def view_experiment(args: argparse.Namespace) -> int:
     from expmgr.experiment import Experiment, ExperimentError, HostError, PortInUseError
+    use_experiment_dir(args.experiment_dir, args.id)
     entry = find_experiment(args.id)
     try:
         Experiment.view(entry.id, port=args.port, home=Path(entry.dir).parent, **_access_arguments(args))

@@ -36,8 +36,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
         command.set_defaults(handler=handler)
     export = experiment_commands.add_parser("export", help="every trial's parameters and final result")
     export.add_argument("id", nargs="?", help="experiment id or a unique prefix")
-    export.add_argument("--format", choices=("csv", "json"), default="json")
-    export.add_argument("--output", "-o", type=Path, help="write to this file instead of stdout")
+    export.add_argument("--format", "--type", "-t", choices=("csv", "json"), default="json",
+                        help="json (default) or csv; --type is nnictl's spelling")
+    export.add_argument("--output", "-o", "--filename", "-f", type=Path,
+                        help="write to this file instead of stdout (--filename: nnictl's spelling)")
+    export.add_argument("--intermediate", "-i", action="store_true",
+                        help="with each trial's intermediate results (as nnictl's export)")
     export.set_defaults(handler=export_experiment)
     webui = commands.add_parser("webui", help="the web address of a running experiment")
     webui_commands = webui.add_subparsers(dest="webui_command", required=True, metavar="COMMAND")
@@ -45,7 +49,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     url.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
     url.set_defaults(handler=webui_url)
     delete = experiment_commands.add_parser("delete", help="delete a stopped experiment and its files")
-    delete.add_argument("id", help="experiment id or a unique prefix")
+    delete.add_argument("id", nargs="?", help="experiment id or a unique prefix")
+    delete.add_argument("--all", action="store_true", help="every experiment that is not running")
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     delete.set_defaults(handler=delete_experiment)
 
@@ -56,7 +61,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     trial_ls.add_argument("--status", help="only trials in this state, e.g. SUCCEEDED")
     trial_ls.add_argument("--sort", metavar="METRIC", help="best first by this key of the final result "
                                                           "(default: the plain number), per optimize_mode")
-    trial_ls.add_argument("--head", type=int, metavar="N", help="only the first N trials")
+    trial_ls.add_argument("--head", type=int, metavar="N",
+                          help="the N trials with the highest final result (as nnictl); with --sort, the first N")
+    trial_ls.add_argument("--tail", type=int, metavar="N",
+                          help="the N trials with the lowest final result (as nnictl); with --sort, the last N")
     trial_ls.add_argument("--json", action="store_true", help="print JSON")
     trial_ls.set_defaults(handler=list_trials)
     return experiment_commands, trial_commands
@@ -106,10 +114,18 @@ def experiment_status(args: argparse.Namespace) -> int:
 
 def export_experiment(args: argparse.Namespace) -> int:
     """NNI's export: one record per trial with a final result (its value decoded; a
-    non-finite number as the string "NaN", "Infinity" or "-Infinity", so the JSON is valid)."""
+    non-finite number as the string "NaN", "Infinity" or "-Infinity", so the JSON is valid);
+    with ``--intermediate``, its intermediate results in order under ``intermediate``."""
     with experiment_store(find_experiment(args.id)) as store:
         records = [{"trialJobId": view["trialJobId"], "parameter": view["parameter"],
                     "value": json.loads(view["value"])} for view in views.export_data_view(store)]
+        if args.intermediate:
+            periodical: dict[str, list] = {}
+            for metric in store.metrics():
+                if metric.type == "PERIODICAL":
+                    periodical.setdefault(metric.trial_id, []).append(views.json_safe(metric.value))
+            for record in records:
+                record["intermediate"] = periodical.get(record["trialJobId"], [])
     text = json.dumps(records, indent=2, allow_nan=False) + "\n" if args.format == "json" else _as_csv(records)
     if args.output is None:
         sys.stdout.write(text)
@@ -123,11 +139,13 @@ def _as_csv(records: list[dict]) -> str:
     parameter_keys = sorted({key for record in records for key in record["parameter"]})
     value_keys = sorted({key for record in records
                          for key in (record["value"] if isinstance(record["value"], dict) else {"default": 0})})
+    value_keys += ["intermediate"] if any("intermediate" in record for record in records) else []
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["trialJobId", *parameter_keys, *value_keys])
     for record in records:
         value = record["value"] if isinstance(record["value"], dict) else {"default": record["value"]}
+        value = {**value, "intermediate": record["intermediate"]} if "intermediate" in record else value
         writer.writerow([record["trialJobId"], *(_cell(record["parameter"].get(k)) for k in parameter_keys),
                          *(_cell(value.get(k)) for k in value_keys)])
     return out.getvalue()
@@ -148,25 +166,44 @@ def webui_url(args: argparse.Namespace) -> int:
 
 
 def delete_experiment(args: argparse.Namespace) -> int:
-    entry = find_experiment(args.id)
-    if is_serving(entry):
-        raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'}; stop it first "
-                       f"(expctl stop {entry.id})")
+    """One experiment, or with ``--all`` every one that is not running (nnictl's ``delete
+    --all``; a running one is left, and said so)."""
+    if args.all == (args.id is not None):
+        raise CliError("give an experiment id or --all")
+    if args.all:
+        entries = registry().entries()
+        for running in (entry for entry in entries if is_serving(entry)):
+            print(f"experiment {running.id} is running or served: kept (expctl stop {running.id} first)")
+        entries = [entry for entry in entries if not is_serving(entry)]
+        if not entries:
+            print("no experiment to delete")
+            return EXIT_OK
+    else:
+        entries = [find_experiment(args.id)]
+        if is_serving(entries[0]):
+            entry = entries[0]
+            raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'}; stop it "
+                           f"first (expctl stop {entry.id})")
     if not args.yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise CliError("deleting needs --yes when there is no terminal to confirm on")
-        if input(f"delete experiment {entry.id} and {entry.dir}? [y/N] ").strip().lower() not in ("y", "yes"):
+        named = ", ".join(f"{entry.id} ({entry.dir})" for entry in entries)
+        if input(f"delete experiment {named}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("kept")
             return EXIT_OK
-    shutil.rmtree(entry.dir, ignore_errors=True)
-    registry().remove(entry.id)
-    print(f"deleted experiment {entry.id}")
+    for entry in entries:
+        shutil.rmtree(entry.dir, ignore_errors=True)
+        registry().remove(entry.id)
+        print(f"deleted experiment {entry.id}")
     return EXIT_OK
 
 
 def list_trials(args: argparse.Namespace) -> int:
-    if args.head is not None and args.head < 0:
-        raise CliError(f"--head: expected a number of trials >= 0, got {args.head}")
+    for flag, count in (("--head", args.head), ("--tail", args.tail)):
+        if count is not None and count < 0:
+            raise CliError(f"{flag}: expected a number of trials >= 0, got {count}")
+    if args.head is not None and args.tail is not None:
+        raise CliError("give --head or --tail, not both")
     entry = find_experiment(args.id)
     running, gone = is_running(entry), shown_status(entry) == "GONE"
     with experiment_store(entry) as store:
@@ -179,8 +216,14 @@ def list_trials(args: argparse.Namespace) -> int:
         trials = [trial for trial in trials if trial.status.value == args.status.upper()]
     if args.sort:
         trials = _sorted_by_result(trials, finals, args.sort, minimize)
+    elif args.head is not None or args.tail is not None:
+        # nnictl's: only trials with a final result, by its default number, highest (head) or lowest (tail) first
+        trials, _ = ranked(((trial, finals[trial.trial_id].value if trial.trial_id in finals else None)
+                            for trial in trials), minimize=args.tail is not None)
     if args.head is not None:
         trials = trials[:args.head]
+    elif args.tail is not None:
+        trials = trials[-args.tail:] if args.sort and args.tail else trials[:args.tail]
     rows = []
     for trial in trials:
         final = finals.get(trial.trial_id)

@@ -27,7 +27,8 @@ _STATE_COLOURS = {"SUCCEEDED": _GREEN, "DONE": _GREEN, "FAILED": _RED, "CRASHED"
 def add_parser(commands: argparse._SubParsersAction) -> None:
     top = commands.add_parser("top", help="a live view of running experiments and their trials")
     top.add_argument("id", nargs="?", help="only this experiment (id or unique prefix)")
-    top.add_argument("--interval", type=float, default=2.0, help="seconds between redraws (default 2)")
+    top.add_argument("--interval", "--time", "-t", type=float, default=2.0,
+                     help="seconds between redraws (default 2; --time is nnictl's spelling)")
     top.add_argument("--once", action="store_true", help="print the view once and exit")
     top.set_defaults(handler=run)
 

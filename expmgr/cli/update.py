@@ -1,5 +1,14 @@
-"""``expctl update`` and ``expctl trial kill``: change a running experiment through its
-REST API (NNI's ``PUT experiment?update_type=...`` and ``DELETE trial-jobs/<id>``)."""
+"""``expctl update``, ``expctl experiment import`` and ``expctl trial kill``: change a running
+experiment through its REST API (NNI's ``PUT experiment?update_type=...``, ``POST
+experiment/import-data`` and ``DELETE trial-jobs/<id>``).
+
+Each takes expctl's spelling and nnictl's::
+
+    expctl update ID concurrency 4          expctl update concurrency [ID] --value 4
+    expctl update ID searchspace F.json     expctl update searchspace [ID] --filename F.json
+    expctl experiment import ID F.json      expctl experiment import [ID] --filename F.json
+    expctl trial kill ID TRIAL              expctl trial kill [ID] --trial_id TRIAL
+"""
 from __future__ import annotations
 
 import argparse
@@ -17,21 +26,38 @@ _UPDATES = {entry.cli_word: entry for entry in UPDATABLE_FIELDS}
 def add_parsers(commands: argparse._SubParsersAction, experiment_commands: argparse._SubParsersAction,
                 trial_commands: argparse._SubParsersAction) -> None:
     update = commands.add_parser("update", help="change a running experiment")
-    update.add_argument("id", help="experiment id or a unique prefix")
-    update.add_argument("what", choices=list(_UPDATES))
-    update.add_argument("value", help="the new value: a number, a duration such as 2h, or a search-space file")
+    update.add_argument("words", nargs="+", metavar="ID WHAT VALUE | WHAT [ID]",
+                        help=f"WHAT is one of {', '.join(_UPDATES)}; VALUE a number, a duration such as 2h, "
+                             "or a search-space file")
+    update.add_argument("--value", "-v", help="nnictl's spelling: the new value (concurrency, trialnum, duration)")
+    update.add_argument("--filename", "-f", help="nnictl's spelling: the new search-space file (searchspace)")
     update.set_defaults(handler=update_experiment)
     importing = experiment_commands.add_parser("import", help="give a running experiment's tuner earlier results")
-    importing.add_argument("id", help="experiment id or a unique prefix")
-    importing.add_argument("file", type=Path, help='a JSON list of {"parameter": {...}, "value": ...}')
+    importing.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
+    importing.add_argument("file", nargs="?", type=Path, help='a JSON list of {"parameter": {...}, "value": ...}')
+    importing.add_argument("--filename", "-f", type=Path, help="nnictl's spelling of FILE")
     importing.set_defaults(handler=import_results)
     kill = trial_commands.add_parser("kill", help="stop one running trial (USER_CANCELED)")
-    kill.add_argument("id", help="experiment id or a unique prefix")
-    kill.add_argument("trial", help="the trial's id")
+    kill.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
+    kill.add_argument("trial", nargs="?", help="the trial's id")
+    kill.add_argument("--trial_id", "-T", help="nnictl's spelling of TRIAL")
     kill.set_defaults(handler=kill_trial)
 
 
-def _running(id_or_prefix: str):  # noqa: ANN202
+def _id_and_named(first: str | None, named_value: str | None, second: str | None,
+                  usage: str) -> tuple[str | None, str]:
+    """The experiment id (None: the only running one) and the value given either as the
+    second positional (expctl's spelling) or with its flag (nnictl's, ``named_value``)."""
+    if named_value is not None:
+        if second is not None:
+            raise CliError(f"expected {usage}")
+        return first, named_value
+    if first is None or second is None:
+        raise CliError(f"expected {usage}")
+    return first, second
+
+
+def _running(id_or_prefix: str | None):  # noqa: ANN202
     entry = find_experiment(id_or_prefix, running=True)
     if not is_running(entry):
         raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); it cannot be changed")
@@ -39,12 +65,29 @@ def _running(id_or_prefix: str):  # noqa: ANN202
 
 
 def update_experiment(args: argparse.Namespace) -> int:
-    entry = _running(args.id)
-    field = _UPDATES[args.what]
-    value = _parse_value(args.what, args.value)
+    exp_id, what, text = _update_words(args)
+    entry = _running(exp_id)
+    field = _UPDATES[what]
+    value = _parse_value(what, text)
     rest_call(entry, "PUT", f"experiment?update_type={field.update_type}", {"params": {field.field: value}})
-    print(f"experiment {entry.id}: {field.field} is now {args.value}")
+    print(f"experiment {entry.id}: {field.field} is now {text}")
     return EXIT_OK
+
+
+def _update_words(args: argparse.Namespace) -> tuple[str | None, str, str]:
+    """(experiment id or None, what, value) from ``ID WHAT VALUE`` or nnictl's
+    ``WHAT [ID] --value V`` / ``searchspace [ID] --filename F``."""
+    words, choices = args.words, ", ".join(_UPDATES)
+    if words[0] in _UPDATES:  # nnictl's order: no experiment id is called "concurrency"
+        what = words[0]
+        flag, given, wrong = (("--filename", args.filename, args.value) if what == "searchspace"
+                              else ("--value", args.value, args.filename))
+        if given is None or wrong is not None or len(words) > 2:
+            raise CliError(f"expected update {what} [ID] {flag} {'FILE' if what == 'searchspace' else 'VALUE'}")
+        return (words[1] if len(words) == 2 else None), what, given
+    if len(words) != 3 or words[1] not in _UPDATES or args.value is not None or args.filename is not None:
+        raise CliError(f"expected update ID WHAT VALUE or update WHAT [ID] --value VALUE (WHAT: one of {choices})")
+    return words[0], words[1], words[2]
 
 
 def _parse_value(what: str, text: str) -> object:
@@ -75,24 +118,30 @@ def _parse_value(what: str, text: str) -> object:
 
 
 def import_results(args: argparse.Namespace) -> int:
-    entry = _running(args.id)
+    exp_id, text = _id_and_named(args.id, None if args.filename is None else str(args.filename),
+                                 None if args.file is None else str(args.file),
+                                 "experiment import ID FILE or experiment import [ID] --filename FILE")
+    file = Path(text)
+    entry = _running(exp_id)
     try:
-        records = json.loads(args.file.read_text(encoding="utf-8"))
+        records = json.loads(file.read_text(encoding="utf-8"))
     except OSError as error:
-        raise CliError(f"{args.file}: {error.strerror}") from None
+        raise CliError(f"{file}: {error.strerror}") from None
     except ValueError as error:
-        raise CliError(f"{args.file}: not JSON ({error})") from None
+        raise CliError(f"{file}: not JSON ({error})") from None
     try:
         rest_call(entry, "POST", "experiment/import-data", records)
     except CliError as error:
-        raise CliError(f"{args.file}: {error}", error.status) from None
+        raise CliError(f"{file}: {error}", error.status) from None
     print(f"experiment {entry.id}: {len(records)} results imported")
     return EXIT_OK
 
 
 def kill_trial(args: argparse.Namespace) -> int:
-    trial_id = check_id(args.trial, "TRIAL")
-    entry = _running(args.id)
+    exp_id, trial = _id_and_named(args.id, args.trial_id, args.trial,
+                                  "trial kill ID TRIAL or trial kill [ID] --trial_id TRIAL")
+    trial_id = check_id(trial, "TRIAL")
+    entry = _running(exp_id)
     rest_call(entry, "DELETE", f"trial-jobs/{trial_id}")
-    print(f"trial {args.trial} of experiment {entry.id} is being stopped")
+    print(f"trial {trial_id} of experiment {entry.id} is being stopped")
     return EXIT_OK
