@@ -5,12 +5,17 @@ noted in experiment.log."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFiles
 from expmgr.store import open_store
-from tests.conftest import write_script
+from tests.conftest import REPO, write_script
 
 # The checkpoint handling of NNI's mnist-pbt-tuner-pytorch/mnist.py, with a number for a model.
 NNI_PBT_TRIAL = """
@@ -95,3 +100,29 @@ def test_an_nni_v1_config_runs_and_experiment_log_says_it_was_converted(tmp_path
     assert "config: the config is in NNI's v1 format; converted to v2 as nnictl does" in log
     assert "config: ignored, as NNI does: authorName" in log
     assert log.index("NNI's v1 format") < log.index(f"experiment {experiment.id} started")
+
+
+def test_nnis_published_v1_config_runs_unchanged_but_its_trial_number(tmp_path: Path):
+    """NNI's examples/trials/mnist-tfv1/config.yml (v1 format), changed only in maxTrialNum;
+    its trial, mnist.py, needs TensorFlow: the tutorials' stand-in model (stdlib, the same NNI
+    calls) takes its place."""
+    examples = REPO / "tests" / "nni_examples"
+    project = tmp_path / "mnist-tfv1"
+    project.mkdir()
+    config = (examples / "configs" / "trials" / "mnist-tfv1" / "config.yml").read_text()
+    assert "maxTrialNum: 10\n" in config
+    (project / "config.yml").write_text(config.replace("maxTrialNum: 10\n", "maxTrialNum: 2\n"))
+    shutil.copy(examples / "configs" / "trials" / "mnist-tfv1" / "search_space.json", project)
+    shutil.copy(examples / "tutorials" / "stand_ins" / "quickstart_model.py", project / "mnist.py")
+    home = tmp_path / "home"
+    created = subprocess.run([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                              "--foreground", "--exit-when-done"], cwd=project, capture_output=True, text=True,
+                             env={**os.environ, "EXPMGR_HOME": str(home)}, timeout=300, check=False)
+    assert created.returncode == 0, created.stdout + created.stderr
+    database = next(home.glob("*/db/experiment.sqlite"))
+    with sqlite3.connect(database) as db:
+        statuses = [row[0] for row in db.execute("SELECT status FROM trials")]
+        finals = db.execute("SELECT COUNT(*) FROM metrics WHERE type = 'FINAL'").fetchone()[0]
+        intermediates = db.execute("SELECT COUNT(*) FROM metrics WHERE type = 'PERIODICAL'").fetchone()[0]
+    assert statuses == ["SUCCEEDED", "SUCCEEDED"] and finals == 2 and intermediates == 2 * 5
+    assert "NNI's v1 format" in next(home.glob("*/logs/experiment.log")).read_text()
