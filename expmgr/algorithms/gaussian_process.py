@@ -10,7 +10,8 @@ log types, and a number choice by its value between the smallest and largest opt
 Points are snapped to what the parameter can take (integers, multiples of q, options),
 so a point of the cube is always a point of the space. scikit-learn is an optional
 extra (``pip install 'expmgr[gp]'``); ``require_sklearn`` checks for it without importing
-it, and it is imported only when a model is first fitted.
+it, and it is imported only when a model is first fitted. ``CubeModelTuner`` is what both
+tuners do with a result or an import.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from expmgr.algorithms.search_space import (
     ParameterSpec,
     is_nested_option,
 )
-from expmgr.algorithms.tuner import AlgorithmError
+from expmgr.algorithms.tried_points import TriedPoints, imported_results, tried_in
+from expmgr.algorithms.tuner import AlgorithmError, Tuner, extract_scalar_reward
 
 _CHUNK = 10_000
 """Points predicted at once, so that a large warm-up does not build a huge kernel matrix."""
@@ -247,3 +249,30 @@ def probability_of_improvement(mean: np.ndarray, std: np.ndarray, best: float, x
     from scipy.special import ndtr
 
     return ndtr((mean - best - xi) / std)
+
+
+class CubeModelTuner(Tuner):
+    """The GP and Metis tuners' one rule for results: a reported or imported point counts as
+    tried, and its reward (imports fitted to the space first) goes to the model (``_record``)."""
+
+    _label = ""
+    """The tuner's name in messages about imported records ("GP")."""
+    _tried: TriedPoints
+
+    def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
+        self._tried.add(parameters)
+        self._record(parameters, extract_scalar_reward(value))
+
+    def import_data(self, data: list[dict]) -> None:
+        """Learn from ``[{"parameter": {...}, "value": ...}]``; imported points count as tried."""
+        self._require_cube()
+        for parameters in tried_in(data):
+            self._tried.add(parameters)
+        for _, parameters, reward in imported_results(data, self._label):
+            self._record(parameters, reward)
+
+    def _require_cube(self) -> UnitCube:
+        raise NotImplementedError
+
+    def _record(self, parameters: dict, reward: float) -> None:
+        raise NotImplementedError

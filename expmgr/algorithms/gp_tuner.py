@@ -27,6 +27,7 @@ import numpy as np
 
 from expmgr.algorithms.arguments import require_int, require_number
 from expmgr.algorithms.gaussian_process import (
+    CubeModelTuner,
     GP_TYPES,
     UnitCube,
     expected_improvement,
@@ -38,16 +39,18 @@ from expmgr.algorithms.gaussian_process import (
     single_threaded,
 )
 from expmgr.algorithms.search_space import format_parameters, make_rng, parse_search_space
-from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
-from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, Tuner, extract_scalar_reward
+from expmgr.algorithms.tried_points import TriedPoints, fit_to_space
+from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode
 
 _logger = logging.getLogger("nni.tuner.gp")
 
 UTILITIES = ("ei", "ucb", "poi")
 
 
-class GpTuner(Tuner):
+class GpTuner(CubeModelTuner):
     """NNI's GP tuner with its classArgs and defaults, and ``seed``."""
+
+    _label = "GP"
 
     def __init__(self, optimize_mode: str = "maximize", utility: str = "ei", kappa: float = 5.0,
                  xi: float = 0.0, nu: float = 2.5, alpha: float = 1e-6, cold_start_num: int = 10,
@@ -106,18 +109,6 @@ class GpTuner(Tuner):
                 self._tried.add(params)
                 return params
         return self._random(cube)  # every candidate was tried: an untried point, or NoMoreTrialError
-
-    def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
-        self._tried.add(parameters)
-        self._record(parameters, extract_scalar_reward(value))
-
-    def import_data(self, data: list[dict]) -> None:
-        """Learn from ``[{"parameter": {...}, "value": ...}]``; imported points count as tried."""
-        self._require_cube()
-        for parameters in tried_in(data):
-            self._tried.add(parameters)
-        for _, parameters, reward in imported_results(data, "GP"):
-            self._record(parameters, reward)
 
     # -- helpers --------------------------------------------------------------
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.gaussian_process import (
+    CubeModelTuner,
     METIS_TYPES,
     UnitCube,
     fit_gp,
@@ -48,8 +49,8 @@ from expmgr.algorithms.gaussian_process import (
     single_threaded,
 )
 from expmgr.algorithms.search_space import format_parameters, make_rng, parse_search_space
-from expmgr.algorithms.tried_points import TriedPoints, fit_to_space, imported_results, tried_in
-from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, Tuner, extract_scalar_reward
+from expmgr.algorithms.tried_points import TriedPoints, fit_to_space
+from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode
 
 _logger = logging.getLogger("nni.tuner.metis")
 
@@ -93,8 +94,10 @@ class _Candidate:
     reason: str
 
 
-class MetisTuner(Tuner):
+class MetisTuner(CubeModelTuner):
     """NNI's Metis tuner with its classArgs and defaults, and ``seed``."""
+
+    _label = "Metis"
 
     def __init__(self, optimize_mode: str = "maximize", no_resampling: bool = True, no_candidates: bool = False,
                  selection_num_starting_points: int = 600, cold_start_num: int = 10,
@@ -149,18 +152,6 @@ class MetisTuner(Tuner):
         params = format_parameters(cube.to_flat(x), cube.specs)
         self._tried.add(params)
         return params
-
-    def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
-        self._tried.add(parameters)
-        self._record(parameters, extract_scalar_reward(value))
-
-    def import_data(self, data: list[dict]) -> None:
-        """Learn from ``[{"parameter": {...}, "value": ...}]``; imported points count as tried."""
-        self._require_cube()
-        for parameters in tried_in(data):
-            self._tried.add(parameters)
-        for _, parameters, reward in imported_results(data, "Metis"):
-            self._record(parameters, reward)
 
     # -- the algorithm ----------------------------------------------------------
 
