@@ -119,6 +119,10 @@ def test_trial_ls_export_log_and_delete_in_nnictls_spelling(project):  # noqa: F
     own = expctl(home, cwd, "log", "stdout", exp_id, trial_ids[0]).stdout  # expctl's own spelling stays
     assert own.startswith("out ")
 
+    kept = expctl(home, cwd, "experiment", "delete", "--all", "--yes")  # its server stays after DONE
+    assert kept.returncode == 0 and "kept" in kept.stdout and (home / exp_id).exists()
+    assert expctl(home, cwd, "stop", exp_id).returncode == 0
+    wait_until(lambda: entry(home, exp_id).pid is None, timeout=30, what="its server closed")
     unconfirmed = expctl(home, cwd, "experiment", "delete", "--all")
     assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
     deleted = expctl(home, cwd, "experiment", "delete", "--all", "--yes")
