@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -14,6 +15,10 @@ from typing import Callable
 
 import psutil
 import pytest
+
+# A shell runs a command started with "&" with SIGINT ignored, and processes inherit that:
+# the tests that Ctrl+C an experiment need SIGINT at its default in what they start.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 
