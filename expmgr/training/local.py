@@ -7,46 +7,25 @@ group or not, when the trial ends, and every trial when the experiment dies.
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import os
 import secrets
-import shlex
 import shutil
 import signal as signals
 import subprocess
 import sys
-import threading
-import time
 import traceback
-from typing import IO, TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from expmgr import trial as trial_api
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths
+from expmgr.training._folder import SharedTrialFolders, prepare_folder
+from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
+from expmgr.training._process import process_start_time as _process_start_time, spawn_trial
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedLocalConfig
-
-
-_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-_SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
-
-
-@functools.lru_cache(maxsize=16)
-def command_argv(command: str) -> tuple[str, ...]:
-    """How to run ``trialCommand``: a simple command runs directly, so the trial's own
-    process gets the signals and its exit status (a signal stays a signal, not the
-    shell's 128+n); anything using shell syntax runs under ``/bin/sh -c`` as written."""
-    if _SHELL_SYNTAX.isdisjoint(command):
-        try:
-            argv = tuple(shlex.split(command))
-        except ValueError:
-            argv = ()
-        if argv:
-            return argv
-    return ("/bin/sh", "-c", command)
 
 
 def detect_gpus() -> list[int]:
@@ -87,7 +66,7 @@ class _GpuSlots:
             self._free[index] += 1
 
 
-class LocalTrainingService(TrainingService):
+class LocalTrainingService(SharedTrialFolders, TrainingService):
     """Trials as local processes; see the module docstring."""
 
     def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
@@ -141,22 +120,8 @@ class LocalTrainingService(TrainingService):
         elif self._set_visible_devices:
             env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs
         try:
-            _prepare_folder(files, trial.parameter_record)
-            out = os.open(files.stdout, _APPEND_FLAGS, 0o644)
-            try:
-                err = os.open(files.stderr, _APPEND_FLAGS, 0o644)
-                try:
-                    spawn = functools.partial(
-                        subprocess.Popen, cwd=trial.code_directory, env=env, stdin=subprocess.DEVNULL,
-                        stdout=out, stderr=err, start_new_session=True)
-                    try:
-                        process = spawn(list(command_argv(trial.command)))
-                    except FileNotFoundError:  # let the shell say "not found" in stderr, exit 127
-                        process = spawn(["/bin/sh", "-c", trial.command])
-                finally:
-                    os.close(err)
-            finally:
-                os.close(out)
+            prepare_folder(files, trial.parameter_record)
+            process = spawn_trial(trial.command, trial.code_directory, env, files)
         except OSError as error:
             if self._gpu_slots is not None:
                 self._gpu_slots.release(trial.trial_id)
@@ -216,47 +181,10 @@ class LocalTrainingService(TrainingService):
     def manager_host(self) -> str:
         return self._manager_host
 
-    def _files(self, trial_id: str) -> TrialFiles:
-        return TrialFiles(self._paths.trial_dir(trial_id))
 
-    def last_output_time(self, trial_id: str) -> float:
-        """The last change of the trial's stdout, stderr or trial.log."""
-        files = self._files(trial_id)
-        times = []
-        for path in (files.stdout, files.stderr, files.trial_log):
-            try:
-                times.append(path.stat().st_mtime)
-            except FileNotFoundError:
-                pass
-        return max(times, default=0.0)
 
-    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
-        try:
-            return self._files(trial_id).preempting_marker.read_text(encoding="utf-8").strip() == str(attempt)
-        except (FileNotFoundError, UnicodeDecodeError):
-            return False
 
-    def unsent_reports(self, trial_id: str) -> Iterator[tuple[int, bytes | None]]:
-        try:
-            file = open(self._files(trial_id).metrics, "rb")
-        except FileNotFoundError:
-            return
-        with file:
-            yield from enumerate(_bounded_lines(file, trial_api.MAX_REPORT_BYTES), start=1)
 
-    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
-        files = self._files(trial_id)
-        message = f"{files.metrics}:{line_number}: report skipped: {reason}"
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        try:  # one O_APPEND write, as the trial's own lines are
-            descriptor = os.open(files.trial_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                os.write(descriptor, f"[{stamp}] WARNING (expmgr.engine) {message}\n".encode())
-            finally:
-                os.close(descriptor)
-        except OSError:
-            pass  # the experiment's log has it
-        return message
 
     def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
         """Kill the group of ``pid`` if it is still the process that started at ``pid_started``
@@ -273,13 +201,7 @@ class LocalTrainingService(TrainingService):
             pass
         return True
 
-    def checkpoint_dir(self, trial_id: str) -> str:
-        return str(self._files(trial_id).checkpoint_dir)
 
-    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
-        source_dir = self._files(source_trial).checkpoint_dir
-        if source_dir.is_dir():
-            await asyncio.to_thread(shutil.copytree, source_dir, self._files(target_trial).checkpoint_dir)
 
     def _tell_watchdog(self, line: str) -> None:
         if self._watchdog is not None:
@@ -296,77 +218,10 @@ class LocalTrainingService(TrainingService):
             pass  # a dead watchdog must not stop the experiment
 
 
-def _prepare_folder(files: TrialFiles, parameter_record: dict) -> None:
-    """The trial's folder, with its parameter.json written at its first attempt (a later
-    attempt, or a resume, finds it: a trial's parameters never change)."""
-    files.root.mkdir(parents=True, exist_ok=True)
-    if files.parameter_file.exists():
-        return
-    # Renamed into place: a manager dying mid-write must not leave a torn file for the resume.
-    partial = files.parameter_file.with_name(files.parameter_file.name + ".partial")
-    partial.write_text(json.dumps(parameter_record), encoding="utf-8")
-    os.replace(partial, files.parameter_file)
 
 
-def _exit_of(process: subprocess.Popen) -> asyncio.Future:
-    """A future of the process's return code, set the moment it exits: the event
-    loop watches a pidfd, so no thread and no polling per trial."""
-    loop = asyncio.get_running_loop()
-    future = loop.create_future()
-
-    def settle(returncode: int) -> None:
-        if not future.done():
-            future.set_result(returncode)
-
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # not Linux 5.3+: a thread blocks in wait()
-        threading.Thread(target=lambda: loop.call_soon_threadsafe(settle, process.wait()),
-                         name=f"wait-{process.pid}", daemon=True).start()
-        return future
-
-    def on_exit() -> None:
-        returncode = process.poll()
-        if returncode is not None:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
-            settle(returncode)
-
-    loop.add_reader(pidfd, on_exit)
-    return future
 
 
-def _process_start_time(pid: int | None) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), or None if it is gone."""
-    if pid is None:
-        return None
-    import psutil
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
 
 
-def _bounded_lines(file: IO[bytes], limit: int) -> Iterator[bytes | None]:
-    """The lines of a binary file, each at most ``limit`` bytes (newline aside); a longer
-    one is read past and given as None, so a huge line costs no memory."""
-    while True:
-        line = file.readline(limit + 2)
-        if not line:
-            return
-        if len(line.rstrip(b"\r\n")) > limit:
-            while not line.endswith(b"\n"):
-                line = file.readline(1 << 16)
-                if not line:
-                    break
-            yield None
-        else:
-            yield line
 
-
-def _kill_group(pgid: int, signum: int) -> bool:
-    try:
-        os.killpg(pgid, signum)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False

@@ -1,0 +1,100 @@
+"""The file side of the training-service contract for services whose trial folders are the
+manager's own (``trials/<id>/`` under the experiment's folder): the local service, and the
+Ray service, which requires a filesystem shared by every node for them."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from typing import IO, Iterator
+
+from expmgr import trial as trial_api
+from expmgr.layout import ExperimentPaths, TrialFiles
+
+
+class SharedTrialFolders:
+    """The methods of ``TrainingService`` that read and write a trial's folder: last output,
+    preempting marker, unsent reports, skipped-line notes, checkpoints."""
+
+    _paths: ExperimentPaths
+
+    def _files(self, trial_id: str) -> TrialFiles:
+        return TrialFiles(self._paths.trial_dir(trial_id))
+
+    def last_output_time(self, trial_id: str) -> float:
+        """The last change of the trial's stdout, stderr or trial.log."""
+        files = self._files(trial_id)
+        times = []
+        for path in (files.stdout, files.stderr, files.trial_log):
+            try:
+                times.append(path.stat().st_mtime)
+            except FileNotFoundError:
+                pass
+        return max(times, default=0.0)
+
+    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
+        try:
+            return self._files(trial_id).preempting_marker.read_text(encoding="utf-8").strip() == str(attempt)
+        except (FileNotFoundError, UnicodeDecodeError):
+            return False
+
+    def unsent_reports(self, trial_id: str) -> Iterator[tuple[int, bytes | None]]:
+        try:
+            file = open(self._files(trial_id).metrics, "rb")
+        except FileNotFoundError:
+            return
+        with file:
+            yield from enumerate(_bounded_lines(file, trial_api.MAX_REPORT_BYTES), start=1)
+
+    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
+        files = self._files(trial_id)
+        message = f"{files.metrics}:{line_number}: report skipped: {reason}"
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        try:  # one O_APPEND write, as the trial's own lines are
+            descriptor = os.open(files.trial_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(descriptor, f"[{stamp}] WARNING (expmgr.engine) {message}\n".encode())
+            finally:
+                os.close(descriptor)
+        except OSError:
+            pass  # the experiment's log has it
+        return message
+
+    def checkpoint_dir(self, trial_id: str) -> str:
+        return str(self._files(trial_id).checkpoint_dir)
+
+    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
+        source_dir = self._files(source_trial).checkpoint_dir
+        if source_dir.is_dir():
+            await asyncio.to_thread(shutil.copytree, source_dir, self._files(target_trial).checkpoint_dir)
+
+
+def prepare_folder(files: TrialFiles, parameter_record: dict) -> None:
+    """The trial's folder, with its parameter.json written at its first attempt (a later
+    attempt, or a resume, finds it: a trial's parameters never change)."""
+    files.root.mkdir(parents=True, exist_ok=True)
+    if files.parameter_file.exists():
+        return
+    # Renamed into place: a manager dying mid-write must not leave a torn file for the resume.
+    partial = files.parameter_file.with_name(files.parameter_file.name + ".partial")
+    partial.write_text(json.dumps(parameter_record), encoding="utf-8")
+    os.replace(partial, files.parameter_file)
+
+
+def _bounded_lines(file: IO[bytes], limit: int) -> Iterator[bytes | None]:
+    """The lines of a binary file, each at most ``limit`` bytes (newline aside); a longer
+    one is read past and given as None, so a huge line costs no memory."""
+    while True:
+        line = file.readline(limit + 2)
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) > limit:
+            while not line.endswith(b"\n"):
+                line = file.readline(1 << 16)
+                if not line:
+                    break
+            yield None
+        else:
+            yield line

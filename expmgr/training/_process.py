@@ -1,0 +1,97 @@
+"""Starting and watching one trial process, as every service that runs trials as processes
+does it (the local service here, the Ray service's actor on its node): the command rules,
+the trial's own session, its exit noticed without polling, its whole group signalled."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import shlex
+import subprocess
+import threading
+
+from expmgr.layout import TrialFiles
+
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+_SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
+
+
+@functools.lru_cache(maxsize=16)
+def command_argv(command: str) -> tuple[str, ...]:
+    """How to run ``trialCommand``: a simple command runs directly, so the trial's own
+    process gets the signals and its exit status (a signal stays a signal, not the
+    shell's 128+n); anything using shell syntax runs under ``/bin/sh -c`` as written."""
+    if _SHELL_SYNTAX.isdisjoint(command):
+        try:
+            argv = tuple(shlex.split(command))
+        except ValueError:
+            argv = ()
+        if argv:
+            return argv
+    return ("/bin/sh", "-c", command)
+
+
+def spawn_trial(command: str, cwd: str | os.PathLike[str], env: dict[str, str], files: TrialFiles) -> subprocess.Popen:
+    """Start ``command`` in its own session, its output appended to the trial's stdout and
+    stderr files; raises OSError if it cannot be started."""
+    out = os.open(files.stdout, _APPEND_FLAGS, 0o644)
+    try:
+        err = os.open(files.stderr, _APPEND_FLAGS, 0o644)
+        try:
+            spawn = functools.partial(subprocess.Popen, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=out, stderr=err, start_new_session=True)
+            try:
+                return spawn(list(command_argv(command)))
+            except FileNotFoundError:  # let the shell say "not found" in stderr, exit 127
+                return spawn(["/bin/sh", "-c", command])
+        finally:
+            os.close(err)
+    finally:
+        os.close(out)
+
+
+def exit_of(process: subprocess.Popen) -> asyncio.Future:
+    """A future of the process's return code, set the moment it exits: the event
+    loop watches a pidfd, so no thread and no polling per trial."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(returncode: int) -> None:
+        if not future.done():
+            future.set_result(returncode)
+
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: a thread blocks in wait()
+        threading.Thread(target=lambda: loop.call_soon_threadsafe(settle, process.wait()),
+                         name=f"wait-{process.pid}", daemon=True).start()
+        return future
+
+    def on_exit() -> None:
+        returncode = process.poll()
+        if returncode is not None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            settle(returncode)
+
+    loop.add_reader(pidfd, on_exit)
+    return future
+
+
+def process_start_time(pid: int | None) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None if it is gone."""
+    if pid is None:
+        return None
+    import psutil
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def kill_group(pgid: int, signum: int) -> bool:
+    try:
+        os.killpg(pgid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
