@@ -76,9 +76,12 @@ class _LiveTrial:
     attempt: int
     token: str
     deadline: float | None
-    """When ``maxTrialDuration`` runs out."""
+    """When ``maxTrialDuration`` runs out; set when its process starts."""
     last_activity: float
     """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
+    started: bool = False
+    """Its process runs: a remote service may take a while to place it, and the trial's
+    clocks start here, not at the launch."""
     stop_reason: TrialState | None = None
     reported: set[int] = field(default_factory=set)
     """Sequence numbers of this attempt's reports already stored (committed)."""
@@ -539,11 +542,7 @@ class TrialRunner:
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        now = self._clock()
-        deadline = None
-        if self.config.max_trial_duration is not None:
-            deadline = now + self.config.max_trial_duration
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline, last_activity=now)
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock())
         env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
             trial_api.ENV_TRIAL_ID: record.trial_id,
@@ -602,7 +601,7 @@ class TrialRunner:
         deadlines = []
         idle_timeout = self.config.trial_idle_timeout
         for live in self._live.values():
-            if live.stop_reason is None:
+            if live.stop_reason is None and live.started:
                 if live.deadline is not None:
                     deadlines.append(live.deadline)
                 if idle_timeout is not None:
@@ -615,7 +614,7 @@ class TrialRunner:
     def _enforce_trial_deadlines(self, now: float) -> None:
         idle_timeout = self.config.trial_idle_timeout
         for live in self._live.values():
-            if live.stop_reason is not None:
+            if live.stop_reason is not None or not live.started:
                 continue
             if live.deadline is not None and now >= live.deadline:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
@@ -748,6 +747,12 @@ class TrialRunner:
     @_loop_handler
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
+        live = self._live.get(trial_id)
+        if live is not None and live.attempt == attempt:
+            live.started, live.last_activity = True, self._clock()
+            if self.config.max_trial_duration is not None:
+                live.deadline = live.last_activity + self.config.max_trial_duration
+            self._wake.set()  # its deadlines count from now
         self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")

@@ -289,6 +289,26 @@ def test_trial_idle_timeout_counts_from_the_services_last_output_time(tmp_path: 
     run_with(tmp_path, [{"x": 0}], test, trial_idle_timeout=5, max_trial_number=1)
 
 
+def test_trial_clocks_start_when_its_process_starts_not_at_the_launch(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        h.service.start_on_launch = False  # a remote service placing it: it waits for resources
+        await h.until(lambda: len(h.service.launched) == 1, "the launch")
+        trial_id = h.service.launched[0].trial_id
+        h.advance(60)  # far past both limits while it waits
+        await asyncio.sleep(0.01)
+        assert h.service.signals == [], "a trial waiting to be placed is neither over time nor idle"
+        h.service.events.trial_started(trial_id, 1, 4242, host="node-2")
+        h.advance(4)
+        await asyncio.sleep(0.01)
+        assert h.service.signals == []
+        h.advance(2)  # 6 s after its start: idle past trialIdleTimeout (5 s)
+        await h.until(lambda: h.service.signals == [(trial_id, signal.SIGTERM)], "SIGTERM after trialIdleTimeout")
+        h.service.exit(trial_id, None, signal.SIGTERM)
+        await h.until(lambda: h.status(trial_id) == TrialState.CRASHED, "CRASHED")
+
+    run_with(tmp_path, [{"x": 0}], test, trial_idle_timeout=5, max_trial_duration=10, max_trial_number=1)
+
+
 def test_a_launch_that_fails_after_it_returned_ends_the_trial_failed(tmp_path: Path):
     async def test(h: Harness) -> None:
         h.service.start_on_launch = False

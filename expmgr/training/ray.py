@@ -1,0 +1,367 @@
+"""The Ray training service: trials run on a Ray cluster, each its own process started by a
+trial slot (``ray_slot.TrialSlot``, an actor with the trial's resources) on some node, with
+the local service's contracts: command rules, exit codes and signals, the trial's files,
+no orphans. The experiment process is the Ray driver and owns every slot (never detached),
+so when it dies Ray ends the slots and their watchdogs end the trials.
+
+The trials' folders must be on a filesystem that every node shares at the same path (checked
+at start by ``probe_shared_folder``); the store stays on the driver's disk. A slot is kept
+for the next trial after its trial ends (a new actor costs seconds, a reused one a task's
+milliseconds); the trial itself is always a new process. docs/ray.md is the user's guide.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal as signals
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from expmgr.layout import ExperimentPaths
+from expmgr import trial as trial_api
+from expmgr.training._folder import SharedTrialFolders, prepare_folder
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+
+if TYPE_CHECKING:
+    from expmgr.config import ResolvedRayConfig
+
+INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
+_PROBE_TIMEOUT = 60.0
+_STOP_TIMEOUT = 30.0
+"""How long ``stop`` waits, after SIGKILL, for slots to say their trials ended before it ends
+the slots themselves (their watchdogs then end the trials)."""
+
+
+@dataclass(eq=False)
+class _Slot:
+    actor: Any
+    number: int
+    pump: asyncio.Task | None = None
+
+
+@dataclass(eq=False)
+class _Run:
+    """One attempt handed to a slot."""
+
+    launch: TrialLaunch
+    env: dict[str, str]
+    """The runner's env and the trial's folder (the slot adds its node's part)."""
+    slot: _Slot
+    manager_url: str
+    host: str | None = None
+    """The node it runs on, once started."""
+    started: bool = False
+    preempted: bool = False
+    """Its node is being taken away (drained): its end is a preemption."""
+    task: asyncio.Task | None = field(default=None, repr=False)
+
+
+class RayTrainingService(SharedTrialFolders, TrainingService):
+    """Trials on a Ray cluster; see the module docstring."""
+
+    def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
+                 manager_host: str = "127.0.0.1") -> None:
+        self._config = config
+        self._events = events
+        self._paths = paths
+        self._manager_host = manager_host
+        self._session = ""
+        self._slot_class: Any = None
+        self._slots: list[_Slot] = []
+        self._idle: list[_Slot] = []
+        self._runs: dict[str, _Run] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
+        self._stop_signal = signals.SIGTERM
+        self._started = False
+        self._http: Any = None
+
+    # -- start and stop --------------------------------------------------------
+
+    async def start(self) -> None:
+        try:
+            import ray
+        except ImportError as error:
+            raise TrainingServiceError(f"{INSTALL_HINT} ({error})") from None
+        from expmgr.training.ray_slot import TrialSlot
+        self._session = secrets.token_hex(6)
+        try:
+            # On the loop's thread, not the main one: Ray leaves the experiment's signal handling alone.
+            ray.init(address=self._config.address, runtime_env=self._config.runtime_env,
+                     logging_level=logging.WARNING, log_to_driver=False, configure_logging=False)
+        except Exception as error:  # ConnectionError, RuntimeError, ValueError: all say what is wrong
+            raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address "
+                                       f"{self._config.address!r}: {error}") from None
+        self._started = True
+        resources = self._config.trial_resources
+        self._slot_class = ray.remote(TrialSlot).options(
+            num_cpus=resources.cpu, num_gpus=resources.gpu, memory=resources.memory,
+            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
+        from tornado.httpclient import AsyncHTTPClient
+        self._http = AsyncHTTPClient(force_instance=True)
+        await probe_shared_folder(self._paths)
+
+    async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
+        if not self._started:
+            return
+        self._stopping, self._stop_signal = True, signum
+        for trial_id in list(self._runs):
+            self.signal(trial_id, signum)
+        for run in list(self._runs.values()):
+            if not run.started:
+                self._end_slot(run.slot)  # waiting for resources: nothing runs yet
+        waiting = {run.task for run in self._runs.values() if run.task is not None}
+        if waiting:
+            _, waiting = await asyncio.wait(waiting, timeout=grace_period)
+        if waiting:
+            for trial_id in list(self._runs):
+                self.signal(trial_id, signals.SIGKILL)
+            _, waiting = await asyncio.wait(waiting, timeout=_STOP_TIMEOUT)
+        for slot in list(self._slots):
+            self._end_slot(slot)
+        if waiting:
+            await asyncio.wait(waiting, timeout=_STOP_TIMEOUT)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._http is not None:
+            self._http.close()
+        import ray
+        ray.shutdown()
+        self._started = False
+
+    # -- trials ----------------------------------------------------------------
+
+    def has_capacity(self) -> bool:
+        """At most ``maxPendingTrials`` trials wait for their resources at once."""
+        limit = self._config.max_pending_trials
+        return limit is None or sum(1 for run in self._runs.values() if not run.started) < limit
+
+    async def launch(self, trial: TrialLaunch) -> None:
+        files = self._files(trial.trial_id)
+        try:
+            prepare_folder(files, trial.parameter_record)
+        except OSError as error:
+            raise TrainingServiceError(f"cannot prepare trial {trial.trial_id}'s folder: {error}") from error
+        env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
+        host = env.get(trial_api.ENV_MANAGER_HOST, self._manager_host)
+        url = (f"http://{f'[{host}]' if ':' in host else host}:{env.get(trial_api.ENV_MANAGER_PORT, '0')}")
+        run = _Run(trial, env, self._idle.pop() if self._idle else self._new_slot(), url)
+        self._runs[trial.trial_id] = run
+        run.task = self._spawn(self._follow(run))
+
+    def signal(self, trial_id: str, signum: int) -> bool:
+        run = self._runs.get(trial_id)
+        if run is None or not run.started:
+            return False
+        run.slot.actor.signal.remote(trial_id, signum)
+        return True
+
+    def manager_host(self) -> str:
+        return self._manager_host
+
+    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
+        """Nothing to end: a trial whose slot is gone was ended by its node's watchdog."""
+        return False
+
+    def preempt_node_trials(self, node_host: str) -> int:
+        """Tell the trials on ``node_host`` that their node is being taken away: SIGUSR1 now,
+        and their end is a preemption (requeued first). Returns how many."""
+        count = 0
+        for trial_id, run in self._runs.items():
+            if run.started and run.host == node_host:
+                run.preempted = True
+                self.signal(trial_id, signals.SIGUSR1)
+                count += 1
+        return count
+
+    def _new_slot(self) -> _Slot:
+        slot = _Slot(self._slot_class.remote(f"{self._session}-{len(self._slots)}"), len(self._slots))
+        self._slots.append(slot)
+        slot.pump = self._spawn(self._pump(slot))
+        return slot
+
+    def _end_slot(self, slot: _Slot) -> None:
+        import ray
+        if slot in self._idle:
+            self._idle.remove(slot)
+        if slot in self._slots:
+            self._slots.remove(slot)
+            ray.kill(slot.actor, no_restart=True)
+        if slot.pump is not None:
+            slot.pump.cancel()
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _follow(self, run: _Run) -> None:
+        try:
+            await self._run_attempt(run)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a task's exception would be lost, the trial left RUNNING
+            self._events.service_failed(traceback.format_exc())
+
+    async def _run_attempt(self, run: _Run) -> None:
+        from ray import exceptions
+        trial = run.launch
+        spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
+                "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
+                "env": run.env}
+        try:
+            pid, pid_started, host = await run.slot.actor.start_trial.remote(spec)
+        except (exceptions.RayError, OSError) as error:
+            self._runs.pop(trial.trial_id, None)
+            if isinstance(error, exceptions.RayTaskError):
+                self._release(run.slot)  # the slot is fine; the trial could not start
+            else:
+                self._end_slot(run.slot)
+            if self._stopping:  # ended while it waited for resources
+                self._events.trial_started(trial.trial_id, trial.attempt, None)
+                self._events.trial_lost(trial.trial_id, trial.attempt, "stopped before it started",
+                                        preempted=self._stop_signal == signals.SIGUSR1)
+            else:
+                self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error))
+            return
+        run.started, run.host = True, host
+        self._events.trial_started(trial.trial_id, trial.attempt, pid, pid_started=pid_started, host=host)
+        if self._stopping:
+            run.slot.actor.signal.remote(trial.trial_id, signals.SIGKILL)
+        while True:
+            try:
+                returncode = await run.slot.actor.wait_trial.remote(trial.trial_id, trial.attempt)
+                break
+            except exceptions.ActorUnavailableError:
+                await asyncio.sleep(1.0)  # unreachable for now: it answers again, or it dies
+            except exceptions.RayError as error:  # its node or its actor died
+                self._runs.pop(trial.trial_id, None)
+                self._end_slot(run.slot)
+                self._events.trial_lost(trial.trial_id, trial.attempt, f"its node {host} or slot is gone: "
+                                        f"{_reason(error)}", preempted=run.preempted)
+                return
+        self._runs.pop(trial.trial_id, None)
+        self._release(run.slot)
+        if run.preempted:
+            self._events.trial_lost(trial.trial_id, trial.attempt, f"its node {host} is being drained",
+                                    preempted=True)
+        elif returncode < 0:
+            self._events.trial_exited(trial.trial_id, trial.attempt, None, -returncode)
+        else:
+            self._events.trial_exited(trial.trial_id, trial.attempt, returncode, None)
+
+    def _release(self, slot: _Slot) -> None:
+        if self._stopping:
+            self._end_slot(slot)
+        elif slot in self._slots:
+            self._idle.append(slot)
+
+    # -- the metric relay -------------------------------------------------------
+
+    async def _pump(self, slot: _Slot) -> None:
+        """Take the reports the slot's trials posted, have the manager's server answer them,
+        hand the answers back; until the slot ends."""
+        from ray import exceptions
+        while True:
+            try:
+                batch = await slot.actor.take_requests.remote()
+            except exceptions.ActorUnavailableError:
+                await asyncio.sleep(1.0)
+                continue
+            except exceptions.RayError:
+                return  # the slot is gone; _run_attempt tells what became of its trial
+            run = next((r for r in self._runs.values() if r.slot is slot), None)
+            answers = [await self._forward(run, path, token, body) for request_id, path, token, body in batch]
+            slot.actor.answer.remote([(request_id, status, body)
+                                      for (request_id, *_), (status, body) in zip(batch, answers)])
+
+    async def _forward(self, run: _Run | None, path: bytes, token: bytes, body: bytes) -> tuple[int, bytes]:
+        from tornado.httpclient import HTTPRequest
+        if run is None:
+            return 409, b'{"error": "no trial runs on this slot"}'
+        request = HTTPRequest(run.manager_url + path.decode("latin-1"), method="POST", body=body,
+                              headers={"Content-Type": "application/json",
+                                       trial_api.TOKEN_HEADER: token.decode("latin-1")},
+                              request_timeout=20.0)
+        response = await self._http.fetch(request, raise_error=False)
+        if response.code == 599:  # no answer at all
+            return 502, b'{"error": "the manager could not be reached; the report is kept in metrics.jsonl"}'
+        return response.code, response.body or b""
+
+
+async def probe_shared_folder(paths: ExperimentPaths) -> None:
+    """Check that every node sees the experiment's trial folders: a file written here is read
+    on each node, and one written there is read here. TrainingServiceError if not."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    token = secrets.token_hex(8)
+    probe_dir = paths.trials_dir
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    sent = probe_dir / f".shared-folder-probe-{token}"
+    sent.write_text(token, encoding="utf-8")
+    check = ray.remote(num_cpus=0, max_retries=0)(_probe_on_node)
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+            .remote(str(sent), token) for node in nodes]
+    try:
+        done = await asyncio.wait_for(asyncio.gather(*refs), _PROBE_TIMEOUT)
+    except asyncio.TimeoutError:
+        raise TrainingServiceError(f"the shared-folder probe got no answer from every node within "
+                                   f"{_PROBE_TIMEOUT:.0f} s") from None
+    finally:
+        sent.unlink(missing_ok=True)
+    problems = []
+    for node, (host, answer_path, error) in zip(nodes, done):
+        if error is None:
+            answer = _read_and_remove(answer_path)
+            if answer != f"{token} {host}":
+                error = f"its file {answer_path} is not seen here"
+        if error is not None:
+            problems.append(f"node {host}: {error}")
+    if problems:
+        raise TrainingServiceError(
+            f"the experiment's folder {paths.root} is not shared by every node of the Ray cluster ("
+            + "; ".join(problems) + "). The Ray service needs it on a filesystem every node mounts at the "
+            "same path (docs/ray.md, 'Shared folder'); set experimentWorkingDirectory to such a folder.")
+
+
+def _probe_on_node(sent: str, token: str) -> tuple[str, str, str | None]:
+    """Runs on a node: read the driver's probe file, write one back. (host, its path, error)."""
+    import os
+
+    import ray
+    host = ray.util.get_node_ip_address()
+    answer = f"{sent}.{host}.{os.getpid()}"
+    try:
+        with open(sent, encoding="utf-8") as file:
+            if file.read() != token:
+                return host, answer, f"{sent} holds something else here"
+        with open(answer, "w", encoding="utf-8") as file:
+            file.write(f"{token} {host}")
+    except OSError as error:
+        return host, answer, f"cannot read {sent} or write beside it: {error.strerror or error}"
+    return host, answer, None
+
+
+def _read_and_remove(path: str) -> str | None:
+    import os
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _reason(error: BaseException) -> str:
+    """A Ray error's first line(s), without its long cause chain."""
+    text = str(error).strip()
+    return text.splitlines()[0][:500] if text else type(error).__name__
