@@ -25,7 +25,7 @@ from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
 if TYPE_CHECKING:
-    from expmgr.config import ResolvedRayConfig
+    from expmgr.config import ResolvedRayConfig, ResolvedTrialResources
 
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
@@ -74,7 +74,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._runs: dict[str, _Run] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
-        self._stop_signal = signals.SIGTERM
+        self._stop_signal: int = signals.SIGTERM
         self._started = False
         self._http: Any = None
 
@@ -87,6 +87,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             raise TrainingServiceError(f"{INSTALL_HINT} ({error})") from None
         from expmgr.training.ray_slot import TrialSlot
         self._session = secrets.token_hex(6)
+        await _check_reachable(self._config.address)
         try:
             # On the loop's thread, not the main one: Ray leaves the experiment's signal handling alone.
             ray.init(address=self._config.address, runtime_env=self._config.runtime_env,
@@ -94,6 +95,12 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         except Exception as error:  # ConnectionError, RuntimeError, ValueError: all say what is wrong
             raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address "
                                        f"{self._config.address!r}: {error}") from None
+        try:
+            check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
+            await probe_shared_folder(self._paths)
+        except BaseException:
+            ray.shutdown()
+            raise
         self._started = True
         resources = self._config.trial_resources
         self._slot_class = ray.remote(TrialSlot).options(
@@ -101,7 +108,6 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
-        await probe_shared_folder(self._paths)
 
     async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
         if not self._started:
@@ -290,6 +296,39 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         if response.code == 599:  # no answer at all
             return 502, b'{"error": "the manager could not be reached; the report is kept in metrics.jsonl"}'
         return response.code, response.body or b""
+
+
+async def _check_reachable(address: str) -> None:
+    """A clear error at once when nothing listens at ``address`` (Ray itself retries for minutes)."""
+    if address == "auto":
+        return  # Ray finds this node's cluster, or says at once that there is none
+    host, _, port = address.rpartition(":")
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), 10)
+    except (OSError, ValueError, asyncio.TimeoutError) as error:
+        raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address {address!r}: "
+                                   f"{error or 'no answer within 10 s'}; is 'ray start --head' running there?") from None
+    writer.close()
+
+
+def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[str, Any]]) -> None:
+    """TrainingServiceError unless some node of the cluster has every resource a trial asks for
+    (Ray would keep such a trial waiting forever)."""
+    wanted = {"CPU": resources.cpu, "GPU": resources.gpu, **dict(resources.custom)}
+    if resources.memory is not None:
+        wanted["memory"] = resources.memory
+    wanted = {name: amount for name, amount in wanted.items() if amount}
+    if any(all(node.get("Resources", {}).get(name, 0) >= amount for name, amount in wanted.items())
+           for node in nodes):
+        return
+    names = {"CPU": "cpu", "GPU": "gpu"}
+    asked = ", ".join(f"{names.get(name, name)}: {amount:g}" for name, amount in wanted.items())
+    have = "; ".join(
+        f"{node.get('NodeManagerAddress', '?')}: " + ", ".join(
+            f"{names.get(name, name)} {node.get('Resources', {}).get(name, 0):g}" for name in wanted)
+        for node in nodes)
+    raise TrainingServiceError(f"no node of the Ray cluster has the trialResources a trial asks for ({asked}); "
+                               f"its nodes have {have or 'nothing'}")
 
 
 async def probe_shared_folder(paths: ExperimentPaths) -> None:
