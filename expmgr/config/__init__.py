@@ -14,19 +14,23 @@ from __future__ import annotations
 from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import ExperimentConfig
-from ._sections import AlgorithmConfig, LocalConfig
+from ._sections import AlgorithmConfig, LocalConfig, RayConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 from ._updatable import UPDATABLE_FIELDS, UpdatableField
-from .resolved import ResolvedConfig, ResolvedLocalConfig, ResolvedTrainingService
+from .resolved import (ResolvedConfig, ResolvedLocalConfig, ResolvedRayConfig, ResolvedTrainingService,
+                       ResolvedTrialResources)
 
 __all__ = [
     "AlgorithmConfig",
     "ConfigError",
     "ExperimentConfig",
     "LocalConfig",
+    "RayConfig",
     "ResolvedConfig",
     "ResolvedLocalConfig",
+    "ResolvedRayConfig",
     "ResolvedTrainingService",
+    "ResolvedTrialResources",
     "SEARCH_SPACE_TYPES",
     "UPDATABLE_FIELDS",
     "UpdatableField",

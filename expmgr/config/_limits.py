@@ -10,6 +10,11 @@ MAX_TRIAL_NUMBER = 10**9
 MAX_TRIAL_RETRIES = 1_000
 MAX_TRIAL_GPU_NUMBER = 1_024
 MAX_TRIALS_PER_GPU = 1_000
+MAX_PENDING_TRIALS = MAX_TRIAL_CONCURRENCY
+"""A Ray training service's ``maxPendingTrials``: trials submitted to Ray and not yet started."""
+MAX_TRIAL_MEMORY_BYTES = 2**50
+"""A Ray trial's ``memory``: 1 PiB, more than any node holds (a larger value is almost surely a
+typo, and Ray keeps resource amounts as 64-bit fixed-point numbers)."""
 MAX_DURATION_SECONDS = 3650 * 86400.0
 """Ten years: longer durations are almost surely a typo (and overflow timers)."""
 

@@ -1,4 +1,5 @@
-"""The config record ExperimentConfig; its sections AlgorithmConfig and LocalConfig are in ``_sections``.
+"""The config record ExperimentConfig; its sections AlgorithmConfig, LocalConfig and RayConfig
+are in ``_sections``.
 
 Plain dataclasses with snake_case attributes; ``canonical()`` validates and fills defaults,
 ``to_dict()``/``to_yaml()`` write NNI v2 camelCase, ``load()``/``from_dict()`` read it back.
@@ -8,7 +9,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Union
 
-from ._sections import AlgorithmConfig, LocalConfig, PathLike, section_dict
+from ._sections import TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig, PathLike, RayConfig, section_dict
 
 Duration = Union[int, float, str]
 
@@ -24,7 +25,7 @@ class ExperimentConfig:
     """
 
     training_service_platform: InitVar[str | list[str] | None] = None
-    """NNI's first argument: the platform whose config to fill in (only ``local`` runs here)."""
+    """NNI's first argument: the platform whose config to fill in (``local`` or ``ray`` here)."""
     _: KW_ONLY
     experiment_name: str | None = None
     search_space_file: PathLike | None = None
@@ -47,7 +48,8 @@ class ExperimentConfig:
     experiment_working_directory: PathLike | None = None
     tuner: AlgorithmConfig | dict[str, Any] | None = None
     assessor: AlgorithmConfig | dict[str, Any] | None = None
-    training_service: LocalConfig | dict[str, Any] | list[Any] | None = field(default_factory=LocalConfig)
+    training_service: LocalConfig | RayConfig | dict[str, Any] | list[Any] | None = field(
+        default_factory=LocalConfig)
 
     # where the config came from, for error positions; not part of the config itself
     _origin: str = field(default="python", init=False, repr=False, compare=False)
@@ -69,7 +71,7 @@ class ExperimentConfig:
             raise ConfigError(f"expected one training service platform, got {training_service_platform!r}",
                               field="trainingService")
         try:
-            self.training_service = LocalConfig(platform=check_platform(platforms[0], (Key("platform"),)))
+            self.training_service = TRAINING_SERVICE_SECTIONS[check_platform(platforms[0], (Key("platform"),))]()
         except Problem as problem:
             raise ConfigError(problem.message, field="trainingService.platform") from None
         if self.tuner is None:

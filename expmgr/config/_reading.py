@@ -16,14 +16,15 @@ from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, unknown_message
 from ._loader import Source, parse_yaml, read_text, to_plain, type_name
 from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
-from ._sections import AlgorithmConfig, LocalConfig, public_fields
+from ._sections import TRAINING_SERVICE_SECTIONS, AlgorithmConfig, TrainingServiceSection, public_fields
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from ._model import ExperimentConfig
 
-SUPPORTED_PLATFORMS = ("local",)
-"""Where trials can run. A new training service adds its name here and its branch in
-``_validate._training_service`` (and ``resolved._training_service``)."""
+SUPPORTED_PLATFORMS = ("local", "ray")
+"""Where trials can run. A new training service adds its name here, its section class in
+``_sections.TRAINING_SERVICE_SECTIONS`` and its branch in ``_validate._training_service``
+(and ``resolved._training_service``)."""
 NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
                  "hybrid")
 
@@ -65,7 +66,7 @@ def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin
                                                   f"{platforms}); expmgr runs trials on: "
                                                   f"{', '.join(SUPPORTED_PLATFORMS)}")
     if isinstance(service, dict):
-        values["training_service"] = local_from_mapping(service, (Key("training_service"),), style)
+        values["training_service"] = training_service_from_mapping(service, (Key("training_service"),), style)
     for name in _PATH_FIELDS:
         if isinstance(values.get(name), str):
             values[name] = Path(values[name])
@@ -109,12 +110,14 @@ def algorithm_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...], s
     return AlgorithmConfig(**values)
 
 
-def local_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...], style: str) -> LocalConfig:
+def training_service_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...],
+                                  style: str) -> TrainingServiceSection:
+    """The section of ``raw``'s platform (LocalConfig, RayConfig), holding its values as given."""
     platform = [v for k, v in raw.items() if isinstance(k, str) and norm(k) == "platform"]
     if not platform:
         raise Problem(path + (Key("platform"),), "required (e.g. platform: local)")
-    check_platform(platform[0], path + (Key("platform"),))   # before the keys, which depend on it
-    return LocalConfig(**match_keys(raw, public_fields(LocalConfig), path, style))
+    section = TRAINING_SERVICE_SECTIONS[check_platform(platform[0], path + (Key("platform"),))]
+    return section(**match_keys(raw, public_fields(section), path, style))   # keys depend on the platform
 
 
 def resolve_paths(config: ExperimentConfig, base: Path) -> None:
@@ -160,7 +163,7 @@ def load_config(cls: type[ExperimentConfig], path: str | os.PathLike[str]) -> Ex
         raw = to_plain(doc)
         notes: list[str] = []
         if is_v1(raw):
-            converted = convert_v1(raw, check_platform)
+            converted = convert_v1(raw, _check_v1_platform)
             raw, notes, source.renames = converted.mapping, converted.notes, converted.renames
         elif any(isinstance(k, str) and norm(k) == "advisor" for k in raw):
             source.renames = [(("tuner",), (next(k for k in raw if isinstance(k, str) and norm(k) == "advisor"),))]
@@ -183,6 +186,15 @@ def _field_of(cls: type[ExperimentConfig], key: Any) -> str | None:
         if norm(name) == norm(key):
             return name
     return None
+
+
+def _check_v1_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
+    """``check_platform`` for NNI's v1 format, which has only NNI's platforms: of ours, ``local``."""
+    platform = check_platform(value, path)
+    if platform != "local":
+        raise Problem(path, f"not supported in NNI's v1 format: {value}; write a v2 config with "
+                            f"trainingService: {{platform: {platform}, ...}} (see docs/config.md)")
+    return platform
 
 
 def check_platform(value: Any, path: tuple[PathSegment, ...]) -> str:

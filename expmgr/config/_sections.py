@@ -1,5 +1,5 @@
-"""The config's sections, AlgorithmConfig (tuner/assessor) and LocalConfig, and the field
-helpers every config record shares.
+"""The config's sections, AlgorithmConfig (tuner/assessor) and the training services
+LocalConfig and RayConfig, and the field helpers every config record shares.
 
 Below ``_validate`` and ``_model``: validation builds these sections, and ExperimentConfig
 (in ``_model``) holds them and calls validation.
@@ -56,6 +56,27 @@ class LocalConfig:
         return section_dict(self)
 
 
+@dataclass(slots=True)
+class RayConfig:
+    """The Ray training service: trials run on a Ray cluster that this machine is a node of
+    (docs/ray.md). ``trial_resources`` maps ``cpu``, ``gpu``, ``memory`` and custom Ray
+    resources to what one trial needs, e.g. ``{"cpu": 2, "gpu": 1, "memory": "4GiB"}``."""
+
+    platform: str = "ray"
+    address: str = "auto"
+    trial_resources: dict[str, Any] | None = field(default_factory=dict)
+    max_pending_trials: int | None = None
+    runtime_env: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return section_dict(self)
+
+
+TrainingServiceSection = Union[LocalConfig, RayConfig]
+TRAINING_SERVICE_SECTIONS: dict[str, type[LocalConfig] | type[RayConfig]] = {"local": LocalConfig, "ray": RayConfig}
+"""The section class of each platform expmgr runs (``_reading.SUPPORTED_PLATFORMS``)."""
+
+
 def public_fields(cls: type) -> list[str]:
     return [f.name for f in fields(cls) if not f.name.startswith("_")]
 
@@ -70,7 +91,7 @@ def section_dict(obj: Any) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, (AlgorithmConfig, LocalConfig)):
+    if isinstance(value, (AlgorithmConfig, LocalConfig, RayConfig)):
         return value.to_dict()
     if isinstance(value, Path):
         return str(value)

@@ -2,12 +2,14 @@
 
 ``canonicalize(config)`` returns a new config with defaults filled, durations in seconds and
 absolute paths, or raises ConfigError for the first problem. Reading a file or a dict into
-the records (keys only) is ``_reading.py``. (Over 450 lines: one validator checks every
+the records (keys only) is ``_reading.py``. (Over 600 lines: one validator checks every
 field in the order a config file holds them; split by field, that order would be lost.)
 """
 from __future__ import annotations
 
 import copy
+import importlib.util
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -17,12 +19,14 @@ from expmgr.layout import default_home
 from ._durations import parse_duration
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import spell, unknown_message
-from ._limits import (MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER, MAX_TRIAL_RETRIES,
-                      MAX_TRIALS_PER_GPU)
+from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER,
+                      MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU)
 from ._loader import read_search_space_file
-from ._reading import absolute_path, algorithm_from_mapping, check_platform, local_from_mapping
+from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
-from ._sections import AlgorithmConfig, LocalConfig, public_fields
+from ._sections import (TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig, RayConfig, TrainingServiceSection,
+                        public_fields)
+from ._sizes import parse_size
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from ._model import ExperimentConfig
@@ -35,6 +39,13 @@ _NNI_ONLY_TUNERS = {name.lower() for name in (
     "PPO", "PPOTuner", "SMAC", "TPE_legacy", "NetworkMorphism", "RegularizedEvolutionTuner", "DNGO", "DNGOTuner",
     "GP", "GPTuner", "Metis", "MetisTuner", "BatchTuner", "PBTTuner")}
 _CLASS_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+_RAY_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?):([0-9]{1,5})$", re.ASCII)
+"""``<host>:<port>`` of a Ray cluster's head (its GCS); an IPv6 host in brackets."""
+_RAY_RESOURCES = ("cpu", "gpu", "memory")
+"""The resources of ``trialResources`` that are not custom Ray resources (keys: any case)."""
+RAY_RESOURCE_PRECISION = 0.0001
+"""Ray's smallest non-zero resource amount (``ray._raylet.RESOURCE_UNIT_SCALING`` is 10,000)."""
+RAY_NOT_INSTALLED = "not supported without Ray installed: pip install 'expmgr[ray]'"
 
 
 # -- canonicalisation -----------------------------------------------------------------------
@@ -365,7 +376,7 @@ class _Canonicalizer:
         result.class_args = args
         return result
 
-    def _training_service(self, value: Any, path: tuple[PathSegment, ...]) -> LocalConfig:
+    def _training_service(self, value: Any, path: tuple[PathSegment, ...]) -> TrainingServiceSection:
         if value is None:
             return LocalConfig()
         if isinstance(value, list):
@@ -374,17 +385,85 @@ class _Canonicalizer:
                                     f"expected one training service (a mapping, or a list of one)")
             value = value[0]
         if isinstance(value, dict):
-            value = local_from_mapping(value, path, self.style)
-        if not isinstance(value, LocalConfig):
+            value = training_service_from_mapping(value, path, self.style)
+        if not isinstance(value, (LocalConfig, RayConfig)):
             raise Problem(path, f"expected a mapping such as {{platform: local}}, got {value!r}")
+        platform_path = path + (Key("platform"),)
+        platform = check_platform(value.platform, platform_path)
+        section = TRAINING_SERVICE_SECTIONS[platform]
+        if not isinstance(value, section):
+            own = next(name for name, cls in TRAINING_SERVICE_SECTIONS.items() if isinstance(value, cls))
+            raise Problem(platform_path, f"{type(value).__name__} is the section of platform {own!r}; "
+                                         f"for platform {platform!r} use {section.__name__}")
+        if isinstance(value, RayConfig):
+            return self._ray_service(value, path)
+        return self._local_service(value, path)
+
+    def _local_service(self, value: LocalConfig, path: tuple[PathSegment, ...]) -> LocalConfig:
         result = LocalConfig()
-        result.platform = check_platform(value.platform, path + (Key("platform"),))
         result.use_active_gpu = _bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
         result.max_trial_number_per_gpu = _positive_int(value.max_trial_number_per_gpu,
                                                         path + (Key("max_trial_number_per_gpu"),),
                                                         MAX_TRIALS_PER_GPU)
         result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
         return result
+
+    def _ray_service(self, value: RayConfig, path: tuple[PathSegment, ...]) -> RayConfig:
+        if importlib.util.find_spec("ray") is None:
+            raise Problem(path + (Key("platform"),), RAY_NOT_INSTALLED)
+        result = RayConfig()
+        result.address = _ray_address(value.address, path + (Key("address"),))
+        result.trial_resources = self._trial_resources(value.trial_resources, path + (Key("trial_resources"),))
+        if value.max_pending_trials is not None:
+            result.max_pending_trials = _positive_int(value.max_pending_trials, path + (Key("max_pending_trials"),),
+                                                      MAX_PENDING_TRIALS)
+        if value.runtime_env is not None:
+            result.runtime_env = _runtime_env(value.runtime_env, path + (Key("runtime_env"),))
+        return result
+
+    def _trial_resources(self, value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
+        """``{cpu, gpu[, memory], custom...}``: amounts as floats (memory in bytes), custom
+        resources after the others, sorted; gpu from ``trialGpuNumber`` when not given."""
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise Problem(path, f"expected a mapping of resources to amounts such as {{cpu: 2, gpu: 1, memory: 4GiB}}, "
+                                f"got {_shown(value)}")
+        builtin: dict[str, Any] = {}   # cpu, gpu, memory: checked, in the order written
+        written: dict[str, str] = {}   # each of them: its key as written
+        custom: dict[str, float] = {}
+        for key, amount in value.items():
+            if not isinstance(key, str) or not key.strip():
+                raise Problem(path + (str(key),), f"resource names must be non-empty strings, got {key!r}",
+                              at_key=True)
+            name = key.lower().replace("_", "")
+            if name not in _RAY_RESOURCES:
+                custom[key] = _resource_amount(amount, path + (key,))
+                continue
+            if name in written:
+                raise Problem(path + (key,), f"{name!r} is given twice ({written[name]}, {key})", at_key=True)
+            written[name] = key
+            if amount is None:
+                continue   # as if not given
+            if name == "memory":
+                try:
+                    builtin[name] = parse_size(amount)
+                except ConfigError as exc:
+                    raise Problem(path + (Key(name),), exc.message) from None
+            else:
+                builtin[name] = _resource_amount(amount, path + (Key(name),))
+        gpu_number = self._trial_gpu_number(self.config.trial_gpu_number, (Key("trial_gpu_number"),))
+        if "gpu" in builtin and gpu_number is not None and gpu_number != builtin["gpu"]:
+            gpu_path = path + (Key("gpu"),)
+            raise Problem(gpu_path, f"{self._name('trial_gpu_number')} is {gpu_number} but "
+                                    f"{format_path(gpu_path, self.style)} is {value[written['gpu']]!r}: give the "
+                                    f"GPUs of a trial in one of them, or the same number in both")
+        out: dict[str, Any] = {"cpu": builtin.get("cpu", 1.0),
+                               "gpu": builtin.get("gpu", 0.0 if gpu_number is None else float(gpu_number))}
+        if "memory" in builtin:
+            out["memory"] = builtin["memory"]
+        out.update(sorted(custom.items()))
+        return out
 
 
 # -- value checks ---------------------------------------------------------------------------
@@ -471,3 +550,65 @@ def _gpu_indices(value: Any, path: tuple[PathSegment, ...]) -> list[int] | None:
     return [int(i) for i in items]
 
 
+def _resource_amount(value: Any, path: tuple[PathSegment, ...]) -> float:
+    """A Ray resource amount: a number >= 0, fractions down to Ray's precision."""
+    expected = "expected a number >= 0 (fractions such as 0.5 are allowed)"
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise Problem(path, f"{expected}, got {_shown(value)}")
+    try:
+        amount = float(value)
+    except OverflowError:   # an integer beyond any float
+        amount = math.inf
+    if not math.isfinite(amount) or amount < 0:
+        raise Problem(path, f"{expected}, got {_shown(value)}")
+    if 0 < amount < RAY_RESOURCE_PRECISION:
+        raise Problem(path, f"Ray's smallest amount is {RAY_RESOURCE_PRECISION}; give 0 or at least that, "
+                            f"got {_shown(value)}")
+    return amount
+
+
+def _ray_address(value: Any, path: tuple[PathSegment, ...]) -> str:
+    """``auto`` (the cluster this machine is a node of, as ``ray start`` left it) or ``<host>:<port>``."""
+    if value is None:
+        return "auto"
+    expected = "expected auto or the <host>:<port> of the cluster's head node (e.g. 10.0.0.5:6379)"
+    if not isinstance(value, str):
+        raise Problem(path, f"{expected}, got {_shown(value)}")
+    text = value.strip()
+    if text.lower() == "auto":
+        return "auto"
+    if text.lower().startswith("ray://"):
+        raise Problem(path, "not supported: Ray Client (ray://); run expctl on a node of the cluster")
+    match = _RAY_ADDRESS.match(text)
+    if match is None:
+        raise Problem(path, f"{expected}, got {_shown(value)}")
+    port = int(match.group(2))
+    if not 1 <= port <= 65535:
+        raise Problem(path, f"the port must be 1 to 65535, got {_shown(value)}")
+    return f"{match.group(1)}:{port}"
+
+
+def _runtime_env(value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
+    """Ray's runtime environment, passed to Ray as it is: a mapping of JSON values (the
+    stored config holds it)."""
+    if not isinstance(value, dict):
+        raise Problem(path, f"expected a mapping, Ray's runtime_env (e.g. {{env_vars: {{A: '1'}}}}), "
+                            f"got {_shown(value)}")
+    _check_json(value, path)
+    return copy.deepcopy(value)
+
+
+def _check_json(value: Any, path: tuple[PathSegment, ...]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Problem(path + (str(key),), f"keys must be strings, got {key!r}", at_key=True)
+            _check_json(item, path + (key,))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, path + (i,))
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise Problem(path, f"expected a finite number, got {value!r}")
+    elif value is not None and not isinstance(value, (str, int, float, bool)):
+        raise Problem(path, f"expected a JSON value (a string, number, boolean, list or mapping), "
+                            f"got {_shown(value)}")

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar, Union
 from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import Duration, ExperimentConfig
-from ._sections import AlgorithmConfig, LocalConfig, PathLike
+from ._sections import AlgorithmConfig, LocalConfig, PathLike, RayConfig
 from ._updatable import UPDATABLE_FIELDS
 
 _ATTRIBUTES = {entry.field: entry.attribute for entry in UPDATABLE_FIELDS}
@@ -39,7 +39,34 @@ class ResolvedLocalConfig:
     """The GPUs trials may use; None: every GPU ``nvidia-smi`` sees."""
 
 
-ResolvedTrainingService = Union[ResolvedLocalConfig]
+@dataclass(frozen=True, slots=True)
+class ResolvedTrialResources:
+    """What one trial asks Ray for (``trialResources``)."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+    """``trialResources.gpu``, else ``trialGpuNumber``, else 0."""
+    memory: int | None = None
+    """Bytes; None: Ray's default (no memory reserved)."""
+    custom: tuple[tuple[str, float], ...] = ()
+    """Custom Ray resources as (name, amount), sorted by name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRayConfig:
+    """The Ray training service's settings (``trainingService: {platform: ray, ...}``)."""
+
+    platform: ClassVar[str] = "ray"
+    address: str = "auto"
+    """``auto`` (the cluster this machine is a node of) or ``<host>:<port>`` of its head node."""
+    trial_resources: ResolvedTrialResources = ResolvedTrialResources()
+    max_pending_trials: int | None = None
+    """Trials submitted to Ray and not yet running, at most; None: as many as ``trialConcurrency``."""
+    runtime_env: dict[str, Any] | None = None
+    """Ray's runtime_env for each trial, as written."""
+
+
+ResolvedTrainingService = Union[ResolvedLocalConfig, ResolvedRayConfig]
 """One class per training service, told apart by ``isinstance`` (or ``platform``); a new
 service adds its class here and a branch in ``_training_service``."""
 
@@ -170,7 +197,8 @@ def _algorithm(value: AlgorithmConfig | dict[str, Any] | None, name: str) -> Alg
     return value
 
 
-def _training_service(section: LocalConfig | dict[str, Any] | list[Any] | None) -> ResolvedTrainingService:
+def _training_service(section: LocalConfig | RayConfig | dict[str, Any] | list[Any] | None
+                      ) -> ResolvedTrainingService:
     if isinstance(section, LocalConfig):
         indices = section.gpu_indices
         if indices is not None and not isinstance(indices, list):
@@ -178,4 +206,19 @@ def _training_service(section: LocalConfig | dict[str, Any] | list[Any] | None) 
         return ResolvedLocalConfig(use_active_gpu=section.use_active_gpu,
                                    max_trial_number_per_gpu=section.max_trial_number_per_gpu,
                                    gpu_indices=None if indices is None else tuple(indices))
+    if isinstance(section, RayConfig):
+        return ResolvedRayConfig(address=section.address,
+                                 trial_resources=_trial_resources(section.trial_resources),
+                                 max_pending_trials=section.max_pending_trials,
+                                 runtime_env=copy.deepcopy(section.runtime_env))
     raise _not_canonical("training_service", section)
+
+
+def _trial_resources(resources: dict[str, Any] | None) -> ResolvedTrialResources:
+    if resources is None or not isinstance(resources.get("cpu"), float) or not isinstance(resources.get("gpu"), float):
+        raise _not_canonical("training_service.trial_resources", resources)
+    memory = resources.get("memory")
+    if memory is not None and not isinstance(memory, int):
+        raise _not_canonical("training_service.trial_resources.memory", memory)
+    custom = sorted((name, float(amount)) for name, amount in resources.items() if name not in ("cpu", "gpu", "memory"))
+    return ResolvedTrialResources(cpu=resources["cpu"], gpu=resources["gpu"], memory=memory, custom=tuple(custom))
