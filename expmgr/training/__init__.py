@@ -22,12 +22,12 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
     A new service is one module plus one branch here."""
-    from expmgr.config import ResolvedLocalConfig
+    from expmgr.config import ResolvedLocalConfig, ResolvedRayConfig
     service = config.training_service
     if isinstance(service, ResolvedLocalConfig):
         from expmgr.training.local import LocalTrainingService
         return LocalTrainingService(service, config.trial_gpu_number, events, paths, manager_host=manager_host)
-    if service.platform == "ray":
+    if isinstance(service, ResolvedRayConfig):
         from expmgr.training.ray import RayTrainingService
-        return RayTrainingService(service, events, paths, manager_host=manager_host)  # type: ignore[arg-type]
+        return RayTrainingService(service, events, paths, manager_host=manager_host)
     raise TrainingServiceError(f"no training service for platform {service.platform!r}")
