@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
+_DRAIN_CHECK_INTERVAL = 1.0
+"""How often the drained nodes are looked up, only while trials run (Ray has no event for it)."""
 _STOP_TIMEOUT = 30.0
 """How long ``stop`` waits, after SIGKILL, for slots to say their trials ended before it ends
 the slots themselves (their watchdogs then end the trials)."""
@@ -39,6 +41,8 @@ class _Slot:
     actor: Any
     number: int
     pump: asyncio.Task | None = None
+    node_id: str | None = None
+    """The Ray node it was placed on, once known."""
 
 
 @dataclass(eq=False)
@@ -77,6 +81,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._stop_signal: int = signals.SIGTERM
         self._started = False
         self._http: Any = None
+        self._trials_run = asyncio.Event()
 
     # -- start and stop --------------------------------------------------------
 
@@ -108,6 +113,8 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
+        self._trials_run = asyncio.Event()
+        self._spawn(self._watch_drains())
 
     async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
         if not self._started:
@@ -155,6 +162,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         url = (f"http://{f'[{host}]' if ':' in host else host}:{env.get(trial_api.ENV_MANAGER_PORT, '0')}")
         run = _Run(trial, env, self._idle.pop() if self._idle else self._new_slot(), url)
         self._runs[trial.trial_id] = run
+        self._trials_run.set()
         run.task = self._spawn(self._follow(run))
 
     def signal(self, trial_id: str, signum: int) -> bool:
@@ -171,16 +179,33 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         """Nothing to end: a trial whose slot is gone was ended by its node's watchdog."""
         return False
 
-    def preempt_node_trials(self, node_host: str) -> int:
-        """Tell the trials on ``node_host`` that their node is being taken away: SIGUSR1 now,
-        and their end is a preemption (requeued first). Returns how many."""
-        count = 0
+    async def _watch_drains(self) -> None:
+        """While trials run, look up the nodes being drained; their trials are preempted."""
+        from expmgr.training.ray_drain import draining_nodes
+        drained: set[str] = set()
+        while True:
+            if not self._runs:
+                self._trials_run.clear()
+                await self._trials_run.wait()  # nothing to look after: no lookups while idle
+            try:
+                nodes = await asyncio.to_thread(draining_nodes)
+            except Exception:
+                self._events.service_failed(traceback.format_exc())
+                return
+            for node_id in set(nodes) - drained:
+                self._preempt_node(node_id)
+            drained = set(nodes)
+            await asyncio.sleep(_DRAIN_CHECK_INTERVAL)
+
+    def _preempt_node(self, node_id: str) -> None:
+        """The node is being taken away: its trials get SIGUSR1 and end PREEMPTED (run again
+        first, elsewhere); its idle slots are ended so that no trial goes there."""
+        for slot in [slot for slot in self._idle if slot.node_id == node_id]:
+            self._end_slot(slot)
         for trial_id, run in self._runs.items():
-            if run.started and run.host == node_host:
+            if run.started and run.slot.node_id == node_id and not run.preempted:
                 run.preempted = True
                 self.signal(trial_id, signals.SIGUSR1)
-                count += 1
-        return count
 
     def _new_slot(self) -> _Slot:
         slot = _Slot(self._slot_class.remote(f"{self._session}-{len(self._slots)}"), len(self._slots))
@@ -219,7 +244,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
                 "env": run.env}
         try:
-            pid, pid_started, host = await run.slot.actor.start_trial.remote(spec)
+            pid, pid_started, host, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
         except (exceptions.RayError, OSError) as error:
             self._runs.pop(trial.trial_id, None)
             if isinstance(error, exceptions.RayTaskError):
@@ -250,7 +275,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
                                         f"{_reason(error)}", preempted=run.preempted)
                 return
         self._runs.pop(trial.trial_id, None)
-        self._release(run.slot)
+        self._release(run.slot, run.preempted)
         if run.preempted:
             self._events.trial_lost(trial.trial_id, trial.attempt, f"its node {host} is being drained",
                                     preempted=True)
@@ -259,8 +284,8 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         else:
             self._events.trial_exited(trial.trial_id, trial.attempt, returncode, None)
 
-    def _release(self, slot: _Slot) -> None:
-        if self._stopping:
+    def _release(self, slot: _Slot, preempted: bool = False) -> None:
+        if self._stopping or preempted:  # a preempted trial's node is going away
             self._end_slot(slot)
         elif slot in self._slots:
             self._idle.append(slot)

@@ -65,6 +65,7 @@ class TrialSlot:
     def __init__(self, session: str) -> None:
         self._session = session
         self._host = ray.util.get_node_ip_address()
+        self._node_id = ray.get_runtime_context().get_node_id()
         self._watchdog = start_detached_watchdog(session)
         self._process: subprocess.Popen | None = None
         self._running: tuple[str, int] | None = None
@@ -79,9 +80,10 @@ class TrialSlot:
     def host(self) -> str:
         return self._host
 
-    async def start_trial(self, spec: dict[str, Any]) -> tuple[int, float | None, str]:
+    async def start_trial(self, spec: dict[str, Any]) -> tuple[int, float | None, str, str]:
         """Start one attempt (``spec``: trial_id, attempt, command, code_directory, trial_dir,
-        env); returns (pid, its start time, this node's address). Raises if it cannot."""
+        env); returns (pid, its start time, this node's address, its Ray node id). Raises if
+        it cannot."""
         await self._start_relay()
         trial_id, attempt = spec["trial_id"], spec["attempt"]
         files = TrialFiles(Path(spec["trial_dir"]))
@@ -107,7 +109,7 @@ class TrialSlot:
                              + trial_api.METRICS_ROUTE.format(trial_id=trial_id)).encode()
         self._tell_watchdog(f"+{process.pid} {marker}")
         self._exits[(trial_id, attempt)] = asyncio.ensure_future(self._wait(process))
-        return process.pid, process_start_time(process.pid), self._host
+        return process.pid, process_start_time(process.pid), self._host, self._node_id
 
     async def _wait(self, process: subprocess.Popen) -> int:
         returncode = await exit_of(process)
