@@ -82,6 +82,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._started = False
         self._http: Any = None
         self._trials_run = asyncio.Event()
+        self._node_names: dict[str, str] = {}
 
     # -- start and stop --------------------------------------------------------
 
@@ -244,7 +245,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
                 "env": run.env}
         try:
-            pid, pid_started, host, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
+            pid, pid_started, address, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
         except (exceptions.RayError, OSError) as error:
             self._runs.pop(trial.trial_id, None)
             if isinstance(error, exceptions.RayTaskError):
@@ -258,6 +259,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             else:
                 self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error))
             return
+        host = await self._node_name(run.slot.node_id, address)
         run.started, run.host = True, host
         self._events.trial_started(trial.trial_id, trial.attempt, pid, pid_started=pid_started, host=host)
         if self._stopping:
@@ -283,6 +285,15 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             self._events.trial_exited(trial.trial_id, trial.attempt, None, -returncode)
         else:
             self._events.trial_exited(trial.trial_id, trial.attempt, returncode, None)
+
+    async def _node_name(self, node_id: str | None, address: str) -> str:
+        """The node's name as Ray knows it (``ray start --node-name``; its address by default)."""
+        if node_id not in self._node_names:
+            import ray
+            nodes = await asyncio.to_thread(ray.nodes)
+            self._node_names.update((node["NodeID"], node.get("NodeName") or node.get("NodeManagerAddress", ""))
+                                    for node in nodes)
+        return self._node_names.get(node_id or "") or address
 
     def _release(self, slot: _Slot, preempted: bool = False) -> None:
         if self._stopping or preempted:  # a preempted trial's node is going away

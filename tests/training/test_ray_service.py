@@ -1,0 +1,345 @@
+"""The Ray training service against a real two-node Ray cluster on this machine (a head and
+a worker node, each its own raylet; ``tests/ray_cluster.py``): GPUs, placement, stop, a
+SIGKILLed experiment, a dead node, a drained node, the shared-folder probe, the relay.
+
+The contract every service keeps is in test_contract.py, run there against Ray too."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from expmgr import Experiment, ExperimentConfig
+from tests.conftest import REPO, wait_until, write_script
+from tests.ray_cluster import RayCluster, ray_cluster, ray_cluster_module  # noqa: F401
+
+DEADLINE = 60.0
+
+
+def ray_config(cluster: RayCluster, code_dir: Path, home: Path, **fields: Any) -> ExperimentConfig:
+    resources = fields.pop("trial_resources", {"cpu": 1})
+    return ExperimentConfig(
+        search_space=fields.pop("search_space", {"x": {"_type": "choice", "_value": [1, 2, 3, 4]}}),
+        trial_command="python3 trial.py", trial_code_directory=code_dir, tuner={"name": "GridSearch"},
+        experiment_working_directory=home,
+        training_service={"platform": "ray", "address": cluster.address, "trialResources": resources},
+        **{"trial_concurrency": 4, "trial_grace_period": 5, **fields})
+
+
+def attempts_of(experiment: Experiment) -> list[tuple[str, int, str, str | None]]:
+    """(trial id, attempt, status, host) of every attempt, in order."""
+    with sqlite3.connect(experiment.paths.database) as db:
+        return db.execute("SELECT trial_id, attempt, status, host FROM attempts ORDER BY start_time, attempt").fetchall()
+
+
+def alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+# A trial that writes what it sees (its GPUs, its node's raylet, its pid and its child's)
+# into ../seen/<trial id>.json, then waits for ../release before it reports and ends.
+WAITING_TRIAL = """
+    import json, os, subprocess, time
+    import expmgr
+    params = expmgr.get_next_parameter()
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)   # leaves the trial's group
+    expmgr.report_intermediate_result(params["x"])
+    seen = {"gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "raylet": os.environ.get("RAY_RAYLET_PID"),
+            "pids": [os.getpid(), child.pid], "attempt": expmgr.get_attempt()}
+    os.makedirs("seen", exist_ok=True)
+    with open(f"seen/{expmgr.get_trial_id()}.{expmgr.get_attempt()}.json", "w") as f:
+        json.dump(seen, f)
+    while not os.path.exists("release"):
+        time.sleep(0.05)
+    expmgr.report_final_result(params["x"])
+"""
+
+
+def seen(code_dir: Path) -> dict[str, dict[str, Any]]:
+    folder = code_dir / "seen"
+    found = {}
+    for path in folder.glob("*.json") if folder.is_dir() else []:
+        try:
+            found[path.stem] = json.loads(path.read_text())
+        except ValueError:
+            pass  # being written
+    return found
+
+
+def test_trials_asking_one_gpu_each_get_distinct_gpus_and_fill_both_nodes(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", WAITING_TRIAL)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=4,
+                                       trial_resources={"cpu": 1, "gpu": 1}))
+    experiment.start(port=0)
+    try:
+        # 2 GPUs a node: the four trials only fit if both nodes take two each.
+        views = wait_until(lambda: len(seen(code_dir)) == 4 and seen(code_dir), DEADLINE, "four trials running")
+        by_node: dict[str, list[str]] = {}
+        for view in views.values():
+            by_node.setdefault(view["raylet"], []).append(view["gpus"])
+        assert len(by_node) == 2, f"trials on both nodes: {views}"
+        for gpus in by_node.values():
+            assert sorted(gpus) == ["0", "1"], f"distinct GPUs on one node: {by_node}"
+        hosts = {host for *_, host in attempts_of(experiment)}
+        assert hosts == {"head", "worker-1"}, "each trial's node, by its Ray node name"
+        (code_dir / "release").write_text("")
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+    assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}
+
+
+def test_a_trial_asking_no_gpu_sees_none(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", """
+        import os, expmgr
+        expmgr.get_next_parameter()
+        expmgr.report_final_result(0 if os.environ["CUDA_VISIBLE_DEVICES"] == "" else 1)
+    """)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=1,
+                                       search_space={"x": {"_type": "choice", "_value": [1]}}))
+    assert experiment.run(port=0)
+    [trial] = experiment.list_trial_jobs()
+    assert (trial.status, trial.finalMetric) == ("SUCCEEDED", 0), "an empty CUDA_VISIBLE_DEVICES"
+
+
+def test_stop_ends_every_trial_and_its_children_on_every_node(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", WAITING_TRIAL)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=4))
+    experiment.start(port=0)
+    try:
+        views = wait_until(lambda: len(seen(code_dir)) == 4 and seen(code_dir), DEADLINE, "four trials running")
+        assert len({view["raylet"] for view in views.values()}) == 2, "trials on both nodes"
+        pids = [pid for view in views.values() for pid in view["pids"]]
+        assert len(alive(pids)) == 8
+    finally:
+        experiment.stop()
+    wait_until(lambda: not alive(pids), 5, "every trial and child on every node to end")
+    assert {t.status for t in experiment.list_trial_jobs()} == {"USER_CANCELED"}
+    metrics = [m for t in experiment.list_trial_jobs() for m in experiment.get_job_metrics(t.trialJobId)[t.trialJobId]]
+    assert len(metrics) == 4, "each trial's intermediate result, relayed and stored before the stop"
+
+
+def test_a_sigkilled_experiment_leaves_no_trial_on_any_node_and_resume_reruns_them(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", WAITING_TRIAL)
+    (code_dir / "config.yml").write_text(textwrap.dedent(f"""\
+        searchSpace: {{x: {{_type: choice, _value: [1, 2, 3, 4]}}}}
+        trialCommand: python3 trial.py
+        trialCodeDirectory: .
+        trialConcurrency: 4
+        maxTrialNumber: 4
+        tuner: {{name: GridSearch}}
+        trainingService:
+          platform: ray
+          address: {ray_cluster.address}
+          trialResources: {{cpu: 1}}
+        """))
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                               "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        views = wait_until(lambda: len(seen(code_dir)) == 4 and seen(code_dir), DEADLINE, "four trials running")
+        pids = [pid for view in views.values() for pid in view["pids"]]
+        database = next(home.glob("*/db/experiment.sqlite"))
+        wait_until(lambda: sqlite3.connect(database).execute(
+            "SELECT COUNT(*) FROM metrics").fetchone()[0] == 4, DEADLINE, "the four intermediate results stored")
+        create.kill()
+        create.wait(timeout=30)
+        wait_until(lambda: not alive(pids), 5, "no trial process, nor child, left on any node")
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    exp_id = database.parent.parent.name
+    (code_dir / "release").write_text("")
+    resumed = subprocess.run([sys.executable, "-m", "expmgr.cli", "resume", exp_id, "--port", "0", "--foreground",
+                              "--exit-when-done"], cwd=code_dir, env=env, capture_output=True, text=True,
+                             timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT status FROM experiment").fetchone()[0] == "DONE"
+        rows = db.execute("SELECT trial_id, status FROM trials").fetchall()
+        assert sorted(status for _, status in rows) == ["SUCCEEDED"] * 4
+        kinds = db.execute("SELECT type, COUNT(*) FROM metrics GROUP BY type ORDER BY type").fetchall()
+    # The intermediate results from before the kill are kept, and each trial's second attempt adds its own.
+    assert kinds == [("FINAL", 4), ("PERIODICAL", 8)]
+
+
+def test_a_dead_worker_node_crashes_its_trials_and_they_are_retried_on_the_head(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", WAITING_TRIAL)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=4,
+                                       max_trial_retries=1))
+    experiment.start(port=0)
+    try:
+        views = wait_until(lambda: len(seen(code_dir)) == 4 and seen(code_dir), DEADLINE, "four trials running")
+        worker_raylet = str(ray_cluster.worker.raylet_pid)
+        on_worker = {name.split(".")[0] for name, view in views.items() if view["raylet"] == worker_raylet}
+        assert len(on_worker) == 2, f"two trials on the worker: {views}"
+        ray_cluster.kill_worker()
+        wait_until(lambda: {(t, s) for t, a, s, _ in attempts_of(experiment) if a == 1 and s == "CRASHED"}
+                   == {(t, "CRASHED") for t in on_worker}, DEADLINE, "the worker's trials CRASHED")
+        (code_dir / "release").write_text("")
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+    attempts = attempts_of(experiment)
+    assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}
+    retried = [(t, host) for t, a, s, host in attempts if a == 2]
+    assert {t for t, _ in retried} == on_worker and {host for _, host in retried} == {"head"}, attempts
+
+
+PREEMPTIBLE_TRIAL = """
+    import json, os, time
+    import expmgr
+    params = expmgr.get_next_parameter()
+    state = os.path.join(expmgr.get_checkpoint_dir(), "state")
+    os.makedirs("seen", exist_ok=True)
+    with open(f"seen/{expmgr.get_trial_id()}.{expmgr.get_attempt()}.json", "w") as f:
+        json.dump({"raylet": os.environ.get("RAY_RAYLET_PID"), "resumed": os.path.exists(state)}, f)
+    if os.path.exists(state):
+        with open(state) as f:
+            expmgr.report_final_result({"default": params["x"], "from": f.read()})
+    else:
+        def save():
+            with open(state, "w") as f:
+                f.write(f"checkpoint of x={params['x']}")
+        expmgr.install_preemption_handler(save)
+        while not os.path.exists("release"):
+            time.sleep(0.05)
+        expmgr.report_final_result({"default": params["x"], "from": None})
+"""
+
+
+def test_a_drained_node_preempts_its_trials_which_continue_from_their_checkpoints(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", PREEMPTIBLE_TRIAL)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=4,
+                                       max_trial_retries=0))
+    experiment.start(port=0)
+    try:
+        views = wait_until(lambda: len(seen(code_dir)) == 4 and seen(code_dir), DEADLINE, "four trials running")
+        worker_raylet = str(ray_cluster.worker.raylet_pid)
+        on_worker = {name.split(".")[0] for name, view in views.items() if view["raylet"] == worker_raylet}
+        assert len(on_worker) == 2
+        ray_cluster.drain_worker(reason="preemption", deadline_s=60)
+        wait_until(lambda: {t for t, a, s, _ in attempts_of(experiment) if s == "PREEMPTED"} == on_worker,
+                   DEADLINE, "the drained node's trials PREEMPTED")
+        (code_dir / "release").write_text("")
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+        ray_cluster.kill_worker()  # a drained node takes no more work: the next test gets a new one
+    trials = {t.trialJobId: t for t in experiment.list_trial_jobs()}
+    assert {t.status for t in trials.values()} == {"SUCCEEDED"}
+    for trial_id in on_worker:
+        assert trials[trial_id].finalMetric["from"].startswith("checkpoint of x="), "continued from its checkpoint"
+    retried = [(t, host) for t, a, s, host in attempts_of(experiment) if a == 2]
+    assert {t for t, _ in retried} == on_worker and {host for _, host in retried} == {"head"}
+
+
+def test_a_node_that_does_not_share_the_folder_stops_the_experiment_before_any_trial(tmp_path, code_dir):
+    """A worker node in a mount namespace of its own, where the experiment's folder is a
+    different (empty) tmpfs: it is up, but does not see the manager's files."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a private tmpfs for the worker node needs root")
+    write_script(code_dir, "trial.py", "open('started', 'w').close()\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    with RayCluster(private_worker_dir=home) as cluster:
+        experiment = Experiment(ray_config(cluster, code_dir, home, max_trial_number=1,
+                                           search_space={"x": {"_type": "choice", "_value": [1]}}))
+        experiment.start(port=0)
+        try:
+            assert experiment.wait(timeout=DEADLINE)
+        finally:
+            experiment.stop()
+    assert experiment.get_status() == "ERROR"
+    error = experiment.get_error()
+    assert "not shared by every node" in error and str(home) in error, error
+    assert not (code_dir / "started").exists() and experiment.list_trial_jobs() == []
+
+
+RELAY_PROBING_TRIAL = """
+    import json, os, socket
+    import expmgr
+    expmgr.get_next_parameter()
+    port = int(os.environ["EXPMGR_MANAGER_PORT"])
+    prefix = os.environ.get("EXPMGR_MANAGER_URL_PREFIX", "")
+    route = prefix + f"/api/v1/expmgr/trials/{expmgr.get_trial_id()}/metrics"
+
+    def send(raw):
+        conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+        conn.sendall(raw)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+        conn.close()
+        return int(answer.split(b" ", 2)[1])
+
+    body = b'{}'
+    statuses = {
+        "garbage": send(b"\\x00\\xff not http at all\\r\\n\\r\\n"),
+        "wrong route": send(b"POST /api/v1/nni/experiment HTTP/1.1\\r\\nContent-Length: 2\\r\\n\\r\\n{}"),
+        "delete": send(b"DELETE " + route.encode() + b" HTTP/1.1\\r\\n\\r\\n"),
+        "huge body": send(b"POST " + route.encode() + b" HTTP/1.1\\r\\nContent-Length: 100000000\\r\\n\\r\\n"),
+        "huge head": send(b"POST " + route.encode() + b" HTTP/1.1\\r\\nX: " + b"a" * 100000 + b"\\r\\n\\r\\n"),
+        "no token": send(b"POST " + route.encode() + b" HTTP/1.1\\r\\nContent-Length: 2\\r\\n\\r\\n{}"),
+    }
+    with open("statuses.json", "w") as f:
+        json.dump(statuses, f)
+    expmgr.report_final_result(7)
+"""
+
+
+def test_the_relay_refuses_what_is_not_a_report_and_the_trial_still_reports(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", RELAY_PROBING_TRIAL)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=1,
+                                       search_space={"x": {"_type": "choice", "_value": [1]}}))
+    assert experiment.run(port=0)
+    statuses = json.loads((code_dir / "statuses.json").read_text())
+    assert statuses == {"garbage": 404, "wrong route": 404, "delete": 404, "huge body": 413, "huge head": 400,
+                        "no token": 403}, "the manager's own answer (403) for a report without its token"
+    [trial] = experiment.list_trial_jobs()
+    assert (trial.status, trial.finalMetric) == ("SUCCEEDED", 7)
+    stderr = (experiment.paths.trial_dir(trial.trialJobId) / "stderr").read_text()
+    assert "warning" not in stderr, "the real report went through the relay, not the end-of-trial pick-up"
+
+
+def test_an_unreachable_cluster_is_a_clear_error(tmp_path, code_dir):
+    write_script(code_dir, "trial.py", "")
+    config = ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+                              trial_code_directory=code_dir, tuner={"name": "GridSearch"}, trial_concurrency=1,
+                              experiment_working_directory=tmp_path / "home",
+                              training_service={"platform": "ray", "address": "127.0.0.1:1"})
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "ERROR"
+    assert "cannot connect to the Ray cluster at trainingService.address '127.0.0.1:1'" in experiment.get_error()
+
+
+def test_resources_no_node_has_are_a_clear_error(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", "")
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=1,
+                                       trial_resources={"cpu": 1, "gpu": 8, "tpu": 1}))
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "ERROR"
+    assert "no node of the Ray cluster has the trialResources a trial asks for (cpu: 1, gpu: 8, tpu: 1)" \
+        in experiment.get_error()
