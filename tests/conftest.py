@@ -84,6 +84,11 @@ def write_json(path: Path, data: object) -> Path:
 LEFTOVER_GRACE = 10.0
 """Seconds a test's processes have to end on their own after it, before they count as left behind."""
 
+fixture_process_roots: set[int] = set()
+"""Pids of processes a module- or session-scoped fixture started and will stop itself (a Ray
+cluster's nodes): they and their descendants are the fixture's, not a test's, even those
+started during a test (Ray starts worker processes as the work asks)."""
+
 
 @pytest.fixture(autouse=True)
 def no_child_process_left_behind():
@@ -93,7 +98,7 @@ def no_child_process_left_behind():
     yield
     def leftovers() -> list[psutil.Process]:
         return [p for p in psutil.Process().children(recursive=True)
-                if p.pid not in before and _alive(p)]
+                if p.pid not in before and _alive(p) and not _of_fixture(p)]
     deadline = time.monotonic() + LEFTOVER_GRACE
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -120,6 +125,14 @@ def no_experiment_left_serving(no_child_process_left_behind):
     for exp_id, experiment in list(_experiments.items()):
         if exp_id not in before and experiment._manager is not None:  # started here (not viewed, not connected)
             experiment.stop()
+
+
+def _of_fixture(process: psutil.Process) -> bool:
+    """Whether the process is, or descends from, one of ``fixture_process_roots``."""
+    try:
+        return bool(fixture_process_roots & {process.pid, *(p.pid for p in process.parents())})
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _alive(process: psutil.Process) -> bool:
