@@ -211,6 +211,7 @@ def list_trials(args: argparse.Namespace) -> int:
         finals = store.final_metrics()
         attempts = views.attempts_by_trial(store.attempts())
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
+        several_hosts = views.runs_on_several_hosts(store)
     now = time.time()
     if args.status:
         trials = [trial for trial in trials if trial.status.value == args.status.upper()]
@@ -231,14 +232,17 @@ def list_trials(args: argparse.Namespace) -> int:
         row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": shown_trial_status(trial.status, gone),
                "attempts": trial.attempts}
         if args.json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.
-            row.update(seconds=None if duration is None else round(duration, 1),
+            row.update(host=trial.host, seconds=None if duration is None else round(duration, 1),
                        final=None if final is None else views.json_safe(final.value),
                        parameters=views.json_safe(trial.parameters))
         else:
-            row.update(seconds="" if duration is None else f"{duration:.1f}",
+            row.update(host=trial.host or "", seconds="" if duration is None else f"{duration:.1f}",
                        final="" if final is None else json.dumps(final.value), parameters=json.dumps(trial.parameters))
         rows.append(row)
-    print_table(rows, ["trial", "seq", "status", "attempts", "seconds", "final", "parameters"], args.json)
+    # The host of each trial's latest attempt: always in JSON; in the table only when the trials
+    # ran on several hosts (as the web UI's Node column), since on one machine every row says the same.
+    host = ["host"] if args.json or several_hosts else []
+    print_table(rows, ["trial", "seq", "status", "attempts", *host, "seconds", "final", "parameters"], args.json)
     return EXIT_OK
 
 

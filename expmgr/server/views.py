@@ -86,6 +86,8 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
     view["canKill"] = trial.status == TrialState.RUNNING
     if trial.start_time is not None:
         view["startTime"] = _ms(trial.start_time)
+    if trial.host is not None:
+        view["host"] = trial.host  # where its latest attempt ran
     if final is not None:
         view["finalNumber"] = metric_number(final.value)  # the UI shows it, sorts and filters by it
     return view
@@ -116,8 +118,8 @@ def trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
     """expmgr's views of the trials in sequence order (``offset`` and ``limit`` select a
     page), as the changes and the Experiment API give them: NNI's keys, ``startTime`` only
     once a trial started, and what the web UI shows rather than derives: ``submitTime``,
-    ``attempts`` (a count), ``canKill`` and ``finalNumber`` (the final result's number,
-    None when not finite)."""
+    ``attempts`` (a count), ``canKill``, ``finalNumber`` (the final result's number,
+    None when not finite) and ``host`` (where its latest attempt ran, once known)."""
     return _page(store, paths, offset, limit, _trial_job_view)
 
 
@@ -171,6 +173,14 @@ def export_data_view(store: Store) -> list[dict[str, Any]]:
             for trial in store.trials() if trial.trial_id in finals]
 
 
+def runs_on_several_hosts(store: Store) -> bool:
+    """Whether the experiment's trials ran on more than one host (of those known). Only then
+    is a trial's host worth a column: the web UI's trials table (``multiHost`` in the
+    experiment view) and ``expctl trial ls`` show it; on one machine it would say the same
+    on every row."""
+    return len(store.hosts()) > 1
+
+
 _UPDATABLE_VIEW = [{"field": entry.field, "updateType": entry.update_type} for entry in UPDATABLE_FIELDS]
 
 
@@ -209,8 +219,9 @@ def experiment_view(store: Store, read_only: bool | None = None,
 
     Also the facts the web UI shows rather than derives: ``optimizeMode`` (``minimize`` or
     ``maximize``, the tuner's default when the config names none), ``bestTrialId`` (None
-    until a trial has a finite final result) and ``updatableFields`` (each with its NNI
-    ``updateType``)."""
+    until a trial has a finite final result), ``updatableFields`` (each with its NNI
+    ``updateType``) and ``multiHost`` (``runs_on_several_hosts``: the trials table shows
+    each trial's host)."""
     profile = store.profile()
     if running is None:  # served by its manager, or (nothing said) not ended
         running = read_only is False if read_only is not None else not profile.status.is_finished()
@@ -229,6 +240,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
         "optimizeMode": "minimize" if minimize else "maximize",
         "bestTrialId": None if best is None else best[0],
         "updatableFields": _UPDATABLE_VIEW,
+        "multiHost": runs_on_several_hosts(store),
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)

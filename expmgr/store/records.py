@@ -27,6 +27,8 @@ class TrialRecord:
     start_time: float | None = None
     end_time: float | None = None
     attempts: int = 0
+    host: str | None = None
+    """Where its latest attempt ran (``AttemptRecord.host``); None before it started, or not known."""
 
 
 @dataclass

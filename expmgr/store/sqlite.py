@@ -29,8 +29,8 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.store.records import AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, TrialRecord
 from expmgr.store.sqlite_changes import ChangeLog
 from expmgr.store.sqlite_schema import (MIGRATIONS, SCHEMA, SCHEMA_VERSION, Snapshot, Transaction, attempt_of_row,
-                                        connect, metric_number_of_json, metric_of_row, profile_of_row, trial_of_row,
-                                        unreadable_store)
+                                        connect, metric_number_of_json, metric_of_row, profile_of_row, trial_columns,
+                                        trial_of_row, unreadable_store)
 
 class ExperimentStore:
     """Reads and writes one experiment's database; see the module docstring."""
@@ -44,7 +44,10 @@ class ExperimentStore:
         if schema_version == 2:
             conn.create_function("metric_number", 1, metric_number_of_json, deterministic=True)
             self._metric_number = "metric_number(m.value_json)"
-        self._change_log = ChangeLog(conn, self._metric_number, self)
+        self._schema_version = schema_version
+        self._trial_columns = trial_columns(schema_version)
+        """SQL selecting a trial's row for ``trial_of_row`` (with its latest attempt's host)."""
+        self._change_log = ChangeLog(conn, self._metric_number, self._trial_columns, self)
 
     # -- opening ---------------------------------------------------------
 
@@ -295,7 +298,7 @@ class ExperimentStore:
 
     def trials(self, offset: int = 0, limit: int | None = None) -> list[TrialRecord]:
         """Trials in sequence order; ``offset`` and ``limit`` select a page."""
-        rows = self._conn.execute("SELECT * FROM trials ORDER BY sequence_id LIMIT ? OFFSET ?",
+        rows = self._conn.execute(f"SELECT {self._trial_columns} FROM trials t ORDER BY sequence_id LIMIT ? OFFSET ?",
                                   (-1 if limit is None else limit, offset))
         return [trial_of_row(row) for row in rows]
 
@@ -304,11 +307,13 @@ class ExperimentStore:
         return dict(self._conn.execute("SELECT trial_id, sequence_id FROM trials").fetchall())
 
     def trial(self, trial_id: str) -> TrialRecord | None:
-        row = self._conn.execute("SELECT * FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        row = self._conn.execute(f"SELECT {self._trial_columns} FROM trials t WHERE trial_id = ?",
+                                 (trial_id,)).fetchone()
         return trial_of_row(row) if row else None
 
     def trial_by_sequence(self, sequence_id: int) -> TrialRecord | None:
-        row = self._conn.execute("SELECT * FROM trials WHERE sequence_id = ?", (sequence_id,)).fetchone()
+        row = self._conn.execute(f"SELECT {self._trial_columns} FROM trials t WHERE sequence_id = ?",
+                                 (sequence_id,)).fetchone()
         return trial_of_row(row) if row else None
 
     def attempts(self, trial_id: str | None = None) -> list[AttemptRecord]:
@@ -319,6 +324,13 @@ class ExperimentStore:
             args = (trial_id,)
         rows = self._conn.execute(query + " ORDER BY start_time", args)
         return [attempt_of_row(row) for row in rows]
+
+    def hosts(self) -> list[str]:
+        """The hosts attempts ran on, as their training services named them (those known), sorted."""
+        if self._schema_version < 4:
+            return []
+        return [host for host, in self._conn.execute(
+            "SELECT DISTINCT host FROM attempts WHERE host IS NOT NULL ORDER BY host")]
 
     def failed_attempts(self, trial_id: str) -> int:
         """How many of the trial's ended attempts FAILED or CRASHED."""

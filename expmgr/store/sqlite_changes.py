@@ -21,10 +21,13 @@ class ChangeLog:
     """The cursors and changes of one connection's database; ``reader`` reads its trials
     and final results (the store the log belongs to)."""
 
-    def __init__(self, conn: sqlite3.Connection, metric_number_sql: str, reader: Store) -> None:
+    def __init__(self, conn: sqlite3.Connection, metric_number_sql: str, trial_columns_sql: str,
+                 reader: Store) -> None:
         self._conn = conn
         self._metric_number = metric_number_sql
         """SQL for a metric's number (see ``ExperimentStore``)."""
+        self._trial_columns = trial_columns_sql
+        """SQL selecting a trial's row from ``trials t`` (``sqlite_schema.trial_columns``)."""
         self._reader = reader
         self._experiment_id: str | None = None
 
@@ -73,7 +76,7 @@ class ChangeLog:
                 metrics_json, metric_to = self._compact_metrics(metric_from, budget)
             more = metric_to < last_metric
         trial_rows = self._conn.execute(
-            "SELECT * FROM trials WHERE trial_id IN (SELECT value FROM json_each(?)) "
+            f"SELECT {self._trial_columns} FROM trials t WHERE trial_id IN (SELECT value FROM json_each(?)) "
             "ORDER BY sequence_id", (json.dumps(trial_ids),))
         return Changes(cursor=self._cursor(event_to, metric_to, finals_to), full=full, more=more,
                        trials=[trial_of_row(row) for row in trial_rows], finals=self._reader.final_metrics(trial_ids),

@@ -150,12 +150,21 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3
 """From each older version to the next; run in order when a database is opened for writing."""
 
 
+def trial_columns(schema_version: int) -> str:
+    """The columns to select for ``trial_of_row`` from ``trials t``: its own, and the host of
+    its latest attempt (NULL in a version 2 or 3 store, which kept none)."""
+    if schema_version < 4:
+        return "t.*, NULL AS host"
+    return "t.*, (SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id AND a.attempt = t.attempts) AS host"
+
+
 def trial_of_row(row: sqlite3.Row) -> TrialRecord:
+    """A trial of a row selected with ``trial_columns``."""
     return TrialRecord(
         trial_id=row["trial_id"], sequence_id=row["sequence_id"],
         parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
         submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
-        attempts=row["attempts"],
+        attempts=row["attempts"], host=row["host"],
     )
 
 

@@ -22,6 +22,7 @@ from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.cli.test_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401 (a fixture)
 from tests.conftest import REPO, wait_until
+from tests.server.fill import experiment_on_hosts
 
 
 def expctl_into_closed_pipe(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -60,8 +61,22 @@ def test_trial_ls_json_gives_numbers_and_objects_not_strings(project):
     for row in trials:
         assert isinstance(row["seq"], int) and isinstance(row["attempts"], int)
         assert isinstance(row["seconds"], float) and row["seconds"] >= 0
+        assert row["host"] == "127.0.0.1", "where the local service ran it"
     table = expctl(home, cwd, "trial", "ls", exp_id).stdout
     assert '{"x": 1}' in table and '"loss": NaN' in table, "the table still shows JSON text"
+    assert "HOST" not in table.splitlines()[0], "one host: no column saying the same on every row"
+
+
+def test_trial_ls_shows_the_host_of_each_trials_latest_attempt_when_trials_ran_on_several(tmp_path: Path):
+    home = tmp_path / "home"
+    exp_id = experiment_on_hosts(home, [["node-a"], ["node-a", "node-b"], [None]])
+    trials = json.loads(expctl(home, tmp_path, "trial", "ls", exp_id, "--json").stdout)
+    assert [(row["trial"], row["attempts"], row["host"]) for row in trials] == [
+        ("h0", 1, "node-a"), ("h1", 2, "node-b"), ("h2", 1, None)]
+    assert all(isinstance(row["seconds"], float) for row in trials), "numbers stay numbers"
+    header, *lines = expctl(home, tmp_path, "trial", "ls", exp_id).stdout.splitlines()
+    assert header.split()[:5] == ["TRIAL", "SEQ", "STATUS", "ATTEMPTS", "HOST"]
+    assert [line.split()[4] for line in lines[:2]] == ["node-a", "node-b"]
 
 
 @pytest.mark.parametrize("command", [("trial", "ls", "{id}"), ("trial", "ls", "{id}", "--json"),

@@ -3,6 +3,7 @@ transaction, as the runner would have written them one by one (trial, attempt, e
 metrics). For scale tests and benchmarks::
 
     exp_id = fill_experiment(home, trials=10_000, metrics_per_trial=20)   # then Experiment.view(exp_id)
+    exp_id = experiment_on_hosts(home, [["node-a"], ["node-b", "node-c"]])   # trials' attempts on hosts
 """
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import json
 import random
 import time
 from pathlib import Path
+from typing import Callable
 
 from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.store.registry import Registry, RegistryEntry
-from expmgr.store import ExperimentProfile, ExperimentStore, metric_number
-from expmgr.states import ExperimentState
+from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord, metric_number
+from expmgr.states import ExperimentState, TrialState
 
 SEARCH_SPACE = {"lr": {"_type": "loguniform", "_value": [1e-5, 1e-1]},
                 "units": {"_type": "choice", "_value": [16, 32, 64, 128]},
@@ -58,6 +60,37 @@ def fill_experiment(home: Path, trials: int, metrics_per_trial: int, *, exp_id: 
                     seed: int = 0) -> str:
     """A finished (DONE) experiment in ``home`` and its registry, filled by ``fill_store``;
     ``Experiment.view(exp_id, home=home)`` and ``expctl view`` serve it."""
+    return _finished_experiment(home, exp_id, trials, trials,
+                                lambda store, start: fill_store(store, trials, metrics_per_trial, seed=seed,
+                                                                start=start))
+
+
+def experiment_on_hosts(home: Path, hosts: list[list[str | None]], *, exp_id: str = "host0000") -> str:
+    """A finished (DONE) experiment in ``home`` and its registry, written through the store's
+    API as the runner writes it: trial ``i`` (id ``h<i>``, parameter ``lr``) ran one attempt on
+    each host of ``hosts[i]`` in turn (None: a service that named none), each but the last
+    FAILED, the last SUCCEEDED with the final result ``i / 10``."""
+    def fill(store: ExperimentStore, start: float) -> None:
+        for sequence_id, trial_hosts in enumerate(hosts):
+            trial_id, began = f"h{sequence_id}", start + 10 * sequence_id
+            store.add_trial(TrialRecord(trial_id, sequence_id, {"lr": 0.01 * (sequence_id + 1)},
+                                        TrialState.WAITING, began))
+            for attempt, host in enumerate(trial_hosts, start=1):
+                last = attempt == len(trial_hosts)
+                store.start_attempt(trial_id, attempt, began + attempt, pid=None, host=host)
+                if last:
+                    store.add_metric(MetricRecord(trial_id, attempt, 0, "FINAL", sequence_id / 10,
+                                                  time=began + attempt + 0.5))
+                store.end_attempt(trial_id, attempt, TrialState.SUCCEEDED if last else TrialState.FAILED,
+                                  began + attempt + 0.9, 0 if last else 1, None,
+                                  trial_status=None if last else TrialState.WAITING)
+    return _finished_experiment(home, exp_id, len(hosts), 10 * len(hosts), fill)
+
+
+def _finished_experiment(home: Path, exp_id: str, trials: int, seconds: float,
+                         fill: Callable[[ExperimentStore, float], None]) -> str:
+    """A DONE experiment ``exp_id`` of ``trials`` trials in ``home`` and its registry, which ran
+    ``seconds`` until a little while ago, its store written by ``fill(store, start)``."""
     paths = ExperimentPaths(home / exp_id)
     paths.create()
     config = ExperimentConfig(experiment_name=f"{trials} trials", search_space=SEARCH_SPACE,
@@ -65,15 +98,15 @@ def fill_experiment(home: Path, trials: int, metrics_per_trial: int, *, exp_id: 
                               trial_concurrency=8, max_trial_number=trials, tuner={"name": "Random"},
                               experiment_working_directory=home).canonical()
     paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
-    start = time.time() - trials - 10
+    start = time.time() - seconds - 10
     store = ExperimentStore.create(paths.database, ExperimentProfile(
         id=exp_id, name=config.experiment_name, config=config.to_dict(), status=ExperimentState.DONE,
-        error=None, start_time=start, end_time=start + trials + 5, port=None, log_dir=str(paths.root)))
+        error=None, start_time=start, end_time=start + seconds + 5, port=None, log_dir=str(paths.root)))
     try:
-        fill_store(store, trials, metrics_per_trial, seed=seed, start=start)
+        fill(store, start)
     finally:
         store.close()
     Registry(home).add(RegistryEntry(id=exp_id, name=config.experiment_name, dir=str(paths.root), port=None,
                                      pid=None, status=ExperimentState.DONE, start_time=start,
-                                     end_time=start + trials + 5))
+                                     end_time=start + seconds + 5))
     return exp_id

@@ -17,7 +17,7 @@ from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
 from tests.experiment.test_resume import grid_config
 from tests.server.conftest import call, get, get_text
-from tests.server.fill import fill_experiment
+from tests.server.fill import experiment_on_hosts, fill_experiment
 from tests.store.test_store_changes import downgrade_to_schema_2, schema_of
 
 API = "/api/v1/nni"
@@ -266,3 +266,38 @@ def test_expmgrs_trial_route_has_the_uis_fields_and_nnis_has_nnis_alone(filled_v
     assert ours["finalNumber"] == metric_number(json.loads(json.loads(nni["finalMetricData"][0]["data"])))
     assert [(a["attempt"], a["status"], a["exitCode"]) for a in ours["attemptDetails"]] == [(1, "SUCCEEDED", 0)]
     assert call(port, "GET", "/api/v1/expmgr/trials/nosuch") == (404, {"error": "no trial 'nosuch'"})
+
+
+def test_each_trials_host_is_in_expmgrs_views_and_nnis_trial_jobs_keep_nnis_keys(tmp_path: Path):
+    home = tmp_path / "home"
+    exp_id = experiment_on_hosts(home, [["node-a"], ["node-a", "node-b"]])
+    view = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    try:
+        port = view.port
+        changes = get(port, "/api/v1/expmgr/changes")
+        assert changes["experiment"]["multiHost"] is True
+        assert {t["trialJobId"]: t["host"] for t in changes["trials"]} == {"h0": "node-a", "h1": "node-b"}
+        trial = get(port, "/api/v1/expmgr/trials/h1")
+        assert trial["host"] == "node-b", "the host of its latest attempt"
+        assert [(a["attempt"], a["status"], a["host"]) for a in trial["attemptDetails"]] == [
+            (1, "FAILED", "node-a"), (2, "SUCCEEDED", "node-b")]
+        assert get(port, f"{API}/experiment")["multiHost"] is True
+        for nni in [get(port, f"{API}/trial-jobs/h1"), *get(port, f"{API}/trial-jobs")]:
+            assert "host" not in nni, "NNI's keys alone"
+            assert set(nni) == {"trialJobId", "sequenceId", "status", "hyperParameters", "logPath", "stderrPath",
+                                "startTime", "endTime", "finalMetricData"}
+    finally:
+        view.stop()
+
+
+def test_trials_on_one_host_are_not_multi_host(tmp_path: Path):
+    home = tmp_path / "home"
+    exp_id = experiment_on_hosts(home, [["127.0.0.1"], ["127.0.0.1", "127.0.0.1"], [None]])
+    view = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    try:
+        changes = get(view.port, "/api/v1/expmgr/changes")
+        assert changes["experiment"]["multiHost"] is False, "an unknown host is no second host"
+        assert [t.get("host") for t in changes["trials"]] == ["127.0.0.1", "127.0.0.1", None]
+        assert "host" not in changes["trials"][2], "sent once known"
+    finally:
+        view.stop()

@@ -123,3 +123,19 @@ def test_open_store_gives_the_experiments_store_and_closes_it_after_the_block_ev
         store.profile()
     with pytest.raises(StoreError, match="no experiment database"):
         open_store(ExperimentPaths(tmp_path / "elsewhere"))
+
+
+def test_a_trial_carries_the_host_of_its_latest_attempt_and_the_store_lists_the_hosts(tmp_path: Path):
+    store = new_store(tmp_path / "experiment.sqlite")
+    store.add_trial(TrialRecord("t1", 0, {"x": 1}, TrialState.WAITING, time.time()))
+    store.add_trial(TrialRecord("t2", 1, {"x": 2}, TrialState.WAITING, time.time()))
+    assert store.trial("t1").host is None and store.hosts() == [], "not started: nowhere yet"
+    store.start_attempt("t1", 1, time.time(), host="node-b")
+    store.end_attempt("t1", 1, TrialState.FAILED, time.time(), 1, None, trial_status=TrialState.WAITING)
+    store.start_attempt("t1", 2, time.time(), host="node-a")
+    store.start_attempt("t2", 1, time.time())  # a service that names no host
+    assert [(t.trial_id, t.host) for t in store.trials()] == [("t1", "node-a"), ("t2", None)]
+    assert store.trial_by_sequence(0).host == "node-a"
+    assert [(t.trial_id, t.host) for t in store.changes(None, limit=10).trials] == [("t1", "node-a"), ("t2", None)]
+    assert store.hosts() == ["node-a", "node-b"]
+    store.close()

@@ -37,14 +37,18 @@
  *   trial-row-<id>         a row, a link that opens the trial; rendered only while in view (virtual
  *                          scrolling); data-index = its position in the sorted, filtered rows
  *   trial-state-<id>, trial-final-<id>   cells of that row
- *   sort-<key>             column headers; key: seq, id, status, final, duration, attempts, param:<name>
+ *   trial-host-<id>        its Node cell: the host of its latest attempt; the column is there only when the
+ *                          server says the trials ran on more than one host (the experiment's multiHost)
+ *   sort-<key>             column headers; key: seq, id, status, host, final, duration, attempts, param:<name>
  *   filter-state-<STATE>   state checkboxes (only states some trial is in); filter-clear
- *   filter-result-min, filter-result-max, filter-id, filter-param-<name>
+ *   filter-result-min, filter-result-max, filter-id, filter-host (with the Node column), filter-param-<name>
  *                          (x..y  >x  <=x  =x  a|b  !text  text)
  *
  * Trial detail (#/trials/<id>)
  *   trial-detail, trial-detail-id, trial-detail-state, trial-final, trial-duration, trial-params,
- *   trial-attempts (a table with exit codes and signals, else "N attempts"),
+ *   trial-host (the node of its latest attempt, "—" before it started or when not known),
+ *   trial-attempts (a table with nodes, exit codes and signals, else "N attempts"), attempt-host-<n> (the
+ *   node of attempt n in that table),
  *   kill-trial (not in view mode; when the server says it can kill the trial: RUNNING), chart-trial-intermediate,
  *   tab-stdout, tab-stderr, tab-trial-log; stdout, stderr, trial-log: the tailed file, one row a
  *   line, only the rows in view are in the page (it follows the end); data-lines = line count,
@@ -110,6 +114,7 @@ export const testids = {
   trialRowPrefix: 'trial-row-',
   trialStatePrefix: 'trial-state-',
   trialFinalPrefix: 'trial-final-',
+  trialHostPrefix: 'trial-host-',
   sortPrefix: 'sort-',
   filterStatePrefix: 'filter-state-',
   filterParamPrefix: 'filter-param-',
@@ -117,6 +122,7 @@ export const testids = {
   filterResultMin: 'filter-result-min',
   filterResultMax: 'filter-result-max',
   filterId: 'filter-id',
+  filterHost: 'filter-host',
 
   trialDetail: 'trial-detail',
   trialDetailId: 'trial-detail-id',
@@ -124,6 +130,8 @@ export const testids = {
   trialFinal: 'trial-final',
   trialDuration: 'trial-duration',
   trialParams: 'trial-params',
+  trialHost: 'trial-host',
+  attemptHostPrefix: 'attempt-host-',
   trialAttempts: 'trial-attempts',
   killTrial: 'kill-trial',
   chartTrialIntermediate: 'chart-trial-intermediate',
@@ -158,6 +166,8 @@ export const tid = {
   trialRow: (id: string) => testids.trialRowPrefix + id,
   trialState: (id: string) => testids.trialStatePrefix + id,
   trialFinal: (id: string) => testids.trialFinalPrefix + id,
+  trialHost: (id: string) => testids.trialHostPrefix + id,
+  attemptHost: (attempt: number) => testids.attemptHostPrefix + attempt,
   count: (state: string) => testids.countPrefix + state,
   filterState: (state: string) => testids.filterStatePrefix + state,
   filterParam: (name: string) => testids.filterParamPrefix + name,

@@ -33,6 +33,15 @@ describe('parsing NNI shapes', () => {
     expect(listed.attemptDetails![1].signal).toBe(9);
   });
 
+  it("reads the node of a trial's latest attempt and of each attempt", () => {
+    const t = parseTrial(trialView('a', 0, 'SUCCEEDED', {
+      host: 'node-2', attemptDetails: [{ attempt: 1, host: 'node-1' }, { attempt: 2, host: 'node-2' }],
+    }));
+    expect(t.host).toBe('node-2');
+    expect(t.attemptDetails!.map((a) => a.host)).toEqual(['node-1', 'node-2']);
+    expect(parseTrial(trialView('b', 1, 'WAITING')).host).toBeUndefined();
+  });
+
   it('offers to kill a trial only when the server says it can', () => {
     expect(parseTrial(trialView('a', 0, 'RUNNING', { canKill: true })).canKill).toBe(true);
     expect(parseTrial(trialView('a', 0, 'WAITING', { canKill: false })).canKill).toBe(false);

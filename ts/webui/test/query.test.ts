@@ -66,6 +66,12 @@ describe('sorting', () => {
     expect(ids(sortTrials(trials, { key: 'final', dir: 'asc' }))).toEqual(['c', 'a', 'e', 'b', 'd']);
   });
 
+  it("sorts and filters by the node of the trial's latest attempt; trials without one last", () => {
+    const hosted = trials.map((x, i) => (i < 3 ? { ...x, host: ['n2', 'n10', 'n1'][i] } : x));
+    expect(ids(sortTrials(hosted, { key: 'host', dir: 'asc' }))).toEqual(['c', 'b', 'a', 'd', 'e']);
+    expect(ids(filterTrials(hosted, q({ host: 'N1' })))).toEqual(['b', 'c']);
+  });
+
   it('sorts by a parameter, by state, by duration; ties keep sequence order', () => {
     expect(ids(sortTrials(trials, { key: 'param:lr', dir: 'asc' }))).toEqual(['b', 'd', 'a', 'e', 'c']);
     expect(ids(sortTrials(trials, { key: 'param:layers', dir: 'desc' }))).toEqual(['c', 'b', 'a', 'd', 'e']);

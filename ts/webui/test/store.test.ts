@@ -44,6 +44,22 @@ describe('ExperimentData.apply', () => {
     expect(store.bestTrial()).toBeUndefined();
   });
 
+  it("shows nodes when the server says the trials ran on several hosts, and follows a trial to its new host", () => {
+    const store = new ExperimentData();
+    const experiment = { id: 'exp1', execDuration: 1, params: {}, status: 'RUNNING' };
+    store.apply(changes('c1', { full: true, experiment, trials: [trialView('a', 0, 'RUNNING', { attempts: 1, host: 'node-1' })] }));
+    expect(store.multiHost()).toBe(false); // not said: one host, no column
+    expect(store.trial('a')!.host).toBe('node-1');
+    const before = store.trialsVersion;
+    store.apply(changes('c2', {
+      experiment: { ...experiment, multiHost: true },
+      trials: [trialView('a', 0, 'RUNNING', { attempts: 2, host: 'node-2' })],
+    }));
+    expect(store.multiHost()).toBe(true);
+    expect(store.trial('a')!.host).toBe('node-2');
+    expect(store.trialsVersion).toBe(before + 1);
+  });
+
   it('merges incremental changes by trial id and appends metrics', () => {
     const store = new ExperimentData();
     store.apply(changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));

@@ -78,6 +78,29 @@ describe('TrialsPage', () => {
     expect(ids.length).toBeLessThan(100);
   });
 
+  it("has a Node column only when the server says the trials ran on several hosts", async () => {
+    const store = new ExperimentData();
+    const experiment = { id: 'exp1', execDuration: 1, params: {}, status: 'DONE' };
+    const trials = [trialView('a', 0, 'SUCCEEDED', { host: 'node-1' }), trialView('b', 1, 'SUCCEEDED', { host: 'node-2' })];
+    store.apply(changes('c1', { full: true, experiment, trials }));
+    mount(store);
+    expect(root.querySelector('[data-testid="sort-host"]')).toBeNull();
+    expect(root.querySelector('[data-testid="trial-host-a"]')).toBeNull();
+    await act(async () => {
+      store.apply(changes('c2', { experiment: { ...experiment, multiHost: true } }));
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the page renders on the next frame
+    });
+    expect(root.querySelector('[data-testid="sort-host"]')!.textContent).toBe('Node');
+    expect(root.querySelector('[data-testid="trial-host-a"]')!.textContent).toBe('node-1');
+    expect(root.querySelector('[data-testid="trial-host-b"]')!.textContent).toBe('node-2');
+    await act(async () => {
+      const filter = root.querySelector('[data-testid="filter-host"]') as HTMLInputElement;
+      filter.value = 'node-2';
+      filter.dispatchEvent(new Event('input'));
+    });
+    expect(rows().map((r) => r.getAttribute('data-testid'))).toEqual(['trial-row-b']);
+  });
+
   it('filters by state and parameter and sorts by result', async () => {
     mount(makeStore(200));
     const input = (testid: string) => root.querySelector(`[data-testid="${testid}"]`) as HTMLInputElement;

@@ -72,6 +72,7 @@ export function parseTrial(view: TrialJobView): Trial {
     canKill: view.canKill === true,
     rev: 0,
   };
+  if (typeof view.host === 'string') trial.host = view.host;
   if (details) trial.attemptDetails = details;
   const final = lastFinal(view.finalMetricData);
   if (final !== undefined) {

@@ -12,11 +12,13 @@ export interface TrialQuery {
   params: Record<string, string>;
   /** Substring of the trial id. */
   id: string;
+  /** Substring of the host (node) of the trial's latest attempt. */
+  host: string;
 }
 
-export const EMPTY_QUERY: TrialQuery = { states: [], resultMin: null, resultMax: null, params: {}, id: '' };
+export const EMPTY_QUERY: TrialQuery = { states: [], resultMin: null, resultMax: null, params: {}, id: '', host: '' };
 
-export type SortKey = 'seq' | 'id' | 'status' | 'final' | 'duration' | 'attempts' | `param:${string}`;
+export type SortKey = 'seq' | 'id' | 'status' | 'host' | 'final' | 'duration' | 'attempts' | `param:${string}`;
 
 export interface SortSpec {
   key: SortKey;
@@ -89,7 +91,7 @@ export function paramMatcher(expr: string): ((value: Json | undefined) => boolea
 }
 
 export function isEmptyQuery(q: TrialQuery): boolean {
-  return !q.states.length && q.resultMin === null && q.resultMax === null && !q.id.trim() &&
+  return !q.states.length && q.resultMin === null && q.resultMax === null && !q.id.trim() && !q.host.trim() &&
     Object.values(q.params).every((expr) => !expr.trim());
 }
 
@@ -103,6 +105,7 @@ export function filterTrials(trials: readonly Trial[], q: TrialQuery): Trial[] {
     if (m) matchers.push([name, m]);
   }
   const idNeedle = q.id.trim().toLowerCase();
+  const hostNeedle = q.host.trim().toLowerCase();
   const hasResult = q.resultMin !== null || q.resultMax !== null;
   const lo = q.resultMin ?? -Infinity;
   const hi = q.resultMax ?? Infinity;
@@ -111,6 +114,7 @@ export function filterTrials(trials: readonly Trial[], q: TrialQuery): Trial[] {
     if (states && !states.has(t.status)) continue;
     if (hasResult && (t.final === undefined || t.final < lo || t.final > hi)) continue;
     if (idNeedle && !t.id.toLowerCase().includes(idNeedle)) continue;
+    if (hostNeedle && !(t.host ?? '').toLowerCase().includes(hostNeedle)) continue;
     let ok = true;
     for (const [name, m] of matchers) {
       if (!m(t.params[name])) {
@@ -130,6 +134,7 @@ function getter(key: SortKey, now: number): Getter {
     case 'seq': return (t) => t.seq;
     case 'id': return (t) => t.id;
     case 'status': return (t) => t.status;
+    case 'host': return (t) => t.host;
     case 'final': return (t) => t.final;
     case 'duration': return (t) => trialDuration(t, now);
     case 'attempts': return (t) => t.attempts;

@@ -297,6 +297,11 @@ export class ExperimentData {
     return typeof id === 'string' ? this.byId.get(id) : undefined;
   }
 
+  /** Whether the trials table shows each trial's node: the server's word (they ran on more than one host). */
+  multiHost(): boolean {
+    return this.experiment?.multiHost === true;
+  }
+
   /** NNI's update type of config field `field`, if the server lets it change while running. */
   updateType(field: string): string | undefined {
     return this.experiment?.updatableFields?.find((f) => f.field === field)?.updateType;
@@ -345,7 +350,7 @@ export class ExperimentData {
 function sameTrial(a: Trial, b: Trial): boolean {
   return a.status === b.status && a.attempts === b.attempts && a.startTime === b.startTime &&
     a.endTime === b.endTime && a.submitTime === b.submitTime && a.finalRaw === b.finalRaw &&
-    a.seq === b.seq && a.canKill === b.canKill &&
+    a.seq === b.seq && a.canKill === b.canKill && a.host === b.host &&
     JSON.stringify(a.params) === JSON.stringify(b.params) &&
     JSON.stringify(a.attemptDetails) === JSON.stringify(b.attemptDetails);
 }

@@ -24,6 +24,8 @@ export interface ExperimentView {
   bestTrialId?: string | null;
   /** The config fields that may change while running, each with NNI's update type. */
   updatableFields?: UpdatableField[];
+  /** The trials ran on more than one host: the server's word that the trials table shows each one's node. */
+  multiHost?: boolean;
 }
 
 export interface UpdatableField {
@@ -63,6 +65,8 @@ export interface AttemptView {
   endTime?: number;
   exitCode?: number | null;
   signal?: number | string | null;
+  /** Where the attempt ran, as its training service named it; null when not known. */
+  host?: string | null;
 }
 
 /** A trial as GET /api/v1/expmgr/trials/<id> and the changes give it: NNI's keys and expmgr's. */
@@ -83,6 +87,8 @@ export interface TrialJobView {
   finalNumber?: number | null;
   /** Whether the server would kill this trial now (only a RUNNING one). */
   canKill?: boolean;
+  /** Where its latest attempt ran (sent once known). */
+  host?: string;
 }
 
 /** `[trialId, sequenceId, type, metricSequence, value, timestampMs, attempt?]` */
@@ -159,6 +165,8 @@ export interface Trial {
   finalRaw?: Json;
   /** The server's word: it would kill this trial now. */
   canKill: boolean;
+  /** The host (node) its latest attempt ran on, once known. */
+  host?: string;
   /** Bumped whenever this trial's record or its metrics change. */
   rev: number;
 }

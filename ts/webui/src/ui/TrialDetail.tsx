@@ -21,12 +21,13 @@ function Attempts({ trial, details }: { trial: Trial; details: AttemptView[] | u
   }
   return (
     <table class="grid" data-testid="trial-attempts">
-      <thead><tr><th>#</th><th>State</th><th>Started</th><th>Ended</th><th>Exit code</th><th>Signal</th></tr></thead>
+      <thead><tr><th>#</th><th>State</th><th>Node</th><th>Started</th><th>Ended</th><th>Exit code</th><th>Signal</th></tr></thead>
       <tbody>
         {details.map((a, i) => (
           <tr>
             <td>{a.attempt ?? i + 1}</td>
             <td>{a.status ? <StateBadge state={a.status} /> : ''}</td>
+            <td data-testid={tid.attemptHost(a.attempt ?? i + 1)}>{a.host ?? ''}</td>
             <td>{formatTime(a.startTime)}</td>
             <td>{formatTime(a.endTime)}</td>
             <td>{a.exitCode ?? ''}</td>
@@ -93,6 +94,7 @@ export function TrialDetail({ trialId }: { trialId: string }) {
               <><dt>Reported</dt><dd class="mono">{JSON.stringify(trial.finalRaw)}</dd></>
             )}
             <dt>Latest</dt><dd>{formatNumber(latest) || '—'}</dd>
+            <dt>Node</dt><dd data-testid="trial-host" title="where its latest attempt ran">{trial.host ?? '—'}</dd>
             <dt>Submitted</dt><dd>{formatTime(trial.submitTime)}</dd>
             <dt>Started</dt><dd>{formatTime(trial.startTime)}</dd>
             <dt>Ended</dt><dd>{formatTime(trial.endTime)}</dd>

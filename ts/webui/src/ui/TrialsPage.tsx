@@ -31,6 +31,9 @@ const FIXED_BEFORE: Column[] = [
   { key: 'status', label: 'State', width: 140 },
 ];
 
+/** Shown only when the server says the trials ran on more than one host (`multiHost`). */
+const NODE: Column = { key: 'host', label: 'Node', width: 150 };
+
 const FIXED_AFTER: Column[] = [
   { key: 'final', label: 'Result', width: 120, numeric: true },
   { key: 'duration', label: 'Duration', width: 110, numeric: true },
@@ -58,6 +61,7 @@ const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) 
       case 'status':
         content = <StateBadge state={trial.status} testid={tid.trialState(trial.id)} />;
         break;
+      case 'host': testid = tid.trialHost(trial.id); content = trial.host ?? ''; break;
       case 'final':
         testid = tid.trialFinal(trial.id);
         content = trial.final !== undefined ? formatNumber(trial.final)
@@ -89,6 +93,7 @@ function numberOrNull(text: string): number | null {
 export function TrialsPage() {
   const { store } = useApp();
   const trialsVersion = useSubscribed(store, () => store.trialsVersion);
+  const multiHost = useSubscribed(store, () => store.multiHost());
   const metricsVersion = useSubscribed(store, () => store.metricsVersion);
   const [query, setQuery] = useState<TrialQuery>(EMPTY_QUERY);
   const [sort, setSort] = useState<SortSpec>({ key: 'seq', dir: 'asc' });
@@ -101,9 +106,10 @@ export function TrialsPage() {
   const paramKeys = store.paramKeys();
   const columns = useMemo<Column[]>(() => [
     ...FIXED_BEFORE,
+    ...(multiHost ? [NODE] : []),
     ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, numeric: true, param: p })),
     ...FIXED_AFTER,
-  ], [paramKeys]);
+  ], [paramKeys, multiHost]);
   const width = columns.reduce((sum, c) => sum + c.width, 0);
 
   const rows = selectRows(store.trials, trialsVersion, query, sort);
@@ -133,6 +139,10 @@ export function TrialsPage() {
           if (c.key === 'id') {
             return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.id}
                           data-testid="filter-id" onInput={(e) => update({ id: e.currentTarget.value })} />;
+          }
+          if (c.key === 'host') {
+            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.host}
+                          data-testid="filter-host" onInput={(e) => update({ host: e.currentTarget.value })} />;
           }
           if (c.param) {
             const value = query.params[c.param] ?? '';
