@@ -107,9 +107,12 @@ class RayCluster:
     Node ids are hex strings, as ``ray.get_runtime_context().get_node_id()`` gives them.
     """
 
-    def __init__(self, *, num_cpus: int = 2, num_gpus: int = 2) -> None:
+    def __init__(self, *, num_cpus: int = 2, num_gpus: int = 2, private_worker_dir: Path | None = None) -> None:
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
+        self.private_worker_dir = private_worker_dir
+        """A folder the worker nodes see as an empty tmpfs of their own (a mount namespace):
+        a node that does not share the experiment's folder. Needs root."""
         self.temp_dir: Path | None = None
         self.address = ""
         self.head: RayNode | None = None
@@ -170,6 +173,12 @@ class RayCluster:
         if not self.workers:
             raise RayClusterError("the cluster has no worker node")
         return self.workers[-1]
+
+    @property
+    def worker_name(self) -> str:
+        """The Ray node name of the worker node added last (``worker-<n>``)."""
+        self.worker  # noqa: B018 - raises when there is none
+        return f"worker-{len(self.workers)}"
 
     @property
     def worker_node_id(self) -> str:
@@ -262,12 +271,17 @@ class RayCluster:
         assert self.temp_dir is not None
         log = self.temp_dir / f"{role}-{len(self.workers)}.log"
         resources = {f"node_{role}": 1}
-        command = [_ray_command(), "start", "--block", *args,
+        # Named "head", "worker-1", ...: on one machine every node has the same address.
+        name = "head" if role == "head" else f"worker-{len(self.workers) + 1}"
+        command = [_ray_command(), "start", "--block", *args, f"--node-name={name}",
                    f"--num-cpus={self.num_cpus}", f"--num-gpus={self.num_gpus}",
                    f"--resources={json.dumps(resources)}",
                    f"--object-store-memory={OBJECT_STORE_BYTES}",
                    f"--temp-dir={self.temp_dir}",
                    "--dashboard-agent-listen-port=0", "--disable-usage-stats"]
+        if role == "worker" and self.private_worker_dir is not None:
+            command = ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                       'mount -t tmpfs tmpfs "$0" && exec "$@"', str(self.private_worker_dir), *command]
         with open(log, "wb") as out:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        env={**os.environ, **NODE_ENV}, start_new_session=True,

@@ -94,13 +94,18 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         from expmgr.training.ray_slot import TrialSlot
         self._session = secrets.token_hex(6)
         await _check_reachable(self._config.address)
+        ray_worker_log = logging.getLogger("ray._private.worker")
+        ray_worker_log.addFilter(_not_about_sigterm)
         try:
-            # On the loop's thread, not the main one: Ray leaves the experiment's signal handling alone.
+            # On the loop's thread, not the main one: Ray leaves the experiment's signal handling
+            # alone (and would warn that it does).
             ray.init(address=self._config.address, runtime_env=self._config.runtime_env,
                      logging_level=logging.WARNING, log_to_driver=False, configure_logging=False)
         except Exception as error:  # ConnectionError, RuntimeError, ValueError: all say what is wrong
             raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address "
                                        f"{self._config.address!r}: {error}") from None
+        finally:
+            ray_worker_log.removeFilter(_not_about_sigterm)
         try:
             check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
             await probe_shared_folder(self._paths)
@@ -296,7 +301,9 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         return self._node_names.get(node_id or "") or address
 
     def _release(self, slot: _Slot, preempted: bool = False) -> None:
-        if self._stopping or preempted:  # a preempted trial's node is going away
+        """Keep a slot whose trial ended for the next trial, unless its node is going away or
+        a trial waits for resources: an idle slot holds them, so it makes way."""
+        if self._stopping or preempted or any(not run.started for run in self._runs.values()):
             self._end_slot(slot)
         elif slot in self._slots:
             self._idle.append(slot)
@@ -332,6 +339,10 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         if response.code == 599:  # no answer at all
             return 502, b'{"error": "the manager could not be reached; the report is kept in metrics.jsonl"}'
         return response.code, response.body or b""
+
+
+def _not_about_sigterm(record: logging.LogRecord) -> bool:
+    return "SIGTERM handler is not set" not in record.getMessage()
 
 
 async def _check_reachable(address: str) -> None:
