@@ -57,6 +57,8 @@ class _Run:
     host: str | None = None
     """The node it runs on, once started."""
     started: bool = False
+    signal_at_start: int | None = None
+    """A signal sent while it waited for resources: given to it once it starts."""
     preempted: bool = False
     """Its node is being taken away (drained): its end is a preemption."""
     task: asyncio.Task | None = field(default=None, repr=False)
@@ -172,9 +174,13 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         run.task = self._spawn(self._follow(run))
 
     def signal(self, trial_id: str, signum: int) -> bool:
+        """A trial still waiting for its resources gets the signal the moment it starts."""
         run = self._runs.get(trial_id)
-        if run is None or not run.started:
+        if run is None:
             return False
+        if not run.started:
+            run.signal_at_start = signum
+            return True
         run.slot.actor.signal.remote(trial_id, signum)
         return True
 
@@ -268,7 +274,9 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         run.started, run.host = True, host
         self._events.trial_started(trial.trial_id, trial.attempt, pid, pid_started=pid_started, host=host)
         if self._stopping:
-            run.slot.actor.signal.remote(trial.trial_id, signals.SIGKILL)
+            run.signal_at_start = signals.SIGKILL
+        if run.signal_at_start is not None:
+            run.slot.actor.signal.remote(trial.trial_id, run.signal_at_start)
         while True:
             try:
                 returncode = await run.slot.actor.wait_trial.remote(trial.trial_id, trial.attempt)
