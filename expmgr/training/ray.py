@@ -103,9 +103,13 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             # alone (and would warn that it does).
             ray.init(address=self._config.address, runtime_env=self._config.runtime_env,
                      logging_level=logging.WARNING, log_to_driver=False, configure_logging=False)
-        except Exception as error:  # ConnectionError, RuntimeError, ValueError: all say what is wrong
+        except ConnectionError as error:
             raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address "
                                        f"{self._config.address!r}: {error}") from None
+        except Exception as error:  # RuntimeError, ValueError: each says what is wrong
+            where = " (see trainingService.runtimeEnv)" if self._config.runtime_env else ""
+            raise TrainingServiceError(f"Ray refused this experiment as a driver of the cluster at "
+                                       f"{self._config.address!r}{where}: {error}") from None
         finally:
             ray_worker_log.removeFilter(_not_about_sigterm)
         try:
@@ -406,6 +410,11 @@ async def probe_shared_folder(paths: ExperimentPaths) -> None:
     except asyncio.TimeoutError:
         raise TrainingServiceError(f"the shared-folder probe got no answer from every node within "
                                    f"{_PROBE_TIMEOUT:.0f} s") from None
+    except ray.exceptions.RuntimeEnvSetupError as error:
+        raise TrainingServiceError(f"trainingService.runtimeEnv could not be set up on a node: "
+                                   f"{_last_reason(error)}") from None
+    except ray.exceptions.RayError as error:
+        raise TrainingServiceError(f"the shared-folder probe failed on a node: {_last_reason(error)}") from None
     finally:
         sent.unlink(missing_ok=True)
     problems = []
@@ -453,6 +462,13 @@ def _read_and_remove(path: str) -> str | None:
             os.unlink(path)
         except OSError:
             pass
+
+
+def _last_reason(error: BaseException) -> str:
+    """The last line of a Ray error that is not part of a traceback: what went wrong, last."""
+    lines = [line.strip() for line in str(error).splitlines()
+             if line.strip() and not line.startswith((" ", "Traceback", "During handling", "[Node"))]
+    return (lines[-1] if lines else type(error).__name__)[:500]
 
 
 def _reason(error: BaseException) -> str:

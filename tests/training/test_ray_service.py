@@ -345,3 +345,24 @@ def test_resources_no_node_has_are_a_clear_error(ray_cluster, tmp_path, code_dir
     assert experiment.get_status() == "ERROR"
     assert "no node of the Ray cluster has the trialResources a trial asks for (cpu: 1, gpu: 8, tpu: 1)" \
         in experiment.get_error()
+
+
+@pytest.mark.parametrize("runtime_env, message", [
+    ({"working_dir": "/nonexistent-expmgr-dir"}, "(see trainingService.runtimeEnv): directory /nonexistent-expmgr-dir"),
+    ({"pip": ["expmgr-no-such-package==9.9.9"]}, "trainingService.runtimeEnv could not be set up on a node: "),
+])
+def test_a_runtime_env_ray_cannot_set_up_is_a_clear_error_before_any_trial(ray_cluster, tmp_path, code_dir,
+                                                                           runtime_env, message):
+    write_script(code_dir, "trial.py", "open('started', 'w').close()\n")
+    config = ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=1,
+                        search_space={"x": {"_type": "choice", "_value": [1]}})
+    config.training_service["runtimeEnv"] = runtime_env
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=120)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "ERROR"
+    assert message in experiment.get_error() and "Traceback" not in experiment.get_error(), experiment.get_error()
+    assert not (code_dir / "started").exists()
