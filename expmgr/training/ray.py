@@ -12,6 +12,7 @@ milliseconds); the trial itself is always a new process. docs/ray.md is the user
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 import signal as signals
@@ -96,8 +97,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         from expmgr.training.ray_slot import TrialSlot
         self._session = secrets.token_hex(6)
         await _check_reachable(self._config.address)
-        ray_worker_log = logging.getLogger("ray._private.worker")
-        ray_worker_log.addFilter(_not_about_sigterm)
+        _RAY_WORKER_LOG.addFilter(_without_expected_noise)
         try:
             # On the loop's thread, not the main one: Ray leaves the experiment's signal handling
             # alone (and would warn that it does).
@@ -110,13 +110,15 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             where = " (see trainingService.runtimeEnv)" if self._config.runtime_env else ""
             raise TrainingServiceError(f"Ray refused this experiment as a driver of the cluster at "
                                        f"{self._config.address!r}{where}: {error}") from None
-        finally:
-            ray_worker_log.removeFilter(_not_about_sigterm)
+        except BaseException:
+            _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
+            raise
         try:
             check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
             await probe_shared_folder(self._paths)
         except BaseException:
             ray.shutdown()
+            _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
             raise
         self._started = True
         resources = self._config.trial_resources
@@ -154,6 +156,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             self._http.close()
         import ray
         ray.shutdown()
+        _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
         self._started = False
 
     # -- trials ----------------------------------------------------------------
@@ -347,14 +350,24 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
                               headers={"Content-Type": "application/json",
                                        trial_api.TOKEN_HEADER: token.decode("latin-1")},
                               request_timeout=20.0)
-        response = await self._http.fetch(request, raise_error=False)
+        try:
+            response = await self._http.fetch(request, raise_error=False)
+        except Exception as error:  # the pump must go on for the slot's next reports
+            return 502, json.dumps({"error": f"relaying the report failed: {error}"}).encode()
         if response.code == 599:  # no answer at all
             return 502, b'{"error": "the manager could not be reached; the report is kept in metrics.jsonl"}'
         return response.code, response.body or b""
 
 
-def _not_about_sigterm(record: logging.LogRecord) -> bool:
-    return "SIGTERM handler is not set" not in record.getMessage()
+_RAY_WORKER_LOG = logging.getLogger("ray._private.worker")
+
+
+def _without_expected_noise(record: logging.LogRecord) -> bool:
+    """Drop what Ray's driver logs of our own choices: no SIGTERM handler off the main thread
+    (on purpose), and the failure of a signal or an answer sent to a slot that has died
+    meanwhile (told to the runner through the slot's own end)."""
+    message = record.getMessage()
+    return "SIGTERM handler is not set" not in message and not message.startswith("Unhandled error")
 
 
 async def _check_reachable(address: str) -> None:
@@ -417,14 +430,12 @@ async def probe_shared_folder(paths: ExperimentPaths) -> None:
         raise TrainingServiceError(f"the shared-folder probe failed on a node: {_last_reason(error)}") from None
     finally:
         sent.unlink(missing_ok=True)
-    problems = []
-    for node, (host, answer_path, error) in zip(nodes, done):
-        if error is None:
-            answer = _read_and_remove(answer_path)
-            if answer != f"{token} {host}":
-                error = f"its file {answer_path} is not seen here"
-        if error is not None:
-            problems.append(f"node {host}: {error}")
+    problems: list[str] = []
+    for node, (host, answer_path, problem) in zip(nodes, done):
+        if problem is None and _read_and_remove(answer_path) != f"{token} {host}":
+            problem = f"its file {answer_path} is not seen here"
+        if problem is not None:
+            problems.append(f"node {node.get('NodeName') or host}: {problem}")
     if problems:
         raise TrainingServiceError(
             f"the experiment's folder {paths.root} is not shared by every node of the Ray cluster ("
