@@ -98,6 +98,28 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._session = secrets.token_hex(6)
         await _check_reachable(self._config.address)
         _RAY_WORKER_LOG.addFilter(_without_expected_noise)
+        ready = False
+        try:
+            self._connect(ray)
+            check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
+            await probe_shared_folder(self._paths)
+            ready = True
+        finally:
+            if not ready:
+                if ray.is_initialized():
+                    ray.shutdown()
+                _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
+        self._started = True
+        resources = self._config.trial_resources
+        self._slot_class = ray.remote(TrialSlot).options(
+            num_cpus=resources.cpu, num_gpus=resources.gpu, memory=resources.memory,
+            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
+        from tornado.httpclient import AsyncHTTPClient
+        self._http = AsyncHTTPClient(force_instance=True)
+        self._trials_run = asyncio.Event()
+        self._spawn(self._watch_drains())
+
+    def _connect(self, ray: Any) -> None:
         try:
             # On the loop's thread, not the main one: Ray leaves the experiment's signal handling
             # alone (and would warn that it does).
@@ -110,25 +132,6 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             where = " (see trainingService.runtimeEnv)" if self._config.runtime_env else ""
             raise TrainingServiceError(f"Ray refused this experiment as a driver of the cluster at "
                                        f"{self._config.address!r}{where}: {error}") from None
-        except BaseException:
-            _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
-            raise
-        try:
-            check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
-            await probe_shared_folder(self._paths)
-        except BaseException:
-            ray.shutdown()
-            _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
-            raise
-        self._started = True
-        resources = self._config.trial_resources
-        self._slot_class = ray.remote(TrialSlot).options(
-            num_cpus=resources.cpu, num_gpus=resources.gpu, memory=resources.memory,
-            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
-        from tornado.httpclient import AsyncHTTPClient
-        self._http = AsyncHTTPClient(force_instance=True)
-        self._trials_run = asyncio.Event()
-        self._spawn(self._watch_drains())
 
     async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
         if not self._started:
