@@ -57,6 +57,8 @@ class _Run:
     manager_url: str
     host: str | None = None
     """The node it runs on, once started."""
+    placed: bool = False
+    """Its slot was placed on a node already (a reused one); a new one may wait for resources."""
     started: bool = False
     signal_at_start: int | None = None
     """A signal sent while it waited for resources: given to it once it starts."""
@@ -77,6 +79,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._session = ""
         self._slot_class: Any = None
         self._slots: list[_Slot] = []
+        self._slots_made = 0
         self._idle: list[_Slot] = []
         self._runs: dict[str, _Run] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -167,7 +170,11 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
     def has_capacity(self) -> bool:
         """At most ``maxPendingTrials`` trials wait for their resources at once."""
         limit = self._config.max_pending_trials
-        return limit is None or sum(1 for run in self._runs.values() if not run.started) < limit
+        return limit is None or self._waiting_for_resources() < limit
+
+    def _waiting_for_resources(self) -> int:
+        """Trials whose new slot Ray has not placed yet."""
+        return sum(1 for run in self._runs.values() if not run.started and not run.placed)
 
     async def launch(self, trial: TrialLaunch) -> None:
         files = self._files(trial.trial_id)
@@ -178,7 +185,8 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
         host = env.get(trial_api.ENV_MANAGER_HOST, self._manager_host)
         url = (f"http://{f'[{host}]' if ':' in host else host}:{env.get(trial_api.ENV_MANAGER_PORT, '0')}")
-        run = _Run(trial, env, self._idle.pop() if self._idle else self._new_slot(), url)
+        placed = bool(self._idle)
+        run = _Run(trial, env, self._idle.pop() if placed else self._new_slot(), url, placed=placed)
         self._runs[trial.trial_id] = run
         self._trials_run.set()
         run.task = self._spawn(self._follow(run))
@@ -230,7 +238,10 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
                 self.signal(trial_id, signals.SIGUSR1)
 
     def _new_slot(self) -> _Slot:
-        slot = _Slot(self._slot_class.remote(f"{self._session}-{len(self._slots)}"), len(self._slots))
+        # Numbered for good, not by position: a slot's watchdog ends every process marked with
+        # its session, so no two slots may ever share one.
+        self._slots_made += 1
+        slot = _Slot(self._slot_class.remote(f"{self._session}-{self._slots_made}"), self._slots_made)
         self._slots.append(slot)
         slot.pump = self._spawn(self._pump(slot))
         return slot
@@ -321,7 +332,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
     def _release(self, slot: _Slot, preempted: bool = False) -> None:
         """Keep a slot whose trial ended for the next trial, unless its node is going away or
         a trial waits for resources: an idle slot holds them, so it makes way."""
-        if self._stopping or preempted or any(not run.started for run in self._runs.values()):
+        if self._stopping or preempted or self._waiting_for_resources():
             self._end_slot(slot)
         elif slot in self._slots:
             self._idle.append(slot)

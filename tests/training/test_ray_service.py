@@ -366,3 +366,20 @@ def test_a_runtime_env_ray_cannot_set_up_is_a_clear_error_before_any_trial(ray_c
     assert experiment.get_status() == "ERROR"
     assert message in experiment.get_error() and "Traceback" not in experiment.get_error(), experiment.get_error()
     assert not (code_dir / "started").exists()
+
+
+def test_many_short_trials_all_succeed_while_slots_come_and_go(ray_cluster, tmp_path, code_dir):
+    """Slots are ended (making way for a waiting trial) and new ones made while others run:
+    no slot's watchdog may take another slot's trial for its own."""
+    write_script(code_dir, "trial.py", """
+        import expmgr
+        expmgr.report_final_result(expmgr.get_next_parameter()["x"])
+    """)
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=24,
+                                       trial_concurrency=3,
+                                       search_space={"x": {"_type": "choice", "_value": list(range(24))}}))
+    assert experiment.run(port=0)
+    trials = experiment.list_trial_jobs()
+    assert sorted(t.finalMetric for t in trials) == list(range(24))
+    assert {t.status for t in trials} == {"SUCCEEDED"}, [(t.trialJobId, t.status) for t in trials]
+    assert all(t.attempts == 1 for t in trials)
