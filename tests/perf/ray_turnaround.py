@@ -128,6 +128,7 @@ class Run:
     """Driver plus its non-trial descendants."""
     node_start: float | None = None
     """Seconds the Ray head node took to start (not in ``seconds``)."""
+    round: int = 0
 
     @property
     def gap(self) -> float:
@@ -487,7 +488,9 @@ def summary(results: Results, rounds: int) -> None:
             values = [value(r) for r in runs]
             text = (f"  {name:<19} {form.format(statistics.median(values)):>7} "
                     f"[{form.format(min(values))}-{form.format(max(values))}]")
-            pairs = [(value(r), value(l)) for r, l in zip(runs, local) if value(l) > 0]
+            local_of = {r.round: r for r in local}  # a failed run leaves its round out: pair by round
+            pairs = [(value(r), value(local_of[r.round])) for r in runs
+                     if r.round in local_of and value(local_of[r.round]) > 0]
             if system != "local" and pairs:
                 text += f"  ratio {statistics.median(v / l for v, l in pairs):.2f}x"
             print(text)
@@ -563,6 +566,7 @@ def main() -> None:
                     print(f"  {system:<10} run failed, not counted: {error}", flush=True)
                     results.failed.setdefault(system, []).append(str(error))
                     continue
+                run.round = round_number
                 results.runs[system].append(run)
                 print(f"  {system:<10} {describe(run)}", flush=True)
         finished = True
