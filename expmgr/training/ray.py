@@ -174,7 +174,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
 
     def _waiting_for_resources(self) -> int:
         """Trials whose new slot Ray has not placed yet."""
-        return sum(1 for run in self._runs.values() if not run.started and not run.placed)
+        return sum(1 for run in self._runs.values() if not run.placed)
 
     async def launch(self, trial: TrialLaunch) -> None:
         files = self._files(trial.trial_id)
@@ -276,22 +276,22 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
                 "env": run.env}
+        if not run.placed:
+            waiting_on = run.slot
+            try:
+                await waiting_on.actor.host.remote()  # Ray has placed it: it holds the trial's resources
+            except exceptions.RayError as error:
+                if run.slot is waiting_on:  # not handed a freed slot meanwhile (_release)
+                    self._not_started(run, error)
+                    return
+            run.placed = True  # this slot, or a freed one it was handed meanwhile
         try:
             pid, pid_started, address, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
         except (exceptions.RayError, OSError) as error:
-            self._runs.pop(trial.trial_id, None)
-            if isinstance(error, exceptions.RayTaskError):
-                self._release(run.slot)  # the slot is fine; the trial could not start
-            else:
-                self._end_slot(run.slot)
-            if self._stopping:  # ended while it waited for resources
-                self._events.trial_started(trial.trial_id, trial.attempt, None)
-                self._events.trial_lost(trial.trial_id, trial.attempt, "stopped before it started",
-                                        preempted=self._stop_signal == signals.SIGUSR1)
-            else:
-                self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error))
+            self._not_started(run, error)
             return
         host = await self._node_name(run.slot.node_id, address)
+
         run.started, run.host = True, host
         self._events.trial_started(trial.trial_id, trial.attempt, pid, pid_started=pid_started, host=host)
         if self._stopping:
@@ -329,13 +329,36 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
                                     for node in nodes)
         return self._node_names.get(node_id or "") or address
 
+    def _not_started(self, run: _Run, error: BaseException) -> None:
+        from ray import exceptions
+        trial = run.launch
+        self._runs.pop(trial.trial_id, None)
+        if isinstance(error, exceptions.RayTaskError):
+            self._release(run.slot)  # the slot is fine; the trial could not start
+        else:
+            self._end_slot(run.slot)
+        if self._stopping:  # ended while it waited for resources
+            self._events.trial_started(trial.trial_id, trial.attempt, None)
+            self._events.trial_lost(trial.trial_id, trial.attempt, "stopped before it started",
+                                    preempted=self._stop_signal == signals.SIGUSR1)
+        else:
+            self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error))
+
     def _release(self, slot: _Slot, preempted: bool = False) -> None:
-        """Keep a slot whose trial ended for the next trial, unless its node is going away or
-        a trial waits for resources: an idle slot holds them, so it makes way."""
-        if self._stopping or preempted or self._waiting_for_resources():
+        """A slot whose trial ended goes to a trial waiting for a slot Ray has not placed yet
+        (whose request is withdrawn: an idle slot would hold the resources it waits for), or
+        waits for the next trial; unless its node is going away."""
+        if slot not in self._slots:
+            return
+        if self._stopping or preempted:
             self._end_slot(slot)
-        elif slot in self._slots:
+            return
+        waiting = next((run for run in self._runs.values() if not run.placed), None)
+        if waiting is None:
             self._idle.append(slot)
+            return
+        withdrawn, waiting.slot, waiting.placed = waiting.slot, slot, True
+        self._end_slot(withdrawn)  # no trial was started on it: start_trial waits for placement
 
     # -- the metric relay -------------------------------------------------------
 

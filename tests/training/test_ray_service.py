@@ -372,14 +372,17 @@ def test_many_short_trials_all_succeed_while_slots_come_and_go(ray_cluster, tmp_
     """Slots are ended (making way for a waiting trial) and new ones made while others run:
     no slot's watchdog may take another slot's trial for its own."""
     write_script(code_dir, "trial.py", """
-        import expmgr
-        expmgr.report_final_result(expmgr.get_next_parameter()["x"])
+        import os, expmgr
+        expmgr.report_final_result({"default": expmgr.get_next_parameter()["x"], "slot": os.getppid()})
     """)
+    # Three at a time where two fit (the head's 2 CPUs): one always waits for a slot.
     experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=24,
-                                       trial_concurrency=3,
+                                       trial_concurrency=3, trial_resources={"cpu": 1, "node_head": 0.01},
                                        search_space={"x": {"_type": "choice", "_value": list(range(24))}}))
     assert experiment.run(port=0)
     trials = experiment.list_trial_jobs()
-    assert sorted(t.finalMetric for t in trials) == list(range(24))
+    assert sorted(t.finalMetric["default"] for t in trials) == list(range(24))
     assert {t.status for t in trials} == {"SUCCEEDED"}, [(t.trialJobId, t.status) for t in trials]
     assert all(t.attempts == 1 for t in trials)
+    slots = {t.finalMetric["slot"] for t in trials}
+    assert len(slots) <= 3, f"a freed slot goes to the waiting trial, not a new one each time: {len(slots)} slots"
