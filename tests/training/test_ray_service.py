@@ -178,16 +178,28 @@ def test_a_sigkilled_experiment_leaves_no_trial_on_any_node_and_resume_reruns_th
     assert kinds == [("FINAL", 4), ("PERIODICAL", 8)]
 
 
+def two_running_on_the_worker(experiment: Experiment, cluster: RayCluster, code_dir: Path) -> set[str]:
+    """Once four trials run (two a node), the ids of those on the worker node."""
+    wait_until(lambda: len(seen(code_dir)) == 4, DEADLINE, "four trials running")
+    hosts = hosts_of_first_attempts(experiment)
+    on_worker = {trial_id for trial_id, host in hosts.items() if host == cluster.worker_name}
+    assert len(on_worker) == 2, f"two trials on the worker: {hosts}"
+    return on_worker
+
+
+def assert_run_again_on_the_head(experiment: Experiment, trial_ids: set[str]) -> None:
+    attempts = attempts_of(experiment)
+    again = [(trial_id, host) for trial_id, attempt, _, host in attempts if attempt == 2]
+    assert {t for t, _ in again} == trial_ids and {host for _, host in again} == {"head"}, attempts
+
+
 def test_a_dead_worker_node_crashes_its_trials_and_they_are_retried_on_the_head(ray_cluster, tmp_path, code_dir):
     write_script(code_dir, "trial.py", WAITING_TRIAL)
     experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=4,
                                        max_trial_retries=1))
     experiment.start(port=0)
     try:
-        wait_until(lambda: len(seen(code_dir)) == 4, DEADLINE, "four trials running")
-        hosts = hosts_of_first_attempts(experiment)
-        on_worker = {trial_id for trial_id, host in hosts.items() if host == ray_cluster.worker_name}
-        assert len(on_worker) == 2, f"two trials on the worker: {hosts}"
+        on_worker = two_running_on_the_worker(experiment, ray_cluster, code_dir)
         ray_cluster.kill_worker()
         wait_until(lambda: {(t, s) for t, a, s, _ in attempts_of(experiment) if a == 1 and s == "CRASHED"}
                    == {(t, "CRASHED") for t in on_worker}, DEADLINE, "the worker's trials CRASHED")
@@ -195,10 +207,8 @@ def test_a_dead_worker_node_crashes_its_trials_and_they_are_retried_on_the_head(
         assert experiment.wait(timeout=DEADLINE)
     finally:
         experiment.stop()
-    attempts = attempts_of(experiment)
     assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}
-    retried = [(t, host) for t, a, s, host in attempts if a == 2]
-    assert {t for t, _ in retried} == on_worker and {host for _, host in retried} == {"head"}, attempts
+    assert_run_again_on_the_head(experiment, on_worker)
 
 
 PREEMPTIBLE_TRIAL = """
@@ -229,10 +239,7 @@ def test_a_drained_node_preempts_its_trials_which_continue_from_their_checkpoint
                                        max_trial_retries=0))
     experiment.start(port=0)
     try:
-        wait_until(lambda: len(seen(code_dir)) == 4, DEADLINE, "four trials running")
-        hosts = hosts_of_first_attempts(experiment)
-        on_worker = {trial_id for trial_id, host in hosts.items() if host == ray_cluster.worker_name}
-        assert len(on_worker) == 2, f"two trials on the worker: {hosts}"
+        on_worker = two_running_on_the_worker(experiment, ray_cluster, code_dir)
         ray_cluster.drain_worker(reason="preemption", deadline_s=60)
         wait_until(lambda: {t for t, a, s, _ in attempts_of(experiment) if s == "PREEMPTED"} == on_worker,
                    DEADLINE, "the drained node's trials PREEMPTED")
@@ -245,8 +252,7 @@ def test_a_drained_node_preempts_its_trials_which_continue_from_their_checkpoint
     assert {t.status for t in trials.values()} == {"SUCCEEDED"}
     for trial_id in on_worker:
         assert trials[trial_id].finalMetric["from"].startswith("checkpoint of x="), "continued from its checkpoint"
-    retried = [(t, host) for t, a, s, host in attempts_of(experiment) if a == 2]
-    assert {t for t, _ in retried} == on_worker and {host for _, host in retried} == {"head"}
+    assert_run_again_on_the_head(experiment, on_worker)
 
 
 def test_a_node_that_does_not_share_the_folder_stops_the_experiment_before_any_trial(tmp_path, code_dir):
