@@ -178,6 +178,51 @@ def test_a_sigkilled_experiment_leaves_no_trial_on_any_node_and_resume_reruns_th
     assert kinds == [("FINAL", 4), ("PERIODICAL", 8)]
 
 
+STUBBORN_TRIAL = """
+    import json, os, signal, subprocess, time
+    import expmgr
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    expmgr.get_next_parameter()
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    os.makedirs("seen", exist_ok=True)
+    with open(f"seen/{expmgr.get_trial_id()}.1.json", "w") as f:
+        json.dump({"pids": [os.getpid(), child.pid]}, f)
+    time.sleep(300)
+"""
+
+
+def test_expctl_stop_cancel_kills_trials_ignoring_sigterm_and_their_children_on_every_node(
+        ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", STUBBORN_TRIAL)
+    (code_dir / "config.yml").write_text(textwrap.dedent(f"""\
+        searchSpace: {{x: {{_type: choice, _value: [1, 2, 3, 4]}}}}
+        trialCommand: python3 trial.py
+        trialCodeDirectory: .
+        trialConcurrency: 4
+        maxTrialNumber: 4
+        trialGracePeriod: 10m
+        tuner: {{name: GridSearch}}
+        trainingService: {{platform: ray, address: "{ray_cluster.address}", trialResources: {{cpu: 1}}}}
+        """))
+    env = {**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+
+    def expctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=code_dir, env=env,
+                              capture_output=True, text=True, timeout=120)
+    created = expctl("create", "--config", "config.yml", "--port", "0")
+    assert created.returncode == 0, created.stderr
+    try:
+        views = wait_until(lambda: len(seen(code_dir)) == 4 and seen(code_dir), DEADLINE, "four trials running")
+        pids = [pid for view in views.values() for pid in view["pids"]]
+        stopped = expctl("stop", "--cancel", "--timeout", "60")
+        assert stopped.returncode == 0, stopped.stderr
+        wait_until(lambda: not alive(pids), 5, "every trial and child on every node to end, grace or not")
+    finally:
+        expctl("stop", "--cancel", "--timeout", "60")
+    listed = json.loads(expctl("trial", "ls", created.stdout.split()[1], "--json").stdout)
+    assert {trial["status"] for trial in listed} == {"USER_CANCELED"}
+
+
 def two_running_on_the_worker(experiment: Experiment, cluster: RayCluster, code_dir: Path) -> set[str]:
     """Once four trials run (two a node), the ids of those on the worker node."""
     wait_until(lambda: len(seen(code_dir)) == 4, DEADLINE, "four trials running")
