@@ -20,8 +20,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from expmgr.layout import ExperimentPaths
 from expmgr import trial as trial_api
+from expmgr.layout import ExperimentPaths
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
