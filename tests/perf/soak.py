@@ -429,6 +429,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="expmgr-soak-"))
     reports_file = work / "reports.txt"
     os.environ["SOAK_REPORTS"] = str(reports_file)  # the manager's trials inherit it
+    try:
+        measure(args, window, work, reports_file)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, window: int, work: Path, reports_file: Path) -> None:
+    """Run the experiment in ``work``, follow it, stop it and print the table."""
     loads = [os.getloadavg()[0]]
     started = time.time()
     manager = Manager(work, args.trials, args.concurrency)
@@ -447,12 +456,7 @@ def main() -> None:
             poller.join(30)
         manager.stop()
     loads.append(os.getloadavg()[0])
-    try:
-        report(args, window, manager, samples, client, poller, end_size, reports_file, elapsed, loads)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-
+    report(args, window, manager, samples, client, poller, end_size, reports_file, elapsed, loads)
 
 if __name__ == "__main__":
     main()
