@@ -41,7 +41,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -383,7 +382,7 @@ def report(floors: list[tuple[int, float]], bare: float, runs: dict[str, list[Ru
         return spread([value(r) for r in runs[name]], form)
 
     rows = [
-        (f"whole run, start() to DONE (s)", spread([s for _, s in floors], "{:.2f}"), whole,
+        ("whole run, start() to DONE (s)", spread([s for _, s in floors], "{:.2f}"), whole,
          "<= 1.3x the floor"),
         ("start() -> first trial's code runs (s)", "-", lambda n: of(n, lambda r: r.first_trial, "{:.3f}"),
          "<= 0.1 s"),
