@@ -24,10 +24,14 @@ round's floor):
 - whole run, start() to DONE;
 - start() to the first trial's first line;
 - idle gap (median over the run): at concurrency c the k-th trial to start (k >= c) waited for
-  the (k-c)-th trial to end; its gap is from that end to its first line;
+  the (k-c)-th trial to end; its gap is from that end to its first line (so it includes the
+  ending trial's interpreter exit and the next one's interpreter start; the floor's 0 is by
+  definition, not measured);
 - manager-side memory: the peak of the summed PSS of the driver and its descendants that are
   not trials (expmgr: manager, dispatcher, watchdog; NNI: the Python driving the experiment,
-  the node.js manager, the dispatcher), sampled every 0.1 s; each part's peak is printed below;
+  the node.js manager, the dispatcher), sampled every 0.1 s; each part's peak is printed below.
+  A child that still has the driver's command line (forked, not yet exec'd) is not counted: a
+  vfork()ed child reports its parent's memory;
 - trial import + get_next_parameter: in the trials of the run, from the first line to after
   ``get_next_parameter()``; floor: a bare interpreter start (``python -c pass``, the faster
   half of 20). Also printed: ``import expmgr; get_next_parameter()`` as a whole process.
