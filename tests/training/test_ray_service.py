@@ -40,6 +40,23 @@ def hosts_of_first_attempts(experiment: Experiment) -> dict[str, str | None]:
     return {trial_id: host for trial_id, attempt, _, host in attempts_of(experiment) if attempt == 1}
 
 
+def write_ray_config_file(code_dir: Path, cluster: RayCluster, extra: str = "") -> None:
+    """code_dir/config.yml: 4 trials (x = 1..4) at once on the cluster, one CPU each."""
+    (code_dir / "config.yml").write_text(textwrap.dedent(f"""\
+        searchSpace: {{x: {{_type: choice, _value: [1, 2, 3, 4]}}}}
+        trialCommand: python3 trial.py
+        trialCodeDirectory: .
+        trialConcurrency: 4
+        maxTrialNumber: 4
+        tuner: {{name: GridSearch}}
+        trainingService: {{platform: ray, address: "{cluster.address}", trialResources: {{cpu: 1}}}}
+        """) + extra)
+
+
+def expctl_env(home: Path) -> dict[str, str]:
+    return {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+
+
 def attempts_of(experiment: Experiment) -> list[tuple[str, int, str, str | None]]:
     """(trial id, attempt, status, host) of every attempt, in order."""
     with sqlite3.connect(experiment.paths.database) as db:
@@ -133,20 +150,9 @@ def test_stop_ends_every_trial_and_its_children_on_every_node(ray_cluster, tmp_p
 
 def test_a_sigkilled_experiment_leaves_no_trial_on_any_node_and_resume_reruns_them(ray_cluster, tmp_path, code_dir):
     write_script(code_dir, "trial.py", WAITING_TRIAL)
-    (code_dir / "config.yml").write_text(textwrap.dedent(f"""\
-        searchSpace: {{x: {{_type: choice, _value: [1, 2, 3, 4]}}}}
-        trialCommand: python3 trial.py
-        trialCodeDirectory: .
-        trialConcurrency: 4
-        maxTrialNumber: 4
-        tuner: {{name: GridSearch}}
-        trainingService:
-          platform: ray
-          address: {ray_cluster.address}
-          trialResources: {{cpu: 1}}
-        """))
+    write_ray_config_file(code_dir, ray_cluster)
     home = tmp_path / "home"
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    env = expctl_env(home)
     create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
                                "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -194,17 +200,8 @@ STUBBORN_TRIAL = """
 def test_expctl_stop_cancel_kills_trials_ignoring_sigterm_and_their_children_on_every_node(
         ray_cluster, tmp_path, code_dir):
     write_script(code_dir, "trial.py", STUBBORN_TRIAL)
-    (code_dir / "config.yml").write_text(textwrap.dedent(f"""\
-        searchSpace: {{x: {{_type: choice, _value: [1, 2, 3, 4]}}}}
-        trialCommand: python3 trial.py
-        trialCodeDirectory: .
-        trialConcurrency: 4
-        maxTrialNumber: 4
-        trialGracePeriod: 10m
-        tuner: {{name: GridSearch}}
-        trainingService: {{platform: ray, address: "{ray_cluster.address}", trialResources: {{cpu: 1}}}}
-        """))
-    env = {**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    write_ray_config_file(code_dir, ray_cluster, "trialGracePeriod: 10m\n")
+    env = expctl_env(tmp_path / "home")
 
     def expctl(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=code_dir, env=env,
