@@ -12,7 +12,6 @@ import secrets
 import shutil
 import signal as signals
 import subprocess
-import sys
 import traceback
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,7 @@ from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_gr
 from expmgr.training._process import process_start_time as _process_start_time, spawn_trial
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
+from expmgr.training.watchdog import command as watchdog_command
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedLocalConfig
@@ -89,7 +89,7 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         # experiment's, or an earlier run's, are never taken for ours.
         self._session = secrets.token_hex(8)
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "expmgr.training.watchdog", self._session], stdin=subprocess.PIPE,
+            watchdog_command(self._session), stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)

@@ -32,6 +32,7 @@ from expmgr import trial as trial_api
 from expmgr.layout import TrialFiles
 from expmgr.training._process import exit_of, kill_group, process_start_time, spawn_trial
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
+from expmgr.training.watchdog import command as watchdog_command
 
 MAX_WAITING_REPORTS = 64
 """Reports a slot holds for the driver at once; more are answered 503 (the trial keeps the
@@ -42,7 +43,7 @@ _READ_TIMEOUT = 10.0
 _ANSWER_TIMEOUT = 25.0  # under the trial's own 30 s, so that the trial hears why
 _DOUBLE_FORK = ("import os, sys\n"
                 "if os.fork():\n    os._exit(0)\n"
-                "os.execv(sys.executable, [sys.executable, '-m', 'expmgr.training.watchdog', sys.argv[1]])\n")
+                "os.execv(sys.argv[1], sys.argv[1:])\n")
 _REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
             413: "Content Too Large", 500: "Internal Server Error", 502: "Bad Gateway",
             503: "Service Unavailable", 504: "Gateway Timeout"}
@@ -52,7 +53,8 @@ def start_detached_watchdog(session: str) -> int:
     """Start the watchdog for ``session`` as a grandchild in its own session; returns the
     write end of its stdin (closed when this process dies, however it dies)."""
     read_end, write_end = os.pipe()
-    intermediate = subprocess.Popen([sys.executable, "-c", _DOUBLE_FORK, session], stdin=read_end,
+    intermediate = subprocess.Popen([sys.executable, "-I", "-S", "-c", _DOUBLE_FORK, *watchdog_command(session)],
+                                    stdin=read_end,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     os.close(read_end)
     intermediate.wait()
