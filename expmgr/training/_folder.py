@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import time
+from pathlib import Path
 from typing import IO, Iterator
 
 from expmgr import trial as trial_api
@@ -75,12 +76,32 @@ def prepare_folder(files: TrialFiles, parameter_record: dict) -> None:
     """The trial's folder, with its parameter.json written at its first attempt (a later
     attempt, or a resume, finds it: a trial's parameters never change)."""
     files.root.mkdir(parents=True, exist_ok=True)
-    if files.parameter_file.exists():
+    content = json.dumps(parameter_record).encode("utf-8")
+    try:
+        # Written in place, not renamed into place: creating a file is most of the cost here
+        # (0.4 ms of CPU on some disks, at every launch), so one is made, not two.
+        descriptor = os.open(files.parameter_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        if _whole_json(files.parameter_file):
+            return
+        # Torn: its manager died while writing it, before the trial could start. Written
+        # again, renamed into place now, as the trial's record has it.
+        partial = files.parameter_file.with_name(files.parameter_file.name + ".partial")
+        partial.write_bytes(content)
+        os.replace(partial, files.parameter_file)
         return
-    # Renamed into place: a manager dying mid-write must not leave a torn file for the resume.
-    partial = files.parameter_file.with_name(files.parameter_file.name + ".partial")
-    partial.write_text(json.dumps(parameter_record), encoding="utf-8")
-    os.replace(partial, files.parameter_file)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(content)
+
+
+def _whole_json(path: Path) -> bool:
+    """Whether ``path`` holds a whole JSON document: a part of one (a write cut short, a
+    file the disk had not filled yet) never is one."""
+    try:
+        json.loads(path.read_bytes())
+        return True
+    except ValueError:  # not UTF-8 or not JSON
+        return False
 
 
 def _bounded_lines(file: IO[bytes], limit: int) -> Iterator[bytes | None]:

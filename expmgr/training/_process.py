@@ -79,9 +79,35 @@ def exit_of(process: subprocess.Popen) -> asyncio.Future:
 
 
 def process_start_time(pid: int | None) -> float | None:
-    """When process ``pid`` started (seconds since the epoch), or None if it is gone."""
+    """When process ``pid`` started (seconds since the epoch), or None if it is gone: its
+    start in clock ticks after boot (``/proc/<pid>/stat``) plus the boot time (``btime`` in
+    ``/proc/stat``), as ``psutil.Process.create_time()`` computes it, at a fifth of its cost
+    (it is read at every launch); psutil's where there is no ``/proc``."""
     if pid is None:
         return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+        with open("/proc/stat", "rb") as file:
+            boot = file.read()
+    except FileNotFoundError:
+        return None  # gone (or no /proc at all: then psutil knows how)
+    except OSError:
+        return _psutil_start_time(pid)
+    try:
+        # The command name (in parentheses) may hold spaces and ")": fields count from the last ")".
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        btime_at = boot.index(b"\nbtime ") + 7
+        booted = float(boot[btime_at:boot.index(b"\n", btime_at)])
+    except ValueError:
+        return _psutil_start_time(pid)
+    return ticks / _CLOCK_TICKS + booted
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _psutil_start_time(pid: int) -> float | None:
     import psutil
     try:
         return psutil.Process(pid).create_time()
