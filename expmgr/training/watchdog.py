@@ -47,7 +47,10 @@ def command(session: str) -> list[str]:
     site-packages, no environment variables, not its folder on ``sys.path``), so that it
     imports the standard library only: about a third of the memory and start-up of
     ``python -m expmgr.training.watchdog``, which imports the ``expmgr`` package first."""
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), session]
+    path = os.path.abspath(__file__)
+    if not os.path.isfile(path):  # imported from a zip: only the package's importer reaches it
+        return [sys.executable, "-m", "expmgr.training.watchdog", session]
+    return [sys.executable, "-I", "-S", path, session]
 
 
 def trial_marker(session: str, trial_id: str, attempt: int) -> str:
