@@ -218,7 +218,7 @@ def part_of(system: str, cmdline: str, name: str) -> str | None:
     if system == "expmgr":
         if "expmgr.dispatcher" in cmdline:
             return "dispatcher"
-        if "expmgr.training.watchdog" in cmdline:
+        if "expmgr.training.watchdog" in cmdline or "training/watchdog.py" in cmdline:  # by module, or by path
             return "watchdog"
     else:
         if name == "node" or "main.js" in cmdline:
