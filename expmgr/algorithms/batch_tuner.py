@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from expmgr.algorithms.search_space import make_rng
+from expmgr.algorithms.search_space import check_seed
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, OptimizeMode, Tuner
 
 _logger = logging.getLogger("nni.tuner.batch")
@@ -70,7 +70,7 @@ class BatchTuner(Tuner):
     def __init__(self, optimize_mode: str | None = None, seed: int | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
-        make_rng(seed)  # checks the value; the order is fixed by the list
+        check_seed(seed)  # the order is fixed by the list
         self._queue: list[dict] | None = None
         self._used: Counter[str] = Counter()
         """Configurations generated or imported, by canonical JSON, with their counts."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from expmgr.algorithms.search_space import make_rng, parse_search_space, sample
+from expmgr.algorithms.search_space import make_stdlib_rng, parse_search_space, sample
 from expmgr.algorithms.tried_points import TriedPoints, tried_in
 from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, Tuner
 
@@ -23,7 +23,7 @@ class RandomTuner(Tuner):
     def __init__(self, optimize_mode: str | None = "maximize", seed: int | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
-        self._rng = make_rng(seed)
+        self._rng = make_stdlib_rng(seed)
         self._space: dict | None = None
         self._tried = TriedPoints("Random tuner")
 

@@ -10,10 +10,9 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
 from expmgr.algorithms.search_space import (
     CHOICE,
+    Draws,
     QLOGUNIFORM,
     QUNIFORM,
     RANDINT,
@@ -84,7 +83,7 @@ class TriedPoints:
         except _Unlisted:
             return False
 
-    def fresh(self, draw: Callable[[], dict], rng: np.random.Generator) -> dict:
+    def fresh(self, draw: Callable[[], dict], rng: Draws) -> dict:
         """An untried point: the first untried one of up to ``MAX_RESAMPLES`` draws; failing that,
         a random one of the untried points of a finite space (``NoMoreTrialError`` when there are
         none left); in an infinite or very large space, the last draw even though it was tried."""
