@@ -20,6 +20,8 @@ _logger = logging.getLogger("nni.tuner.random")
 class RandomTuner(Tuner):
     """Samples each parameter independently with NNI's distributions, never twice the same point."""
 
+    ask_ahead_safe = True  # results change nothing; a point taken back is drawn again or not, at random
+
     def __init__(self, optimize_mode: str | None = "maximize", seed: int | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
@@ -39,6 +41,10 @@ class RandomTuner(Tuner):
 
     def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
         """Random search does not learn from results."""
+
+    def take_back(self, parameters: dict) -> None:
+        """The point counts as untried again (the random sequence goes on from where it is)."""
+        self._tried.discard(parameters)
 
     def import_data(self, data: list[dict]) -> None:
         """Remember the imported parameters as tried, so they are not suggested again."""

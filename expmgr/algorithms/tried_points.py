@@ -73,6 +73,14 @@ class TriedPoints:
             if key is not None:
                 self._keys.add(key)
 
+    def discard(self, params: dict) -> None:
+        """Forget the last ``add`` of ``params`` (a point suggested but never used)."""
+        for index in range(len(self._points) - 1, -1, -1):
+            if self._points[index] == params:
+                del self._points[index]
+                self._keys = {key for key in map(self._key, self._points) if key is not None}
+                return
+
     def exhausted(self, flat: dict[Key, Any]) -> bool:
         """Whether every completion of the partly chosen flat parameters ``flat`` has been tried
         (False when the rest of the space is infinite or too large to list)."""
