@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from typing import Any
 
-from expmgr.algorithms.search_space import make_rng
+from expmgr.algorithms.search_space import check_seed
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, OptimizeMode, Tuner
 
 _logger = logging.getLogger("nni.tuner.batch")
@@ -67,10 +67,12 @@ class BatchTuner(Tuner):
     to Batch without editing classArgs; neither changes anything.
     """
 
+    ask_ahead_safe = True  # the list is fixed; a configuration taken back is the next one again
+
     def __init__(self, optimize_mode: str | None = None, seed: int | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
-        make_rng(seed)  # checks the value; the order is fixed by the list
+        check_seed(seed)  # the order is fixed by the list
         self._queue: list[dict] | None = None
         self._used: Counter[str] = Counter()
         """Configurations generated or imported, by canonical JSON, with their counts."""
@@ -99,6 +101,12 @@ class BatchTuner(Tuner):
 
     def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
         """The list is fixed: results change nothing."""
+
+    def take_back(self, parameters: dict) -> None:
+        """The configuration is the next one again and no longer counts as used."""
+        assert self._queue is not None, "taken back before it was generated"
+        self._queue.insert(0, copy.deepcopy(parameters))
+        self._used[_canonical(parameters)] -= 1
 
     def import_data(self, data: list[dict]) -> None:
         """Skip imported configurations (with or without a result): each record uses up one copy."""

@@ -36,10 +36,14 @@ from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, OptimizeMo
 class GridSearchTuner(Tuner):
     """Tries each grid combination exactly once, in a deterministic order."""
 
+    ask_ahead_safe = True  # the order is fixed; a combination taken back comes next again
+
     def __init__(self, optimize_mode: str | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
         self._combinations: Iterator[dict] | None = None
+        self._taken_back: list[dict] = []
+        """Combinations generated and then taken back: they come before the rest, latest first."""
         self._tried = TriedPoints("GridSearch tuner")
 
     def update_search_space(self, search_space: dict) -> None:
@@ -50,10 +54,16 @@ class GridSearchTuner(Tuner):
                                  "or use a sampling tuner such as Random or TPE")
         self._tried.update_search_space(specs)
         self._combinations = self._enumerate(specs)
+        self._taken_back.clear()  # the new enumeration starts over: it has them where they belong
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
         if self._combinations is None:
             raise AlgorithmError("GridSearch tuner: update_search_space must be called before generate_parameters")
+        while self._taken_back:
+            params = self._taken_back.pop()
+            if params not in self._tried:
+                self._tried.add(params)
+                return params
         for params in self._combinations:
             if params not in self._tried:
                 self._tried.add(params)
@@ -62,6 +72,11 @@ class GridSearchTuner(Tuner):
 
     def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
         """Grid search does not learn from results."""
+
+    def take_back(self, parameters: dict) -> None:
+        """The combination is the next one generated again (unless it is imported meanwhile)."""
+        self._tried.discard(parameters)
+        self._taken_back.append(parameters)
 
     def import_data(self, data: list[dict]) -> None:
         """Mark the imported parameters as tried, so they are not generated again

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from expmgr.algorithms.search_space import make_rng, parse_search_space, sample
+from expmgr.algorithms.search_space import make_stdlib_rng, parse_search_space, sample
 from expmgr.algorithms.tried_points import TriedPoints, tried_in
 from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, Tuner
 
@@ -20,10 +20,12 @@ _logger = logging.getLogger("nni.tuner.random")
 class RandomTuner(Tuner):
     """Samples each parameter independently with NNI's distributions, never twice the same point."""
 
+    ask_ahead_safe = True  # results change nothing; a point taken back is drawn again or not, at random
+
     def __init__(self, optimize_mode: str | None = "maximize", seed: int | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
-        self._rng = make_rng(seed)
+        self._rng = make_stdlib_rng(seed)
         self._space: dict | None = None
         self._tried = TriedPoints("Random tuner")
 
@@ -39,6 +41,10 @@ class RandomTuner(Tuner):
 
     def receive_trial_result(self, parameter_id: int, parameters: dict, value: Any, **kwargs: Any) -> None:
         """Random search does not learn from results."""
+
+    def take_back(self, parameters: dict) -> None:
+        """The point counts as untried again (the random sequence goes on from where it is)."""
+        self._tried.discard(parameters)
 
     def import_data(self, data: list[dict]) -> None:
         """Remember the imported parameters as tried, so they are not suggested again."""

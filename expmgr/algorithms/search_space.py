@@ -2,23 +2,27 @@
 and conversion between NNI-shaped parameters and the flat form.
 
     specs = parse_search_space({"lr": {"_type": "loguniform", "_value": [1e-4, 0.1]}})
-    params = sample(search_space, numpy.random.default_rng(0))   # {"lr": 0.0031...}
+    params = sample(search_space, make_stdlib_rng(0))   # {"lr": 0.0031...}
 
 A nested choice ``{"_type": "choice", "_value": [{"_name": "cnn", "k": {...}}, "mlp"]}``
 is flattened: the choice itself has key ``("model",)`` and its flat value is the
 index of the option; ``k`` has key ``("model", 0, "k")`` and is active only when
 option 0 is chosen. Formatted parameters are NNI's shape: ``{"model": {"_name":
 "cnn", "k": 3}}``. The space is assumed to be validated already.
+
+Nothing here imports numpy: the light tuners (Random, GridSearch, Batch) draw with
+``make_stdlib_rng`` and the dispatcher hosting them starts without numpy; the
+model-based tuners draw with ``make_rng``'s numpy Generator. Both have the few
+methods ``Draws`` names, with the same meaning, so a draw means the same either way.
 """
 from __future__ import annotations
 
 import copy
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Union
 
 from expmgr.algorithms.tuner import AlgorithmError
 
@@ -38,6 +42,9 @@ _TINY = 1e-300
 _Q_TYPES = {QUNIFORM, QLOGUNIFORM, QNORMAL, QLOGNORMAL}
 _LOG_TYPES = {LOGUNIFORM, QLOGUNIFORM, LOGNORMAL, QLOGNORMAL}
 _NORMAL_TYPES = {NORMAL, QNORMAL, LOGNORMAL, QLOGNORMAL}
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Key = tuple
 """A parameter's path: ``("lr",)`` at top level, ``("model", 0, "lr")`` inside option 0 of ``model``."""
@@ -161,7 +168,7 @@ class ParameterSpec:
         """Turn a raw real-space draw into a value: q rounding, clipping, Python type."""
         q = self.q
         if q is not None:
-            x = float(np.round(x / q) * q)
+            x = round_half_even(x / q) * q
         if not self.normal:
             low, high = self.bounds()
             x = min(max(x, low), high)
@@ -169,7 +176,7 @@ class ParameterSpec:
             return int(round(x))
         return float(x)
 
-    def sample(self, rng: np.random.Generator) -> float | int:
+    def sample(self, rng: Draws) -> float | int:
         """A random flat value with NNI's semantics (a choice gives its option index)."""
         if self.type == CHOICE:
             return int(rng.integers(len(self.values)))
@@ -277,19 +284,19 @@ def grid_values(spec: ParameterSpec) -> Sequence:
     if spec.type in (QUNIFORM, QLOGUNIFORM):
         q = spec.step()
         low, high = spec.bounds()
-        steps = range(int(np.round(low / q)), int(np.round(high / q)) + 1)
+        steps = range(int(round_half_even(low / q)), int(round_half_even(high / q)) + 1)
         raw = [k * q for k in steps]
     elif spec.normal:
-        offsets = np.linspace(-2.0, 2.0, CONTINUOUS_GRID_POINTS)
+        offsets = linspace(-2.0, 2.0, CONTINUOUS_GRID_POINTS)
         raw = [spec.mu + k * spec.sigma for k in offsets]
         if spec.log:
             raw = [math.exp(z) for z in raw]
     elif spec.log:
         low, high = spec.bounds()
-        raw = list(np.geomspace(low, high, CONTINUOUS_GRID_POINTS))
+        raw = geomspace(low, high, CONTINUOUS_GRID_POINTS)
     else:
         low, high = spec.bounds()
-        raw = list(np.linspace(low, high, CONTINUOUS_GRID_POINTS))
+        raw = linspace(low, high, CONTINUOUS_GRID_POINTS)
     return list(dict.fromkeys(spec.finish(float(x)) for x in raw))
 
 
@@ -320,19 +327,92 @@ def _grid_count(spec: ParameterSpec) -> int:
     if spec.type in (QUNIFORM, QLOGUNIFORM):
         q = spec.step()
         low, high = spec.bounds()
-        steps = float(np.round(high / q)) - float(np.round(low / q)) + 1
+        steps = round_half_even(high / q) - round_half_even(low / q) + 1
         return int(min(steps, GRID_LIMIT + 1)) if math.isfinite(steps) else GRID_LIMIT + 1
     return CONTINUOUS_GRID_POINTS
 
 
-def make_rng(seed: Any) -> np.random.Generator:
-    """The random generator of a tuner's ``seed`` class argument (an integer, or None for fresh entropy)."""
+def round_half_even(x: float) -> float:
+    """``x`` rounded to an integer, halves to even, as a float (numpy's ``round``;
+    infinities and NaN stay as they are)."""
+    return float(round(x)) if math.isfinite(x) else x
+
+
+def linspace(start: float, stop: float, num: int) -> list[float]:
+    """``num`` evenly spaced floats from ``start`` to ``stop`` inclusive, computed as
+    ``numpy.linspace`` computes them (``start + i * step``, the last one ``stop``)."""
+    if num == 1:
+        return [float(start)]
+    step = (stop - start) / (num - 1)
+    if step == 0:   # numpy's path for a step too small for a double (gh-5437)
+        values = [i / (num - 1) * (stop - start) + start for i in range(num)]
+    else:
+        values = [i * step + start for i in range(num)]
+    values[-1] = float(stop)
+    return values
+
+
+def geomspace(start: float, stop: float, num: int) -> list[float]:
+    """``num`` log-spaced floats from ``start`` to ``stop`` (both positive) inclusive,
+    as ``numpy.geomspace`` computes them (``10 ** linspace(log10 start, log10 stop)``)."""
+    values = [10.0 ** z for z in linspace(math.log10(start), math.log10(stop), num)]
+    values[0] = float(start)
+    values[-1] = float(stop)
+    return values
+
+
+class StdlibRng:
+    """A seeded ``random.Random`` speaking the part of numpy's Generator API that sampling
+    uses (``Draws``), so that the light tuners need no numpy. The draws mean the same as
+    numpy's (uniform in ``[low, high)``, an integer in ``[low, high)``, a normal with
+    ``loc`` and ``scale``); the numbers for a given seed differ from numpy's."""
+
+    def __init__(self, seed: int | None) -> None:
+        self._random = random.Random(seed)
+
+    def integers(self, low: int, high: int | None = None) -> int:
+        """An integer in ``[low, high)``, or in ``[0, low)`` when ``high`` is None."""
+        if high is None:
+            low, high = 0, low
+        return self._random.randrange(low, high)
+
+    def uniform(self, low: float, high: float) -> float:
+        return self._random.uniform(low, high)
+
+    def normal(self, loc: float, scale: float) -> float:
+        return self._random.gauss(loc, scale)
+
+    def random(self) -> float:
+        """A float in ``[0, 1)``."""
+        return self._random.random()
+
+
+Draws = Union[StdlibRng, "np.random.Generator"]
+"""A source of random draws: ``StdlibRng`` or a numpy Generator."""
+
+
+def check_seed(seed: Any) -> None:
+    """AlgorithmError unless ``seed`` (a tuner's class argument) is a non-negative integer or None."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise AlgorithmError(f"seed must be a non-negative integer or null, got {seed!r}")
+
+
+def make_stdlib_rng(seed: Any) -> StdlibRng:
+    """The numpy-free random generator of a tuner's ``seed`` class argument (an integer,
+    or None for fresh entropy); for tuners that need no numpy otherwise."""
+    check_seed(seed)
+    return StdlibRng(seed)
+
+
+def make_rng(seed: Any) -> np.random.Generator:
+    """The numpy random generator of a tuner's ``seed`` class argument (an integer, or None
+    for fresh entropy); for the model-based tuners, which use numpy anyway."""
+    check_seed(seed)
+    import numpy as np   # here, not at the top: the light tuners never import it
     return np.random.default_rng(seed)
 
 
-def sample(space: dict, rng: np.random.Generator) -> dict:
+def sample(space: dict, rng: Draws) -> dict:
     """Random parameters from an NNI search space, in NNI's shape with plain Python types."""
     specs = parse_search_space(space)
     flat: dict[Key, Any] = {}

@@ -10,10 +10,9 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
 from expmgr.algorithms.search_space import (
     CHOICE,
+    Draws,
     QLOGUNIFORM,
     QUNIFORM,
     RANDINT,
@@ -74,6 +73,14 @@ class TriedPoints:
             if key is not None:
                 self._keys.add(key)
 
+    def discard(self, params: dict) -> None:
+        """Forget the last ``add`` of ``params`` (a point suggested but never used)."""
+        for index in range(len(self._points) - 1, -1, -1):
+            if self._points[index] == params:
+                del self._points[index]
+                self._keys = {key for key in map(self._key, self._points) if key is not None}
+                return
+
     def exhausted(self, flat: dict[Key, Any]) -> bool:
         """Whether every completion of the partly chosen flat parameters ``flat`` has been tried
         (False when the rest of the space is infinite or too large to list)."""
@@ -84,7 +91,7 @@ class TriedPoints:
         except _Unlisted:
             return False
 
-    def fresh(self, draw: Callable[[], dict], rng: np.random.Generator) -> dict:
+    def fresh(self, draw: Callable[[], dict], rng: Draws) -> dict:
         """An untried point: the first untried one of up to ``MAX_RESAMPLES`` draws; failing that,
         a random one of the untried points of a finite space (``NoMoreTrialError`` when there are
         none left); in an infinite or very large space, the last draw even though it was tried."""

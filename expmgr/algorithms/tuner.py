@@ -82,6 +82,14 @@ class Tuner:
     NNI's shape; ``value`` in ``receive_trial_result`` is the trial's final metric.
     """
 
+    ask_ahead_safe = False
+    """Whether the dispatcher may compute this tuner's next parameters as soon as it answered
+    a request, while trials run, and keep them for the next request. Only for a tuner whose
+    ``generate_parameters`` depends on nothing it is told in between (results, trial ends)
+    nor on the parameter id, and that implements ``take_back``: Random, GridSearch, Batch.
+    A tuner that learns from results leaves it False (it would propose from stale results).
+    Read from the class's own body: a subclass declares it again or does not ask ahead."""
+
     def update_search_space(self, search_space: dict) -> None:
         """Receive the (validated) search space; called before any ``generate_parameters``."""
         raise NotImplementedError(f"{type(self).__name__} must implement update_search_space")
@@ -117,6 +125,13 @@ class Tuner:
         ``parameter_id`` starts from (a copy, seen through ``expmgr.get_checkpoint_dir()``),
         or None for an empty folder. Asked right after ``generate_parameters``; PBT uses it."""
         return None
+
+    def take_back(self, parameters: dict) -> None:
+        """Undo the last ``generate_parameters``, whose ``parameters`` were computed ahead and
+        never used: the tuner may suggest them again. The dispatcher calls it before a search
+        space update or an import, which the kept parameters did not see. Needed only with
+        ``ask_ahead_safe``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement take_back to ask ahead")
 
     def import_data(self, data: list[dict]) -> None:
         """Learn from earlier results: ``[{"parameter": {...}, "value": ...}, ...]``."""

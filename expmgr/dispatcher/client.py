@@ -50,6 +50,10 @@ class DispatcherClient:
         return self._failure
 
     async def start(self) -> None:
+        """Start the process (its imports go on while the caller does other work); a second
+        call does nothing, so the manager may start it early and the runner as ever."""
+        if self._process is not None:
+            return
         self._log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_file, "ab") as log:
             self._process = await asyncio.create_subprocess_exec(

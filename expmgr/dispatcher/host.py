@@ -5,11 +5,21 @@ answered with its traceback and ends the process with status 1, since the
 experiment cannot go on without its tuner. A frame that cannot be used (too large,
 not JSON, an unknown command) is answered with an error marked ``"fatal": false``
 and the dispatcher goes on: it changed nothing.
+
+Asking ahead: right after it answered a ``generate``, the dispatcher computes the next
+parameters of a tuner that declares it harmless (``Tuner.ask_ahead_safe``: Random,
+GridSearch, Batch) and keeps them, so that the next ``generate`` is answered at once
+(``NoMoreTrialError`` is kept as the next answer too). The tuner is told every result and
+trial end as it always is. Kept parameters are not a trial: they are not in the manager's
+store until a ``generate`` hands them out, so a stop loses them and a resume generates them
+again; before a search space update or an import, which they did not see, they are given
+back to the tuner (``take_back``).
 """
 from __future__ import annotations
 
 import logging
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
@@ -32,6 +42,21 @@ def _build(spec: dict[str, Any] | None, create_builtin: Callable) -> Any:
     return create_builtin(spec["name"], class_args)
 
 
+@dataclass
+class _Ahead:
+    """The next answer of ``generate_parameters``, computed before it was asked for."""
+
+    parameters: dict[str, Any] | None = None
+    error: Exception | None = None
+    """What it raised instead (NoMoreTrialError when the tuner has no more)."""
+
+    def result(self) -> dict[str, Any]:
+        if self.error is not None:
+            raise self.error
+        assert self.parameters is not None
+        return self.parameters
+
+
 class DispatcherHost:
     """Answers the manager's commands with the tuner and assessor it builds on ``initialize``.
 
@@ -41,6 +66,11 @@ class DispatcherHost:
     def __init__(self) -> None:
         self.tuner: Any = None
         self.assessor: Any = None
+        self._asks_ahead = False
+        """Whether the tuner's class declares asking ahead harmless (its own ``ask_ahead_safe``)."""
+        self._ahead: _Ahead | None = None
+        self._next_parameter_id: int | None = None
+        """The id after the last one answered, while the next parameters are to be computed ahead."""
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, "_cmd_" + str(message.get("cmd")), None)
@@ -53,12 +83,16 @@ class DispatcherHost:
         self.assessor = _build(message.get("assessor"), create_assessor)
         if self.tuner is not None:
             self.tuner.update_search_space(message["search_space"])
-            _logger.info("tuner %s ready", type(self.tuner).__name__)
+            # The class's own declaration: a subclass that learns must not inherit it.
+            self._asks_ahead = vars(type(self.tuner)).get("ask_ahead_safe", False) is True
+            _logger.info("tuner %s ready%s", type(self.tuner).__name__,
+                         " (it asks ahead)" if self._asks_ahead else "")
         if self.assessor is not None:
             _logger.info("assessor %s ready", type(self.assessor).__name__)
 
     def _cmd_update_search_space(self, message: dict[str, Any]) -> None:
         if self.tuner is not None:
+            self._take_back_ahead()
             self.tuner.update_search_space(message["search_space"])
 
     def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +101,7 @@ class DispatcherHost:
         generated: list[dict[str, Any]] = []
         for parameter_id in message["parameter_ids"]:
             try:
-                parameters = self.tuner.generate_parameters(parameter_id)
+                parameters = self._next_parameters(parameter_id)
             except NoMoreTrialError:
                 return {"parameters": generated, "no_more": True}
             except NoTrialYetError:
@@ -79,7 +113,34 @@ class DispatcherHost:
             if source is not None:
                 entry["checkpoint_from"] = source
             generated.append(entry)
+        if self._asks_ahead and generated:
+            self._next_parameter_id = generated[-1]["parameter_id"] + 1
         return {"parameters": generated, "no_more": False}
+
+    def _next_parameters(self, parameter_id: int) -> dict[str, Any]:
+        """The parameters computed ahead if there are any (or what computing them raised),
+        else the tuner's answer now."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            return ahead.result()
+        return self.tuner.generate_parameters(parameter_id)
+
+    def work_ahead(self) -> None:
+        """After a reply went out: compute the next parameters now if the last ``generate``
+        was answered in full and the tuner asks ahead (see the module docstring)."""
+        parameter_id, self._next_parameter_id = self._next_parameter_id, None
+        if parameter_id is None or self._ahead is not None:
+            return
+        try:
+            self._ahead = _Ahead(parameters=self.tuner.generate_parameters(parameter_id))
+        except Exception as error:   # the next generate answers it: no more, or the tuner's failure
+            self._ahead = _Ahead(error=error)
+
+    def _take_back_ahead(self) -> None:
+        """Give parameters computed ahead back to the tuner: what comes next has to see it."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.parameters is not None:
+            self.tuner.take_back(ahead.parameters)
 
     def _cmd_report(self, message: dict[str, Any]) -> None:
         if self.tuner is None:
@@ -106,6 +167,7 @@ class DispatcherHost:
 
     def _cmd_import_data(self, message: dict[str, Any]) -> None:
         if self.tuner is not None:
+            self._take_back_ahead()
             self.tuner.import_data(message["data"])
 
 
@@ -137,6 +199,7 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
                 write_frame(channel_out, reply)
             except FrameTooLarge as error:
                 _refuse(channel_out, message.get("id"), error)
+        host.work_ahead()  # while the manager starts the trial it was given
 
 
 def _refuse(channel_out: BinaryIO, request_id: Any, error: ProtocolError) -> None:

@@ -235,14 +235,15 @@ class TrialRunner:
 
     async def _start_components(self) -> None:
         if self.dispatcher is not None:
-            await self.dispatcher.start()
+            await self.dispatcher.start()   # the manager may have started it already: nothing then
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
+        await self.training.start()   # while the dispatcher's interpreter starts and imports
+        if self.dispatcher is not None:
             await self.dispatcher.request(
                 "initialize", search_space=self.config.search_space,
                 tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
-        await self.training.start()
 
     def _restore(self) -> None:
         """On resume: pick up what trials reported while no manager ran, requeue the

@@ -118,21 +118,29 @@ class Manager:
                     future.set_exception(RuntimeError(f"experiment {self.exp_id} is not running"))
 
     async def _main(self) -> None:
-        hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
-        hub.start()
-        runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
-                             training=functools.partial(create_training_service, self.config, paths=self.paths,
-                                                        manager_host=self.access.local_host),
-                             dispatcher=create_dispatcher(self.config, self.paths),
-                             on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
-                             resumed=self._resumed, url_prefix=self.access.url_prefix,
-                             on_store_unwritable=hub.tell_store_unwritable)
-        self._runner = runner
-        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
-        app = make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
-                       url_prefix=self.access.url_prefix)
-        server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
-        server.add_sockets(self._sockets)
+        dispatcher = create_dispatcher(self.config, self.paths)
+        if dispatcher is not None:
+            await self._start_early(dispatcher)
+        try:
+            hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
+            hub.start()
+            runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
+                                 training=functools.partial(create_training_service, self.config, paths=self.paths,
+                                                            manager_host=self.access.local_host),
+                                 dispatcher=dispatcher,
+                                 on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
+                                 resumed=self._resumed, url_prefix=self.access.url_prefix,
+                                 on_store_unwritable=hub.tell_store_unwritable)
+            self._runner = runner
+            guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
+            app = make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
+                           url_prefix=self.access.url_prefix)
+            server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
+            server.add_sockets(self._sockets)
+        except BaseException:
+            if dispatcher is not None:   # started early: nothing else would stop it
+                await dispatcher.stop()
+            raise
         self._close = asyncio.Event()
         self._started.set()
         try:
@@ -158,6 +166,15 @@ class Manager:
             await server.close_all_connections()
             self._store.close()
             self._in_registry_writer(self._record_closed)
+
+    async def _start_early(self, dispatcher: DispatcherClient) -> None:
+        """Start the dispatcher first: its interpreter start and imports, the slowest part
+        of the start-up, go on while the server and the runner are built. When it cannot
+        start, the runner's own start fails the same way and records why (ERROR)."""
+        try:
+            await dispatcher.start()
+        except Exception as error:
+            self._logger.debug("the dispatcher did not start early (%s); the runner starts it", error)
 
     def _record_in_registry(self, state: ExperimentState) -> None:
         """Keep the registry's summary current, off the loop and in order. The experiment's

@@ -8,16 +8,22 @@ import pytest
 from expmgr.algorithms.search_space import (
     deformat_parameters,
     format_parameters,
+    geomspace,
+    linspace,
+    make_rng,
+    make_stdlib_rng,
     parse_search_space,
+    round_half_even,
     sample,
 )
 
 from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, on_grid
 
 
-@pytest.fixture(scope="module")
-def draws() -> list[dict]:
-    rng = np.random.default_rng(42)
+@pytest.fixture(scope="module", params=[make_stdlib_rng, make_rng], ids=["stdlib", "numpy"])
+def draws(request) -> list[dict]:
+    """The light tuners draw with the stdlib, the model-based ones with numpy: same meaning."""
+    rng = request.param(42)
     return [sample(EVERY_TYPE, rng) for _ in range(3000)]
 
 
@@ -77,10 +83,23 @@ def test_nested_choice_gives_the_option_name_and_only_its_children():
     assert chosen == {"cnn", "mlp", "linear"}
 
 
-def test_same_seed_gives_the_same_samples():
-    first = [sample(EVERY_TYPE, np.random.default_rng(7)) for _ in range(3)]
-    second = [sample(EVERY_TYPE, np.random.default_rng(7)) for _ in range(3)]
+@pytest.mark.parametrize("make", [make_stdlib_rng, make_rng], ids=["stdlib", "numpy"])
+def test_same_seed_gives_the_same_samples(make):
+    first = [sample(EVERY_TYPE, make(7)) for _ in range(3)]
+    second = [sample(EVERY_TYPE, make(7)) for _ in range(3)]
     assert first == second
+    assert [sample(EVERY_TYPE, make(8)) for _ in range(3)] != first
+
+
+def test_the_numpy_free_helpers_compute_as_numpy_does():
+    for low, high in [(0, 1), (-2.0, 2.0), (1e-9, 3e-9), (-7.5, 1e6), (5, 5)]:
+        assert linspace(low, high, 5) == [float(x) for x in np.linspace(low, high, 5)]
+    # numpy's vectorized log10 and power may differ from libm's by an ulp on other ranges
+    for low, high in [(1e-4, 1), (1, 100), (1e-3, 1), (0.5, 0.5)]:
+        assert geomspace(low, high, 5) == [float(x) for x in np.geomspace(low, high, 5)]
+    for x in [0.5, 1.5, 2.5, -0.5, -2.5, 3.49, 1e17, -0.0]:
+        assert round_half_even(x) == float(np.round(x))
+    assert round_half_even(float("inf")) == float("inf")
 
 
 def test_deformat_inverts_format_for_nested_spaces():
