@@ -8,12 +8,16 @@ used up, ``generate_parameters`` raises ``NoMoreTrialError``.
 """
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from expmgr.algorithms.search_space import make_rng, parse_search_space, sample
+from expmgr.algorithms.search_space import check_seed, make_rng, parse_search_space, sample
 from expmgr.algorithms.tried_points import TriedPoints, tried_in
 from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, Tuner
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _logger = logging.getLogger("nni.tuner.random")
 
@@ -23,9 +27,15 @@ class RandomTuner(Tuner):
     def __init__(self, optimize_mode: str | None = "maximize", seed: int | None = None) -> None:
         if optimize_mode is not None:
             OptimizeMode.parse(optimize_mode)
-        self._rng = make_rng(seed)
+        self._seed = check_seed(seed)
         self._space: dict | None = None
         self._tried = TriedPoints("Random tuner")
+
+    @functools.cached_property
+    def _rng(self) -> np.random.Generator:
+        """Made at the first draw: building the tuner (the config check does, in the
+        experiment process) does not import numpy."""
+        return make_rng(self._seed)
 
     def update_search_space(self, search_space: dict) -> None:
         self._space = search_space

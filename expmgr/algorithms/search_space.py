@@ -9,6 +9,9 @@ is flattened: the choice itself has key ``("model",)`` and its flat value is the
 index of the option; ``k`` has key ``("model", 0, "k")`` and is active only when
 option 0 is chosen. Formatted parameters are NNI's shape: ``{"model": {"_name":
 "cnn", "k": 3}}``. The space is assumed to be validated already.
+
+numpy is imported where values are drawn or put on a grid, not with this module: the
+experiment process parses spaces (its config check builds the tuner) and never needs it.
 """
 from __future__ import annotations
 
@@ -16,11 +19,12 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from expmgr.algorithms.tuner import AlgorithmError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CHOICE = "choice"
 RANDINT = "randint"
@@ -159,6 +163,7 @@ class ParameterSpec:
 
     def finish(self, x: float) -> float | int:
         """Turn a raw real-space draw into a value: q rounding, clipping, Python type."""
+        import numpy as np
         q = self.q
         if q is not None:
             x = float(np.round(x / q) * q)
@@ -270,6 +275,7 @@ is refused when the search space is given, not discovered by running out of memo
 def grid_values(spec: ParameterSpec) -> Sequence:
     """The flat values GridSearch tries for one parameter (option indices for a choice);
     for choice, randint and q types, every value it can take (a lazy range for randint)."""
+    import numpy as np
     if spec.type == CHOICE:
         return range(len(spec.values))
     if spec.type == RANDINT:
@@ -318,6 +324,7 @@ def _grid_count(spec: ParameterSpec) -> int:
     if spec.type == RANDINT:
         return int(spec.values[1]) - int(spec.values[0])
     if spec.type in (QUNIFORM, QLOGUNIFORM):
+        import numpy as np
         q = spec.step()
         low, high = spec.bounds()
         steps = float(np.round(high / q)) - float(np.round(low / q)) + 1
@@ -325,11 +332,17 @@ def _grid_count(spec: ParameterSpec) -> int:
     return CONTINUOUS_GRID_POINTS
 
 
-def make_rng(seed: Any) -> np.random.Generator:
-    """The random generator of a tuner's ``seed`` class argument (an integer, or None for fresh entropy)."""
+def check_seed(seed: Any) -> int | None:
+    """A tuner's ``seed`` class argument, checked: an integer, or None for fresh entropy."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise AlgorithmError(f"seed must be a non-negative integer or null, got {seed!r}")
-    return np.random.default_rng(seed)
+    return seed
+
+
+def make_rng(seed: Any) -> np.random.Generator:
+    """The random generator of a tuner's ``seed`` class argument (see ``check_seed``)."""
+    import numpy as np
+    return np.random.default_rng(check_seed(seed))
 
 
 def sample(space: dict, rng: np.random.Generator) -> dict:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from expmgr.algorithms.search_space import (
     CHOICE,
@@ -24,6 +22,9 @@ from expmgr.algorithms.search_space import (
     grid_values,
 )
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, extract_scalar_reward
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _logger = logging.getLogger("nni.tuner")
 
