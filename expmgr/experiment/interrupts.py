@@ -12,6 +12,7 @@ resumable)::
 """
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -72,9 +73,9 @@ def wait_interruptibly(event: WakingEvent, timeout: float | None = None) -> bool
     """``event.wait(timeout)``, except that in the main thread signals wake it as well: their
     Python handlers run here (SIGINT's KeyboardInterrupt, ``raise_stop_signal``'s StopSignal
     come out of this call) even when Linux delivers the signal to another thread, which does
-    not wake a main thread blocked in ``Event.wait``. It does not poll: it blocks in select()
+    not wake a main thread blocked in ``Event.wait``. It does not poll: it blocks in poll(2)
     on a pipe that is the signal module's wakeup fd and that ``event.set()`` writes to, so a
-    signal or the event arriving just before the select() is not missed. The wakeup fd set
+    signal or the event arriving just before it blocks is not missed. The wakeup fd set
     before is restored after (and is passed the signals that came meanwhile). True when
     ``event`` is set, False on timeout."""
     if threading.current_thread() is not threading.main_thread():
@@ -88,12 +89,14 @@ def wait_interruptibly(event: WakingEvent, timeout: float | None = None) -> bool
         return event.wait(timeout)
     event._add_waiter_pipe(write_end)
     try:
+        pipe = select.poll()  # not select(): no limit on the fd's number in a process with many files open
+        pipe.register(read_end, select.POLLIN)
         deadline = None if timeout is None else time.monotonic() + timeout
         while not event.is_set():
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
-            select.select([read_end], [], [], remaining)  # a handler that raises raises here, or just after
+            pipe.poll(None if remaining is None else math.ceil(remaining * 1000))  # a raising handler raises here
             _pass_on_signals(read_end, previous_wakeup_fd)
         return True
     finally:

@@ -18,7 +18,7 @@ from expmgr.experiment.interrupts import (PreemptSignal, StopSignal, WakingEvent
 MAIN = threading.get_native_id()
 
 def main_thread_asleep_outside_a_lock():
-    # Asleep in select() rather than on a futex (a lock, the GIL, Event.wait), where a signal
+    # Asleep in poll() rather than on a futex (a lock, the GIL, Event.wait), where a signal
     # handled by another thread would leave it asleep. (Where the kernel hides wchan, the
     # sender's deadline decides.)
     try:
@@ -97,3 +97,17 @@ def test_in_another_thread_it_is_a_plain_wait():
         waiter.join()
         print(answers, signal.set_wakeup_fd(-1))
     """) == "[True] -1"
+
+
+def test_a_process_with_more_than_1024_files_open_can_wait():
+    # select() cannot watch an fd numbered 1024 or more; the wait's own pipe gets such a number here.
+    assert run("""
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard < 1100:
+            print("False True")  # cannot open that many here
+            sys.exit()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]
+        print(wait_interruptibly(WakingEvent(), timeout=0.01), max(held) >= 1024)
+    """) == "False True"
