@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_script
+from tests.conftest import ENV_WITH_REPO, write_script
 
 RUN = """\
 import json, sys
@@ -52,3 +52,36 @@ def test_an_experiment_with_a_random_or_tpe_tuner_imports_neither_numpy_nor_yaml
     [ran] = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"succeeded"')]
     assert ran["succeeded"], result.stderr
     assert [name for name in NOT_IN_THE_EXPERIMENT_PROCESS if name in ran["modules"]] == []
+
+
+DAEMON = """\
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(sys.modules))))  # after its server closed
+from expmgr.cli.__main__ import main
+sys.exit(main(["create", "--config", "config.yml", "--port", "0", "--foreground", "--exit-when-done"]))
+"""
+NOT_IN_THE_DAEMON = ("numpy", "expmgr.algorithms.tpe_parzen", "zipfile", "urllib.request")
+"""It imports every expctl command's module, and reads YAML: ruamel.yaml is needed there."""
+
+
+def test_the_process_of_expctl_create_imports_neither_numpy_nor_what_only_other_commands_use(
+        code_dir: Path, tmp_path: Path):
+    write_script(code_dir, "trial.py", """
+        import expmgr
+        expmgr.report_final_result(expmgr.get_next_parameter()["x"])
+    """)
+    write_script(code_dir, "config.yml", """
+        searchSpace:
+          x: {_type: uniform, _value: [0, 1]}
+        trialCommand: python3 trial.py
+        trialConcurrency: 2
+        maxTrialNumber: 3
+        tuner:
+          name: TPE
+    """)
+    # As the daemon runs (it is `expctl create ... --foreground` in a session of its own).
+    result = subprocess.run([sys.executable, "-c", DAEMON], cwd=code_dir, capture_output=True, text=True,
+                            timeout=120, env={**ENV_WITH_REPO, "EXPMGR_HOME": str(tmp_path / "home")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    modules = json.loads(result.stdout.splitlines()[-1])
+    assert [name for name in NOT_IN_THE_DAEMON if name in modules] == []
