@@ -391,10 +391,12 @@ Draws = Union[StdlibRng, "np.random.Generator"]
 """A source of random draws: ``StdlibRng`` or a numpy Generator."""
 
 
-def check_seed(seed: Any) -> None:
-    """AlgorithmError unless ``seed`` (a tuner's class argument) is a non-negative integer or None."""
+def check_seed(seed: Any) -> int | None:
+    """A tuner's ``seed`` class argument, checked: a non-negative integer, or None for fresh
+    entropy (AlgorithmError otherwise)."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise AlgorithmError(f"seed must be a non-negative integer or null, got {seed!r}")
+    return seed
 
 
 def make_stdlib_rng(seed: Any) -> StdlibRng:

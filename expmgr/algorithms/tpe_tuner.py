@@ -26,28 +26,35 @@ space is used up)::
 
     tuner = TpeTuner("maximize", seed=1, tpe_args={"n_startup_jobs": 20})
 
-The model (good/bad split, Parzen mixtures) is ``tpe_parzen.py``.
+The model (good/bad split, Parzen mixtures) is ``tpe_parzen.py``; it and numpy are imported
+at the first suggestion or result, not with the tuner: the experiment process builds one to
+check the config's classArgs and search space, and has no use for numpy.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from expmgr.algorithms.tpe_parzen import ParzenMixture, TpeResult, split_history
 from expmgr.algorithms.space_tuner import SpaceTuner
 from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
     Key,
     ParameterSpec,
+    check_seed,
     deformat_parameters,
     format_parameters,
     make_rng,
     parse_search_space,
 )
 from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, extract_scalar_reward
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from expmgr.algorithms.tpe_parzen import TpeResult
 
 
 _LIAR_TYPES = ("best", "worst", "mean", None)
@@ -124,12 +131,16 @@ class TpeTuner(SpaceTuner):
     ) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
         self.args = TpeArguments.parse(tpe_args)
-        self._rng = make_rng(seed)
+        self._seed = check_seed(seed)
         self._specs: list[ParameterSpec] | None = None
         self._groups: list[list[ParameterSpec]] = []
         self._results: list[TpeResult] = []
         self._pending: dict[int, dict[Key, Any]] = {}
         self._tried = TriedPoints("TPE tuner")
+
+    @functools.cached_property
+    def _rng(self) -> np.random.Generator:
+        return make_rng(self._seed)
 
     # -- the Tuner interface ------------------------------------------------
 
@@ -140,7 +151,7 @@ class TpeTuner(SpaceTuner):
             old = {spec.key: (spec.type, spec.values) for spec in self._specs}
             kept = {spec.key for spec in specs if old.get(spec.key) == (spec.type, spec.values)}
             self._results = [
-                TpeResult({k: v for k, v in r.flat.items() if k in kept}, r.loss) for r in self._results
+                dataclasses.replace(r, flat={k: v for k, v in r.flat.items() if k in kept}) for r in self._results
             ]
             self._pending = {
                 pid: {k: v for k, v in flat.items() if k in kept} for pid, flat in self._pending.items()
@@ -184,9 +195,13 @@ class TpeTuner(SpaceTuner):
     # -- bookkeeping ----------------------------------------------------------
 
     def _add_result(self, flat: dict[Key, Any], parameters: dict, loss: float) -> None:
+        from expmgr.algorithms.tpe_parzen import TpeResult
         self._results.append(TpeResult(flat, loss))
 
     def _results_with_lies(self) -> list[TpeResult]:
+        import numpy as np
+
+        from expmgr.algorithms.tpe_parzen import TpeResult
         liar = self.args.constant_liar_type
         if liar is None or not self._pending or not self._results:
             return self._results
@@ -217,6 +232,9 @@ class TpeTuner(SpaceTuner):
         self, group: list[ParameterSpec], results: list[TpeResult], chosen: dict[Key, Any]
     ) -> dict[Key, Any] | None:
         """Values for ``group``, given the parameters ``chosen`` so far."""
+        import numpy as np
+
+        from expmgr.algorithms.tpe_parzen import ParzenMixture, split_history
         keys = [spec.key for spec in group]
         used = [r for r in results if all(key in r.flat for key in keys)]
         if len(used) < max(self.args.n_startup_jobs, 1):

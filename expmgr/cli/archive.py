@@ -9,15 +9,20 @@ import argparse
 import dataclasses
 import json
 import shutil
-import tempfile
-import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from expmgr.cli.common import EXIT_FAILED, EXIT_OK, CliError, experiment_store, find_experiment, is_running
 from expmgr.layout import ExperimentPaths, default_home
 from expmgr.states import ExperimentState
 from expmgr.store import StoreError, open_store
 from expmgr.store.registry import Registry, RegistryEntry
+
+if TYPE_CHECKING:
+    import zipfile
+
+# zipfile and tempfile are imported by the two commands alone: this module is imported by
+# every expctl, a daemon serving an experiment included.
 
 _METADATA = "registry.json"
 
@@ -39,6 +44,7 @@ def add_parsers(experiment_commands: argparse._SubParsersAction) -> None:
 
 
 def save_experiment(args: argparse.Namespace) -> int:
+    import zipfile
     entry = find_experiment(args.id)
     if is_running(entry) or not entry.status.is_finished():
         raise CliError(f"experiment {entry.id} is {entry.status.value}: only a stopped one can be saved")
@@ -64,6 +70,8 @@ def _add_folder(archive: zipfile.ZipFile, folder: Path, name: str) -> None:
 
 
 def load_experiment(args: argparse.Namespace) -> int:
+    import tempfile
+    import zipfile
     if not args.path.is_file():
         raise CliError(f"--path: no such file {str(args.path)!r}")
     home = (args.logDir or default_home()).expanduser().absolute()

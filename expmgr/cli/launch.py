@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
@@ -269,6 +268,7 @@ def _check_can_serve(port: int, access: _AccessArguments) -> None:
 
 def _wait_until_serving(exp_id: str, daemon: subprocess.Popen, experiments: Registry) -> bool:
     """Until the daemon's REST server answers; False if it died or never answered."""
+    import urllib.request  # here: the daemon, which imports this module too, has no use for it
     deadline = time.monotonic() + _STARTUP_TIMEOUT
     while time.monotonic() < deadline and daemon.poll() is None:
         entry = experiments.get(exp_id)

@@ -10,6 +10,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Union
 
 from ._sections import TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig, PathLike, RayConfig, section_dict
+from ._yaml_text import yaml_text
 
 Duration = Union[int, float, str]
 
@@ -132,32 +133,4 @@ class ExperimentConfig:
 
     def to_yaml(self) -> str:
         """``to_dict()`` as camelCase YAML text."""
-        import io
-
-        from ruamel.yaml import YAML
-
-        yaml = YAML(typ="rt")
-        yaml.default_flow_style = False
-        yaml.width = 4096
-        yaml.indent(mapping=2, sequence=4, offset=2)
-        yaml.representer.add_representer(
-            type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
-        out = io.StringIO()
-        yaml.dump(_flow_leaf_lists(self.to_dict()), out)
-        return out.getvalue()
-
-
-def _flow_leaf_lists(value: Any) -> Any:
-    """Lists of plain values written inline (``_value: [16, 32]``), the rest as blocks."""
-    from ruamel.yaml.comments import CommentedSeq
-
-    if isinstance(value, dict):
-        return {k: _flow_leaf_lists(v) for k, v in value.items()}
-    if isinstance(value, list):
-        items = [_flow_leaf_lists(v) for v in value]
-        if any(isinstance(v, (dict, list)) for v in value):
-            return items
-        seq = CommentedSeq(items)
-        seq.fa.set_flow_style()
-        return seq
-    return value
+        return yaml_text(self.to_dict())

@@ -51,13 +51,6 @@ from expmgr.store import ExperimentProfile, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
-_SIGNAL_CHECK_SECONDS = 0.2
-"""How often a main thread waiting for the end looks at signals: Linux may deliver a SIGTERM
-to another thread, which does not wake a main thread blocked without a timeout, and Python
-runs the handler only when the main thread next wakes (which could be the experiment's end).
-(Blocking the signals in our other threads would avoid the wake-ups, but processes started
-from those threads, trials included, would inherit the blocked mask.)"""
-
 _VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 """An experiment id a user may give (NNI's rule): it names the experiment's folder."""
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
@@ -337,8 +330,7 @@ class Experiment(ExperimentQueries):
                 previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
             try:
                 self.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
-                while True:  # until Ctrl+C or SIGTERM
-                    time.sleep(_SIGNAL_CHECK_SECONDS)
+                self._viewer.wait()  # until Ctrl+C or SIGTERM (or its server failed)
             except (KeyboardInterrupt, StopSignal):
                 pass
             finally:
@@ -388,8 +380,7 @@ class Experiment(ExperimentQueries):
                         else:
                             self.logger.info("killing the trials of experiment %s", self.id)
                         self._manager.request_stop()
-                    while not self.wait(_SIGNAL_CHECK_SECONDS):
-                        pass
+                    self.wait()  # signals are raised here
                     break
                 except PreemptSignal:
                     preemptions += 1
@@ -408,8 +399,7 @@ class Experiment(ExperimentQueries):
         raises) are raised here."""
         if self._manager is None:
             raise ExperimentError(f"experiment {self.id} was not started")
-        while not self._manager.wait(_SIGNAL_CHECK_SECONDS):
-            pass
+        self._manager.wait()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the search ends (DONE, STOPPED or ERROR); False if ``timeout``

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import tornado.httpserver
 
 from expmgr.dispatcher.client import DispatcherClient
+from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
 from expmgr.server.auth import Access
@@ -81,12 +82,12 @@ class Manager:
         self._runner: TrialRunner | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
-        self._search_ended = threading.Event()
+        self._search_ended = WakingEvent()
         """The runner returned and the registry has its last state; the server may still answer."""
         self._close: asyncio.Event | None = None
         """Set on the loop to close the server once the search ended."""
         self._stop_requested = False
-        self._finished = threading.Event()
+        self._finished = WakingEvent()
         self._pending_calls: set[concurrent.futures.Future] = set()
         """Calls handed to the loop and not answered yet; failed when the loop ends first."""
         self._calls_lock = threading.Lock()
@@ -268,12 +269,14 @@ class Manager:
 
     def wait_search(self, timeout: float | None = None) -> bool:
         """Block until the search ended (DONE, STOPPED, ERROR; the registry has it) while
-        the server may still answer; False on timeout."""
-        return self._search_ended.wait(timeout)
+        the server may still answer; False on timeout. In the main thread, signals' handlers
+        run (and may raise) while it waits."""
+        return wait_interruptibly(self._search_ended, timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the server closed too (the loop ended); False on timeout."""
-        return self._finished.wait(timeout)
+        """Block until the server closed too (the loop ended); False on timeout. In the main
+        thread, signals' handlers run (and may raise) while it waits."""
+        return wait_interruptibly(self._finished, timeout)
 
     def join(self) -> None:
         if self._thread is not None:

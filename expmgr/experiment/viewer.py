@@ -3,7 +3,7 @@ nothing that writes (every write answers 409). Used by ``Experiment.view``::
 
     viewer = Viewer(paths, sockets)
     viewer.start()
-    ...
+    viewer.wait()      # until stop() from another thread (a signal's exception in the main thread)
     viewer.stop()
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 
 import tornado.httpserver
 
+from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.layout import ExperimentPaths
 from expmgr.server.auth import Access
 from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
@@ -36,6 +37,7 @@ class Viewer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
         self._started = threading.Event()
+        self._finished = WakingEvent()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -51,6 +53,7 @@ class Viewer:
         finally:
             loop.close()
             self._started.set()
+            self._finished.set()
 
     async def _main(self) -> None:
         store = open_store(self.paths, readonly=True)
@@ -70,6 +73,11 @@ class Viewer:
             await hub.stop()
             await server.close_all_connections()
             store.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stopped; False on timeout. In the main thread, signals'
+        handlers run (and may raise) while it waits."""
+        return wait_interruptibly(self._finished, timeout)
 
     def stop(self) -> None:
         """Stop serving and close the store; idempotent."""

@@ -123,6 +123,41 @@ def test_a_done_daemon_keeps_serving_read_only_with_nothing_else_left_until_stop
     assert "its server stays up" in (home / exp_id / "logs" / "daemon.log").read_text()
 
 
+def context_switches(pid: int) -> int:
+    """How many times the threads of process ``pid`` gave up the CPU so far, summed: each
+    wake-up of a sleeping thread (a timer, a poll) adds one."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+        total += sum(int(line.split()[1]) for line in lines
+                     if line.split(":")[0] in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+    return total
+
+
+def test_a_done_daemon_sleeps_until_asked_something(project):
+    """While it only serves after DONE, nothing in the daemon wakes up: no loop looking at
+    signals or at the clock (one waking every 0.2 s makes about 10 switches in 2 s). It
+    still answers, and stops on SIGTERM at once."""
+    cwd, home = project
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
+    done = entry(home, exp_id)
+    daemon = psutil.Process(done.pid)
+    wait_until(lambda: not daemon.children(recursive=True), what="no dispatcher, watchdog or trial under the daemon")
+    time.sleep(1)  # its last writes after DONE (registry, logs) are done
+    before = context_switches(done.pid)
+    time.sleep(2)
+    woken = context_switches(done.pid) - before
+    assert woken <= 2, f"the daemon's threads woke {woken} times in 2 s of serving nobody"
+    assert call(done.port, "GET", "check-status")[1]["status"] == "DONE"
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=30)
+    assert entry(home, exp_id).pid is None, "closed as expctl stop closes it"
+
+
 def test_a_daemon_created_with_exit_when_done_ends_with_its_search(project):
     cwd, home = project
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--exit-when-done"))

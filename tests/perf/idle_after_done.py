@@ -4,8 +4,8 @@
 
 Creates a daemon (``expctl create``, a temporary home) of ``--trials`` trivial trials,
 waits for DONE, checks that nothing but the daemon's own process is left (no dispatcher,
-watchdog or trial under it), then prints its memory (PSS and RSS, from
-/proc/<pid>/smaps_rollup) and the CPU time it used over ``--idle`` seconds of doing
+watchdog or trial under it), then prints its memory (PSS, RSS and USS, from
+/proc/<pid>/smaps_rollup; PSS moves with how many other processes share its libraries) and the CPU time it used over ``--idle`` seconds of doing
 nothing (there is no polling loop: it should be ~0), and stops it with ``expctl stop``.
 Not part of the test run: it measures, it does not assert.
 """
@@ -81,7 +81,9 @@ def main() -> None:
             cpu = (after.user - before.user) + (after.system - before.system)
             print(f"experiment {exp_id}: {args.trials} trials, DONE; daemon pid {pid}, "
                   f"{daemon.num_threads()} threads, child processes left: {left or 'none'}")
-            print(f"idle memory: PSS {memory['Pss'] / 1024:.1f} MiB, RSS {memory['Rss'] / 1024:.1f} MiB")
+            own = memory["Private_Clean"] + memory["Private_Dirty"]  # USS: PSS less its share of libraries
+            print(f"idle memory: PSS {memory['Pss'] / 1024:.1f} MiB, RSS {memory['Rss'] / 1024:.1f} MiB, "
+                  f"its own (USS) {own / 1024:.1f} MiB")
             print(f"CPU over {args.idle:g} s idle: {cpu * 1000:.0f} ms ({cpu / args.idle * 100:.2f} %)")
         finally:
             print(expctl(project, "stop", exp_id).stdout.strip())
