@@ -120,8 +120,9 @@ class Store(Protocol):
         """The cursor of the current state: ``changes(since=cursor())`` is empty until a write."""
         ...
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> Changes:
-        """The trials and metrics changed after ``since``; see ``Changes``."""
+    def changes(self, since: str | None = None, limit: int | None = None, *, metrics: bool = True) -> Changes:
+        """The trials and metrics changed after ``since``; see ``Changes``. With ``metrics``
+        False, the changed trials alone (``metrics_json`` empty, the cursor past every metric)."""
         ...
 
 

@@ -399,9 +399,9 @@ class ExperimentStore:
         """The cursor of the current state: ``changes(since=cursor())`` is empty until a write."""
         return self._change_log.cursor()
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> Changes:
+    def changes(self, since: str | None = None, limit: int | None = None, *, metrics: bool = True) -> Changes:
         """The trials and metrics changed after ``since``; see ``ChangeLog.changes``."""
-        return self._change_log.changes(since, limit)
+        return self._change_log.changes(since, limit, metrics=metrics)
 
 
 class SqliteBackend:
