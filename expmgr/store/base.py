@@ -112,6 +112,15 @@ class Store(Protocol):
         """Whether the last run ended on a preemption notice."""
         ...
 
+    def latest_preemption(self, after_event: int = 0) -> tuple[float | None, int]:
+        """The time of the latest preemption notice among the events after ``after_event``
+        (None: none) and the last event's id, to keep ``was_preempted`` up to date."""
+        ...
+
+    def preempted_in_last_run(self, notice_time: float | None) -> bool:
+        """Whether a preemption notice at ``notice_time`` (None: none) ended the last run."""
+        ...
+
     def seconds_run(self, until: float | None = None) -> float:
         """How long managers ran the experiment so far (a run without an end: until ``until``)."""
         ...
