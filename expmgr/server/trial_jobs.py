@@ -25,7 +25,7 @@ _SEPARATOR = b", "
 """Between items of a JSON list, as ``json.dumps`` writes it."""
 
 
-@dataclass
+@dataclass(slots=True)  # one per trial: no __dict__ each
 class _Item:
     status: str
     text: bytes
@@ -53,9 +53,16 @@ class TrialJobsAnswer:
         those of status ``status`` when given (NNI's filter, of the page)."""
         self.refresh(store)
         page = self._order[offset:] if limit is None else self._order[offset:offset + limit]
-        items = [self._items[sequence_id] for sequence_id in page]
-        return b"[" + _SEPARATOR.join(item.text for item in items
-                                      if status is None or item.status == status) + b"]"
+        parts = [b"["]  # one join of every part: the answer is copied once (6 MB at 10,000 trials)
+        for sequence_id in page:
+            item = self._items[sequence_id]
+            if status is None or item.status == status:
+                parts += (item.text, _SEPARATOR)
+        if len(parts) > 1:
+            parts[-1] = b"]"  # over the last separator
+        else:
+            parts.append(b"]")
+        return b"".join(parts)
 
     def refresh(self, store: Store) -> None:
         """Rebuild the views of the trials changed since the last refresh (all the first time)."""
