@@ -197,8 +197,13 @@ class TrialJobsHandler(_Handler):
             offset = self.int_argument("offset", 0)
             limit = self.int_argument("limit", None, minimum=1)
             status = self.get_query_argument("status", None)  # NNI's filter (of the page, here)
+            chunks = self.trial_jobs.answer(self.store, offset, limit, status)
             self.set_header("Content-Type", "application/json; charset=UTF-8")
-            self.finish(self.trial_jobs.answer(self.store, offset, limit, status))
+            self.set_header("Content-Length", sum(map(len, chunks)))
+            for chunk in chunks:  # each flushed alone: queued as it is, not joined into one copy
+                self.write(chunk)
+                self.flush()
+            self.finish()
             return
         trial = self.store_trial(trial_id)
         self.send_json(views.nni_trial_job_view(trial, self.paths,
