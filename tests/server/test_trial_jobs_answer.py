@@ -14,6 +14,7 @@ from expmgr.server import trial_jobs, views
 from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.states import TrialState
 from expmgr.store import ExperimentStore, MetricRecord, TrialRecord
+from tests.server.conftest import get_text
 from tests.server.fill import fill_store
 from tests.store.test_store import new_store
 from tests.store.test_store_changes import count_sqlite_steps
@@ -124,3 +125,17 @@ def test_at_10000_trials_an_answer_after_one_change_rebuilds_that_trial_alone(tm
     assert answer == fresh(store, paths)
     print(f"SQLite steps (thousands): first answer {full_steps}, after one change {after_steps}")
     assert after_steps * 100 < full_steps, f"after one change {after_steps} steps, the first answer {full_steps}"
+
+
+def test_the_served_answer_is_the_fresh_one_byte_for_byte_pages_and_filters_too(filled_view):
+    """Over HTTP, as sent in blocks (30 trials of a finished experiment, viewed)."""
+    store = ExperimentStore.open(filled_view.paths.database, readonly=True)
+    try:
+        for query, args in [("", {}), ("?offset=3&limit=7", {"offset": 3, "limit": 7}),
+                            ("?status=SUCCEEDED", {"status": "SUCCEEDED"}), ("?status=FAILED", {"status": "FAILED"})]:
+            status, headers, body = get_text(filled_view.port, f"/api/v1/nni/trial-jobs{query}")
+            assert status == 200 and headers["Content-Type"] == "application/json; charset=UTF-8"
+            assert body.encode() == fresh(store, filled_view.paths, **args), query
+            assert int(headers["Content-Length"]) == len(body.encode())
+    finally:
+        store.close()
