@@ -153,6 +153,16 @@ class LiveHub:
             lambda store: changes_answer(store, self.paths, since, limit, self.read_only, facts=self.facts))
         return text
 
+    async def experiment_and_statistics(self, read_only: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """NNI's experiment profile (``views.experiment_view``) and job-statistics, from the
+        kept facts, on the reader's thread."""
+        def read(store: Store) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            with store.snapshot():
+                self.facts.refresh(store)
+                return (views.experiment_view(store, read_only, facts=self.facts),
+                        views.job_statistics_view(store, self.facts))
+        return await self.reader.run(read)
+
     # -- changes pushed -----------------------------------------------------------
 
     def _store_changed(self) -> None:

@@ -160,8 +160,10 @@ UPDATE_TYPES = {entry.update_type: entry.field for entry in UPDATABLE_FIELDS}
 
 
 class ExperimentHandler(_Handler):
-    def get(self) -> None:
-        self.send_json(views.experiment_view(self.store, read_only=self.runner is None))
+    async def get(self) -> None:
+        """NNI's profile; its facts kept up to date by the hub (a pass over every trial otherwise)."""
+        experiment, _ = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        self.send_json(experiment)
 
     def delete(self) -> None:
         """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing.
@@ -323,8 +325,9 @@ class ChangesHandler(_Handler):
 
 
 class JobStatisticsHandler(_Handler):
-    def get(self) -> None:
-        self.send_json(views.job_statistics_view(self.store))
+    async def get(self) -> None:
+        _, statistics = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        self.send_json(statistics)
 
 
 class ExportDataHandler(_Handler):
