@@ -29,6 +29,7 @@ import tornado.websocket
 from expmgr.engine.errors import RefusalKind
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, views
+from expmgr.server.facts import ExperimentFacts
 from expmgr.server.guard import Guard, ServerLimits
 from expmgr.server.reader import StoreReader
 from expmgr.server.refusals import RequestError, send_refusal
@@ -52,11 +53,15 @@ _log = logging.getLogger("nni.manager")
 
 
 def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limit: int | None,
-                   read_only: bool, head: dict[str, Any] | None = None) -> tuple[str, Changes]:
-    """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot."""
+                   read_only: bool, head: dict[str, Any] | None = None,
+                   facts: ExperimentFacts | None = None) -> tuple[str, Changes]:
+    """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot;
+    the experiment's facts from ``facts``, refreshed in it, when given (else read afresh)."""
     with store.snapshot():
         changes = store.changes(since, limit)
-        return views.changes_json(store, paths, changes, read_only, head), changes
+        if facts is not None:
+            facts.refresh(store)
+        return views.changes_json(store, paths, changes, read_only, head, facts), changes
 
 
 @dataclass
@@ -84,6 +89,8 @@ class LiveHub:
         self.read_only = read_only
         self.limits = limits or ServerLimits()
         self.reader = StoreReader(paths)
+        self.facts = ExperimentFacts()
+        """The facts of every changes answer, kept up to date on the reader's thread."""
         self._sockets: set[LiveSocket] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
@@ -143,8 +150,18 @@ class LiveHub:
     async def changes(self, since: str | None, limit: int | None) -> str:
         """The REST changes answer, built on the reader's thread."""
         text, _ = await self.reader.run(
-            lambda store: changes_answer(store, self.paths, since, limit, self.read_only))
+            lambda store: changes_answer(store, self.paths, since, limit, self.read_only, facts=self.facts))
         return text
+
+    async def experiment_and_statistics(self, read_only: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """NNI's experiment profile (``views.experiment_view``) and job-statistics, from the
+        kept facts, on the reader's thread."""
+        def read(store: Store) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            with store.snapshot():
+                self.facts.refresh(store)
+                return (views.experiment_view(store, read_only, facts=self.facts),
+                        views.job_statistics_view(store, self.facts))
+        return await self.reader.run(read)
 
     # -- changes pushed -----------------------------------------------------------
 
@@ -175,7 +192,8 @@ class LiveHub:
             by_cursor.setdefault(socket.cursor, []).append(socket)
         for cursor, sockets in by_cursor.items():
             def answer(store: Store, since: str = cursor) -> tuple[str, Changes]:
-                return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"})
+                return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"},
+                                      self.facts)
             text, changes = await self.reader.run(answer)
             if changes.more:
                 self._dirty = True  # the rest in the next message

@@ -39,6 +39,7 @@ from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
+from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.store import Store, TrialRecord
 from expmgr.store.registry import Registry, RegistryError
 
@@ -56,11 +57,12 @@ class _Handler(tornado.web.RequestHandler):
     """The field of guard.ServerLimits that bounds this route's request bodies."""
 
     def initialize(self, store: Store, paths: ExperimentPaths, runner: TrialRunner | None,
-                   hub: LiveHub) -> None:
+                   hub: LiveHub, trial_jobs: TrialJobsAnswer) -> None:
         self.store = store
         self.paths = paths
         self.runner = runner
         self.hub = hub
+        self.trial_jobs = trial_jobs
 
     def prepare(self) -> None:
         auth.check(self)
@@ -158,8 +160,10 @@ UPDATE_TYPES = {entry.update_type: entry.field for entry in UPDATABLE_FIELDS}
 
 
 class ExperimentHandler(_Handler):
-    def get(self) -> None:
-        self.send_json(views.experiment_view(self.store, read_only=self.runner is None))
+    async def get(self) -> None:
+        """NNI's profile; its facts kept up to date by the hub (a pass over every trial otherwise)."""
+        experiment, _ = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        self.send_json(experiment)
 
     def delete(self) -> None:
         """Stop the experiment gracefully (as ``expctl stop``); asking again changes nothing.
@@ -187,20 +191,30 @@ class ExperimentHandler(_Handler):
 
 
 class TrialJobsHandler(_Handler):
-    """NNI's trial-jobs, in NNI's shape alone (views.nni_trial_jobs_view); the web UI reads
-    expmgr's view of a trial from the changes and TrialHandler."""
+    """NNI's trial-jobs, in NNI's shape alone (views.nni_trial_jobs_view, kept up to date
+    by trial_jobs.py); the web UI reads expmgr's view of a trial from the changes and TrialHandler."""
 
     def get(self, trial_id: str | None = None) -> None:
         if trial_id is None:
             offset = self.int_argument("offset", 0)
             limit = self.int_argument("limit", None, minimum=1)
             status = self.get_query_argument("status", None)  # NNI's filter (of the page, here)
-            self.send_json([view for view in views.nni_trial_jobs_view(self.store, self.paths, offset, limit)
-                            if status is None or view["status"] == status])
+            chunks = self.trial_jobs.answer(self.store, offset, limit, status)
+            self.set_header("Content-Type", "application/json; charset=UTF-8")
+            self.set_header("Content-Length", sum(map(len, chunks)))
+            for chunk in chunks:  # each flushed alone: queued as it is, not joined into one copy
+                self.write(chunk)
+                self.flush()
+            self.finish()
             return
         trial = self.store_trial(trial_id)
         self.send_json(views.nni_trial_job_view(trial, self.paths,
                                                 self.store.final_metrics([trial_id]).get(trial_id)))
+
+    def compute_etag(self) -> None:
+        """None: no ETag. Tornado's is a SHA-1 of the whole answer (6 MB at 10,000 trials)
+        at every poll, for clients that never ask If-None-Match (NNI's do not)."""
+        return None
 
     def delete(self, trial_id: str) -> None:
         """NNI's cancel: stop this trial as USER_CANCELED."""
@@ -311,8 +325,9 @@ class ChangesHandler(_Handler):
 
 
 class JobStatisticsHandler(_Handler):
-    def get(self) -> None:
-        self.send_json(views.job_statistics_view(self.store))
+    async def get(self) -> None:
+        _, statistics = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        self.send_json(statistics)
 
 
 class ExportDataHandler(_Handler):
@@ -340,7 +355,7 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
     auth.normalize_url_prefix gives it); ``webui_dir`` holds the built UI (default: the
     installed one); with a ``token``, every request but a trial's report must carry it
     (auth.check)."""
-    context = {"store": store, "paths": paths, "runner": runner, "hub": hub}
+    context = {"store": store, "paths": paths, "runner": runner, "hub": hub, "trial_jobs": TrialJobsAnswer(paths)}
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
         (f"{API}/experiment", ExperimentHandler),

@@ -13,13 +13,16 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import best_result, metric_number
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import AttemptRecord, Changes, MetricRecord, Store, TrialRecord
+
+if TYPE_CHECKING:
+    from expmgr.server.facts import ExperimentFacts
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -158,9 +161,11 @@ def _metric_views(store: Store, metrics: list[MetricRecord]) -> list[dict[str, A
     return [metric_view(m, sequence_ids.get(m.trial_id, -1)) for m in metrics]
 
 
-def job_statistics_view(store: Store) -> list[dict[str, Any]]:
+def job_statistics_view(store: Store, facts: ExperimentFacts | None = None) -> list[dict[str, Any]]:
+    """NNI's job-statistics; from ``facts`` (kept up to date) when given, else read afresh."""
+    counts = store.status_counts() if facts is None else facts.status_counts
     return [{"trialJobStatus": status.value, "trialJobNumber": count}
-            for status, count in sorted(store.status_counts().items(), key=lambda item: item[0].value)]
+            for status, count in sorted(counts.items(), key=lambda item: item[0].value)]
 
 
 def export_data_view(store: Store) -> list[dict[str, Any]]:
@@ -208,7 +213,7 @@ def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float |
 
 
 def experiment_view(store: Store, read_only: bool | None = None,
-                    running: bool | None = None) -> dict[str, Any]:
+                    running: bool | None = None, facts: ExperimentFacts | None = None) -> dict[str, Any]:
     """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
     ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view).
 
@@ -221,12 +226,13 @@ def experiment_view(store: Store, read_only: bool | None = None,
     ``maximize``, the tuner's default when the config names none), ``bestTrialId`` (None
     until a trial has a finite final result), ``updatableFields`` (each with its NNI
     ``updateType``) and ``multiHost`` (``runs_on_several_hosts``: the trials table shows
-    each trial's host)."""
+    each trial's host). The best trial, ``multiHost`` and ``preempted`` come from ``facts``
+    (kept up to date, refreshed in this snapshot) when given, else are read afresh."""
     profile = store.profile()
     if running is None:  # served by its manager, or (nothing said) not ended
         running = read_only is False if read_only is not None else not profile.status.is_finished()
     minimize = ExperimentConfig.from_dict(profile.config).minimizes
-    best = best_result(store.final_numbers().items(), minimize)
+    best = best_result(store.final_numbers().items(), minimize) if facts is None else facts.best
     view: dict[str, Any] = {
         "id": profile.id,
         "revision": 0,
@@ -236,11 +242,11 @@ def experiment_view(store: Store, read_only: bool | None = None,
         "params": profile.config,
         "startTime": _ms(profile.start_time),
         "status": profile.status.value,
-        "preempted": store.was_preempted(),
+        "preempted": store.was_preempted() if facts is None else facts.was_preempted(store),
         "optimizeMode": "minimize" if minimize else "maximize",
         "bestTrialId": None if best is None else best[0],
         "updatableFields": _UPDATABLE_VIEW,
-        "multiHost": runs_on_several_hosts(store),
+        "multiHost": runs_on_several_hosts(store) if facts is None else facts.multi_host,
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)
@@ -252,13 +258,15 @@ def experiment_view(store: Store, read_only: bool | None = None,
 
 
 def changes_json(store: Store, paths: ExperimentPaths, changes: Changes, read_only: bool,
-                 head: dict[str, Any] | None = None) -> str:
+                 head: dict[str, Any] | None = None, facts: ExperimentFacts | None = None) -> str:
     """The answer of ``GET /api/v1/expmgr/changes`` as JSON text, the fields of ``head``
     first (the websocket's ``{"type": "changes"}``). Call it in the snapshot that read
-    ``changes``: the experiment and the statistics are read here."""
+    ``changes`` (and refreshed ``facts``, when given): the experiment and the statistics
+    are read here."""
     answer = dict(head or {})
     answer.update(cursor=changes.cursor, full=changes.full, more=changes.more,
-                  experiment=experiment_view(store, read_only), statistics=job_statistics_view(store))
+                  experiment=experiment_view(store, read_only, facts=facts),
+                  statistics=job_statistics_view(store, facts))
     trials_dir = str(paths.trials_dir)
     answer["trials"] = [_trial_job_view(trial, trials_dir, changes.finals.get(trial.trial_id))
                         for trial in changes.trials]

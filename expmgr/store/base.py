@@ -112,6 +112,15 @@ class Store(Protocol):
         """Whether the last run ended on a preemption notice."""
         ...
 
+    def latest_preemption(self, after_event: int = 0) -> tuple[float | None, int]:
+        """The time of the latest preemption notice among the events after ``after_event``
+        (None: none) and the last event's id, to keep ``was_preempted`` up to date."""
+        ...
+
+    def preempted_in_last_run(self, notice_time: float | None) -> bool:
+        """Whether a preemption notice at ``notice_time`` (None: none) ended the last run."""
+        ...
+
     def seconds_run(self, until: float | None = None) -> float:
         """How long managers ran the experiment so far (a run without an end: until ``until``)."""
         ...
@@ -120,8 +129,9 @@ class Store(Protocol):
         """The cursor of the current state: ``changes(since=cursor())`` is empty until a write."""
         ...
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> Changes:
-        """The trials and metrics changed after ``since``; see ``Changes``."""
+    def changes(self, since: str | None = None, limit: int | None = None, *, metrics: bool = True) -> Changes:
+        """The trials and metrics changed after ``since``; see ``Changes``. With ``metrics``
+        False, the changed trials alone (``metrics_json`` empty, the cursor past every metric)."""
         ...
 
 

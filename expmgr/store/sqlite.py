@@ -135,10 +135,21 @@ class ExperimentStore:
 
     def was_preempted(self) -> bool:
         """Whether the last run ended on a preemption notice (a resume starts a new run)."""
-        row = self._conn.execute(
-            "SELECT MAX(time) FROM events WHERE kind = 'experiment_preempted'").fetchone()
-        last_run = self._conn.execute("SELECT MAX(started) FROM runs").fetchone()
-        return row[0] is not None and (last_run[0] is None or row[0] >= last_run[0])
+        return self.preempted_in_last_run(self.latest_preemption()[0])
+
+    def latest_preemption(self, after_event: int = 0) -> tuple[float | None, int]:
+        """The time of the latest preemption notice among the events after ``after_event``
+        (None: none) and the last event's id: read from ``after_event`` on, ``was_preempted``
+        kept up to date costs the events added since (the web UI's pushes, server/facts.py)."""
+        notice = self._conn.execute("SELECT MAX(time) FROM events WHERE id > ? AND kind = 'experiment_preempted'",
+                                    (after_event,)).fetchone()[0]
+        last_event = self._conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
+        return notice, last_event or 0
+
+    def preempted_in_last_run(self, notice_time: float | None) -> bool:
+        """Whether a preemption notice at ``notice_time`` (None: none) ended the last run."""
+        last_run = self._conn.execute("SELECT MAX(started) FROM runs").fetchone()[0]
+        return notice_time is not None and (last_run is None or notice_time >= last_run)
 
     def record_store_outage(self, since: float, error: str) -> None:
         """This database could not be written from ``since`` until now (kept as an event)."""
@@ -399,9 +410,9 @@ class ExperimentStore:
         """The cursor of the current state: ``changes(since=cursor())`` is empty until a write."""
         return self._change_log.cursor()
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> Changes:
+    def changes(self, since: str | None = None, limit: int | None = None, *, metrics: bool = True) -> Changes:
         """The trials and metrics changed after ``since``; see ``ChangeLog.changes``."""
-        return self._change_log.changes(since, limit)
+        return self._change_log.changes(since, limit, metrics=metrics)
 
 
 class SqliteBackend:

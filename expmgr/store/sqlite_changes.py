@@ -36,12 +36,14 @@ class ChangeLog:
         last_event, last_metric = self._last_ids()
         return self._cursor(last_event, last_metric, last_metric)
 
-    def changes(self, since: str | None = None, limit: int | None = None) -> Changes:
+    def changes(self, since: str | None = None, limit: int | None = None, *, metrics: bool = True) -> Changes:
         """The trials and metrics changed after ``since`` (a cursor from ``cursor()`` or an
         earlier answer); everything (``full``) when ``since`` is None or not a cursor of
         this database's present or past. At most ``limit`` trials + metrics (a few more
         trials whose final result came meanwhile): then ``more`` says to ask again from
-        the answer's cursor. Run it inside ``snapshot()`` when another connection writes."""
+        the answer's cursor. With ``metrics`` False, no metrics are read (``metrics_json`` is
+        empty and the cursor is past them all): what NNI's trial-jobs needs, the trials alone.
+        Run it inside ``snapshot()`` when another connection writes."""
         last_event, last_metric = self._last_ids()
         start = self._parse_cursor(since)
         full = start is None or start[0] > last_event or start[2] > last_metric
@@ -50,7 +52,7 @@ class ChangeLog:
         # the trial views sent (ahead of the metrics while an answer is paged).
         if full and limit is None:
             trials, finals = self._reader.trials(), self._reader.final_metrics()
-            metrics_json, metric_to = self._compact_metrics(0, None)
+            metrics_json, metric_to = self._compact_metrics(0, None) if metrics else ("[]", last_metric)
             return Changes(cursor=self._cursor(last_event, metric_to, last_metric), full=True, more=False,
                            trials=trials, finals=finals, metrics_json=metrics_json)
         rows = self._conn.execute(
@@ -72,7 +74,9 @@ class ChangeLog:
                     trial_ids.append(trial_id)
             event_to, finals_to = last_event, last_metric
             budget = None if limit is None else max(0, limit - len(rows))
-            if budget != 0:
+            if not metrics:
+                metric_to = last_metric
+            elif budget != 0:
                 metrics_json, metric_to = self._compact_metrics(metric_from, budget)
             more = metric_to < last_metric
         trial_rows = self._conn.execute(

@@ -50,7 +50,6 @@ import tornado.websocket  # noqa: E402
 from expmgr import Experiment, ExperimentConfig  # noqa: E402
 from expmgr.layout import ExperimentPaths  # noqa: E402
 from report_latency import percentile  # noqa: E402
-from turnaround import compile_package  # noqa: E402
 
 INTERMEDIATE = 5
 """Intermediate results each trial reports."""
@@ -80,6 +79,14 @@ fd = os.open(os.environ["SOAK_REPORTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT,
 os.write(fd, line.encode())
 os.close(fd)
 """
+
+
+def compile_package() -> None:
+    """Write expmgr's bytecode, as ``pip install`` does: an editable checkout run with
+    PYTHONDONTWRITEBYTECODE would otherwise recompile it in every trial."""
+    import compileall
+    import expmgr
+    compileall.compile_dir(Path(expmgr.__file__).parent, quiet=1)
 
 
 # -- the manager's process ------------------------------------------------------------------

@@ -116,7 +116,9 @@ def test_a_view_socket_works_read_only_and_reads_nothing_while_nothing_changes(t
     log.write_text("first\n")
     reads = []
     original = ExperimentStore.changes
-    monkeypatch.setattr(ExperimentStore, "changes", lambda *args, **kwargs: reads.append(1) or original(*args, **kwargs))
+    # Each read records whether it read metrics: an answer's changes do, the facts' refresh not.
+    monkeypatch.setattr(ExperimentStore, "changes",
+                        lambda *args, **kwargs: reads.append(kwargs.get("metrics", True)) or original(*args, **kwargs))
     view = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
     try:
         client = sockets(view.port)
@@ -129,7 +131,7 @@ def test_a_view_socket_works_read_only_and_reads_nothing_while_nothing_changes(t
             wait_until(lambda line=line: client.of_type("tail")[-1]["text"] == line, what=line)
         assert [m["offset"] for m in client.of_type("tail")] == [0, 6, 13]
         assert client.of_type("changes") == [] and reads == [], "no changes read while nothing was written"
-        assert get(view.port, "/api/v1/expmgr/changes")["full"] and reads == [1]
+        assert get(view.port, "/api/v1/expmgr/changes")["full"] and reads == [True, False]
     finally:
         view.stop()
     wait_until(client.closed.is_set, what="the view's stop closing its sockets")
