@@ -355,7 +355,8 @@ class TrialRunner:
             assert self.dispatcher is not None
             sequence_id = self._reserve_trial()
             ends_told = self._ends_told
-            # Asked only now, not ahead: the tuner has seen every result that came in.
+            # Asked only now: the tuner has seen every result that came in (a dispatcher may
+            # have computed these ahead only for a tuner that declares results change nothing).
             reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
             if self._stop_requested or not reply["parameters"]:
                 self._release_trial(sequence_id)
@@ -442,6 +443,8 @@ class TrialRunner:
         new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         if field == "searchSpace" and self.dispatcher is not None and self.config.tuner is not None:
             self.dispatcher.notify("update_search_space", search_space=new_value)
+            # A tuner that had no more trials (a used-up grid) or waited may have new points now.
+            self._no_more_trials = self._tuner_waiting = False
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
         if self.state == ExperimentState.NO_MORE_TRIAL and self._tuner_may_submit():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import textwrap
 import sys
 import time
 import urllib.error
@@ -177,4 +178,34 @@ def test_a_large_import_goes_in_chunks_and_the_experiment_keeps_answering(tmp_pa
         assert experiment.get_status() == "DONE"
     finally:
         (tmp_path / "release").touch()
+        experiment.stop()
+
+
+def test_a_used_up_grid_given_a_new_search_space_runs_its_new_points(tmp_path: Path, code_dir: Path):
+    """A grid of one point at concurrency 2 has no more trials while its one trial runs
+    (NO_MORE_TRIAL); a new search space gives it more, which run before the experiment ends."""
+    write_script(code_dir, "trial.py", textwrap.dedent("""\
+        import os, time
+        import expmgr
+        x = expmgr.get_next_parameter()["x"]
+        while not os.path.exists("go"):
+            time.sleep(0.05)
+        expmgr.report_final_result(x)
+        """))
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=2, max_trial_number=None,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        port = experiment.port
+        wait_until(lambda: get(port, "check-status")["status"] == "NO_MORE_TRIAL", what="the grid used up")
+        assert len(get(port, "trial-jobs")) == 1
+        experiment.update_search_space({"x": {"_type": "choice", "_value": [1, 2]}})
+        wait_until(lambda: len(get(port, "trial-jobs")) == 2, what="the new point's trial")
+        (code_dir / "go").touch()
+        assert experiment.wait(60)
+        finals = sorted(json.loads(t["finalMetricData"][0]["data"]) for t in get(port, "trial-jobs"))
+        assert finals == ["1", "2"]  # NNI sends the value as JSON text inside the JSON string
+    finally:
         experiment.stop()
