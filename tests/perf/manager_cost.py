@@ -37,16 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from expmgr import Experiment, ExperimentConfig  # noqa: E402
 from expmgr.experiment import manager as manager_module  # noqa: E402
-
-TRIAL = """\
-import time
-start = time.time()
-import expmgr
-params = expmgr.get_next_parameter()
-expmgr.report_final_result(params["x"])
-with open({times!r}, "a") as times:
-    times.write(f"{{start}} {{time.time()}}\\n")
-"""
+from tests.perf.ray_turnaround import EXPMGR_TRIAL as TRIAL  # noqa: E402  (the same trivial trial)
 
 
 def idle_gaps(times_file: Path, concurrency: int) -> list[float]:
