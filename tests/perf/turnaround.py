@@ -25,8 +25,9 @@ round's floor):
 - start() to the first trial's first line;
 - idle gap (median over the run): at concurrency c the k-th trial to start (k >= c) waited for
   the (k-c)-th trial to end; its gap is from that end to its first line (so it includes the
-  ending trial's interpreter exit and the next one's interpreter start; the floor's 0 is by
-  definition, not measured);
+  ending trial's interpreter exit and the next one's interpreter start). Its floor is measured:
+  the same gap of ``--trials`` bare interpreters through a plain pool, each noting the time at
+  its first and its last line (the exit and start every fresh process pays, with no manager);
 - manager-side memory: the peak of the summed PSS of the driver and its descendants that are
   not trials (expmgr: manager, dispatcher, watchdog; NNI: the Python driving the experiment,
   the node.js manager, the dispatcher), sampled every 0.1 s; each part's peak is printed below.
@@ -193,6 +194,34 @@ def bare_pool(python: str, count: int, concurrency: int) -> float:
     return time.perf_counter() - start
 
 
+def idle_gaps(spans: list[tuple[float, float]], concurrency: int) -> list[float]:
+    """From each process's (first line, last line): the k-th to start (k >= concurrency)
+    waited for the (k-concurrency)-th to end; its gap is from that end to its first line."""
+    starts = sorted(start for start, _ in spans)
+    ends = sorted(end for _, end in spans)
+    return [starts[k] - ends[k - concurrency] for k in range(concurrency, len(spans))]
+
+
+STAMPING = "import time; s = time.time()\nwith open({times!r}, 'a') as f: f.write(f'{{s}} {{time.time()}}\\n')"
+"""A bare interpreter that notes its first and last line, as the benchmark's trials do."""
+
+
+def gap_floor(python: str, work: Path, count: int, concurrency: int) -> float:
+    """The median idle gap of ``count`` bare interpreters (``STAMPING``) through a plain pool:
+    the interpreter exit and start that every fresh trial process pays, with no manager."""
+    times = work / "gap-floor-times"
+    times.unlink(missing_ok=True)
+    env = clean_env()
+    code = STAMPING.format(times=str(times))
+
+    def one(_: int) -> None:
+        subprocess.run([python, "-c", code], check=True, env=env)
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(count)))
+    spans = [(float(a), float(b)) for a, b in (line.split() for line in times.read_text().splitlines())]
+    return statistics.median(idle_gaps(spans, concurrency))
+
+
 def process_cost(python: str, code: str, work: Path, repeat: int = 20) -> float:
     """Seconds for ``python -c code``: the mean of the faster half of ``repeat`` runs (less noise
     from the machine)."""
@@ -319,9 +348,8 @@ def driven_run(system: str, python: str, work: Path, trials: int, concurrency: i
     if len(spans) != trials:
         raise BenchmarkError(f"{len(spans)} of {trials} trials ran to their end; see {work}")
     starts = sorted(s for s, _, _ in spans)
-    ends = sorted(e for _, _, e in spans)
     return Run(seconds=result["done"] - result["start"], first_trial=starts[0] - result["start"],
-               gaps=[starts[k] - ends[k - concurrency] for k in range(concurrency, trials)],
+               gaps=idle_gaps([(s, e) for s, _, e in spans], concurrency),
                import_and_parameter=statistics.median(g - s for s, g, _ in spans),
                memory=sampler.peak, parts=dict(sampler.parts), others=sorted(sampler.others))
 
@@ -372,7 +400,7 @@ def spread(values: list[float], form: str) -> str:
     return f"{form.format(statistics.median(values))} [{form.format(min(values))}-{form.format(max(values))}]"
 
 
-def report(floors: list[tuple[int, float]], bare: float, runs: dict[str, list[Run]], rounds: int,
+def report(floors: list[tuple[int, float]], gap_floors: list[float], bare: float, runs: dict[str, list[Run]], rounds: int,
            trials: int, concurrency: int) -> None:
     floor_of = dict(floors)
     columns = [name for name in ("NNI 3.0", "expmgr") if runs.get(name)]
@@ -390,8 +418,9 @@ def report(floors: list[tuple[int, float]], bare: float, runs: dict[str, list[Ru
          "<= 1.3x the floor"),
         ("start() -> first trial's code runs (s)", "-", lambda n: of(n, lambda r: r.first_trial, "{:.3f}"),
          "<= 0.1 s"),
-        ("idle gap, trial end -> next start, median (ms)", "0", lambda n: of(n, lambda r: r.gap * 1000, "{:.1f}"),
-         "<= 5 ms"),
+        ("idle gap, trial end -> next start, median (ms)",
+         spread([g * 1000 for g in gap_floors], "{:.1f}") + " (bare interpreters)",
+         lambda n: of(n, lambda r: r.gap * 1000, "{:.1f}"), "<= 5 ms"),
         ("manager-side memory, peak PSS (MiB)", "-", lambda n: of(n, lambda r: r.memory / 2**20, "{:.1f}"),
          "<= 45 MiB"),
         ("trial import + get_next_parameter (ms)", f"{bare * 1000:.1f} (interpreter start)",
@@ -462,13 +491,16 @@ def main() -> None:
         print(f"interpreter start {bare * 1000:.1f} ms; `import expmgr; get_next_parameter()` as a whole process "
               f"{whole * 1000:.1f} ms ({whole / bare:.2f}x)", flush=True)
         floors: list[tuple[int, float]] = []
+        gap_floors: list[float] = []
         runs: dict[str, list[Run]] = {name: [] for name in systems}
         failed = 0
         for number in range(1, args.rounds + 1):
             print(f"round {number}:", flush=True)
             floor = bare_pool(python, args.trials, args.concurrency)
             floors.append((number, floor))
-            print(f"  {'floor':<8} {args.trials} x `python -c pass` through a pool: {floor:6.2f} s", flush=True)
+            gap_floors.append(gap_floor(python, tmp, args.trials, args.concurrency))
+            print(f"  {'floor':<8} {args.trials} x `python -c pass` through a pool: {floor:6.2f} s; "
+                  f"the same pool's idle gap {gap_floors[-1] * 1000:.1f} ms", flush=True)
             for name, system_python in systems.items():
                 system = "expmgr" if name == "expmgr" else "nni"
                 began = time.perf_counter()
@@ -483,7 +515,7 @@ def main() -> None:
                 runs[name].append(run)
                 print(f"  {name:<8} {describe(run)} (driver process {time.perf_counter() - began:.1f} s)",
                       flush=True)
-        report(floors, bare, runs, args.rounds, args.trials, args.concurrency)
+        report(floors, gap_floors, bare, runs, args.rounds, args.trials, args.concurrency)
         print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         finished = not failed
     finally:
