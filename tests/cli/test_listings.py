@@ -134,8 +134,10 @@ def test_after_a_resume_durations_leave_out_the_downtime_and_started_is_the_firs
     database = home / exp_id / "db" / "experiment.sqlite"
     [trial] = wait_until(lambda: [t for t in json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout)
                                   if t["status"] == "RUNNING"], what="a running trial")
-    assert expctl(home, cwd, "stop", exp_id).returncode == 0
     first_start = sqlite3.connect(database).execute("SELECT start_time FROM experiment").fetchone()[0]
+    # execDuration is whole seconds (NNI's): the first run lasts more than one, so it is not 0.
+    wait_until(lambda: time.time() > first_start + 1.5, what="a first run of over a second")
+    assert expctl(home, cwd, "stop", exp_id).returncode == 0
     stopped = time.time()
     wait_until(lambda: time.time() > stopped + 2, what="some downtime")   # what the durations must leave out
 
