@@ -36,12 +36,12 @@ from typing import Any
 from expmgr.algorithms.space_tuner import SpaceTuner
 from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
+    NumpyDraws,
     CHOICE,
     RANDINT,
     Key,
     ParameterSpec,
     format_parameters,
-    make_rng,
     parse_search_space,
 )
 from expmgr.algorithms.tuner import OptimizeMode
@@ -65,14 +65,14 @@ class _Result:
     """Arrival number: larger is more recent."""
 
 
-class AnnealTuner(SpaceTuner):
+class AnnealTuner(NumpyDraws, SpaceTuner):
     """NNI's Anneal tuner: ``optimize_mode`` and ``seed`` as classArgs."""
 
     who = "Anneal"
 
     def __init__(self, optimize_mode: str = "minimize", seed: int | None = None) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
-        self._rng = make_rng(seed)
+        self._keep_seed(seed)
         self._specs: list[ParameterSpec] | None = None
         self._results: list[_Result] = []
         self._tried = TriedPoints("Anneal tuner")

@@ -35,12 +35,12 @@ from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.space_tuner import SpaceTuner
 from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
+    NumpyDraws,
     CHOICE,
     RANDINT,
     Key,
     ParameterSpec,
     format_parameters,
-    make_rng,
     parse_search_space,
     sample,
 )
@@ -68,7 +68,7 @@ class _Member:
     """Arrival number: larger is younger."""
 
 
-class EvolutionTuner(SpaceTuner):
+class EvolutionTuner(NumpyDraws, SpaceTuner):
     """NNI's Evolution tuner: ``optimize_mode``, ``population_size`` and ``seed`` as classArgs.
     Results, imported ones too, join the population in order (as if they had just arrived)."""
 
@@ -78,7 +78,7 @@ class EvolutionTuner(SpaceTuner):
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
         require_int("population_size", population_size, 2)
         self.population_size = population_size
-        self._rng = make_rng(seed)
+        self._keep_seed(seed)
         self._space: dict | None = None
         self._specs: list[ParameterSpec] | None = None
         self._population: list[_Member] = []

@@ -25,10 +25,10 @@ from typing import Any, cast
 
 from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.search_space import (
+    NumpyDraws,
     ParameterSpec,
     deformat_parameters,
     format_parameters,
-    make_rng,
     parse_search_space,
     sample,
 )
@@ -120,7 +120,7 @@ class _Trial:
     """It has a final result or has ended."""
 
 
-class HyperbandTuner(Tuner):
+class HyperbandTuner(NumpyDraws, Tuner):
     """NNI's Hyperband: ``optimize_mode``, ``R``, ``eta``, ``exec_mode`` and ``seed`` as NNI's classArgs."""
 
     _name = "Hyperband"
@@ -149,7 +149,7 @@ class HyperbandTuner(Tuner):
         self.optimize_mode = optimize_mode
         self.schedule = schedule
         self._serial = serial
-        self._rng = make_rng(seed)
+        self._keep_seed(seed)
         self._space: dict | None = None
         self._specs: list[ParameterSpec] = []
         self._brackets: list[_Bracket] = []

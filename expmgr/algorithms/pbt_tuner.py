@@ -30,12 +30,12 @@ from typing import Any
 
 from expmgr.algorithms.arguments import require_int
 from expmgr.algorithms.search_space import (
+    NumpyDraws,
     Key,
     ParameterSpec,
     deformat_parameters,
     format_parameters,
     is_nested_option,
-    make_rng,
     parse_search_space,
 )
 from expmgr.algorithms.tuner import (
@@ -85,7 +85,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-class PbtTuner(Tuner):
+class PbtTuner(NumpyDraws, Tuner):
     """NNI's PBT tuner; the class arguments are NNI's, plus ``seed``."""
 
     def __init__(
@@ -112,7 +112,7 @@ class PbtTuner(Tuner):
         self.factor = float(factor)
         self.resample_probability = float(resample_probability)
         self.fraction = float(fraction)
-        self._rng = make_rng(seed)
+        self._keep_seed(seed)
         self._specs: list[ParameterSpec] | None = None
         self._generation = 0
         self._members: list[_Member] | None = None  # built at the first generate_parameters

@@ -18,6 +18,7 @@ methods ``Draws`` names, with the same meaning, so a draw means the same either 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import random
 from collections.abc import Sequence
@@ -422,3 +423,18 @@ def sample(space: dict, rng: Draws) -> dict:
         if spec.is_active(flat):
             flat[spec.key] = spec.sample(rng)
     return format_parameters(flat, specs)
+
+
+class NumpyDraws:
+    """Mixed into a tuner that draws with numpy: ``self._rng`` is the Generator of the seed
+    given to ``_keep_seed`` (checked there), made at its first use. So building the tuner,
+    which the experiment process does to check its config, does not import numpy."""
+
+    _seed: int | None = None
+
+    def _keep_seed(self, seed: Any) -> None:
+        self._seed = check_seed(seed)
+
+    @functools.cached_property
+    def _rng(self) -> np.random.Generator:
+        return make_rng(self._seed)

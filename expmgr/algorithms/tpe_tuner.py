@@ -33,7 +33,6 @@ check the config's classArgs and search space, and has no use for numpy.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -41,12 +40,11 @@ from typing import TYPE_CHECKING, Any
 from expmgr.algorithms.space_tuner import SpaceTuner
 from expmgr.algorithms.tried_points import TriedPoints
 from expmgr.algorithms.search_space import (
+    NumpyDraws,
     Key,
     ParameterSpec,
-    check_seed,
     deformat_parameters,
     format_parameters,
-    make_rng,
     parse_search_space,
 )
 from expmgr.algorithms.tuner import AlgorithmError, OptimizeMode, extract_scalar_reward
@@ -118,7 +116,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-class TpeTuner(SpaceTuner):
+class TpeTuner(NumpyDraws, SpaceTuner):
     """NNI's TPE tuner: ``optimize_mode``, ``seed`` and ``tpe_args`` as NNI's classArgs."""
 
     who = "TPE"
@@ -131,16 +129,12 @@ class TpeTuner(SpaceTuner):
     ) -> None:
         self.optimize_mode = OptimizeMode.parse(optimize_mode)
         self.args = TpeArguments.parse(tpe_args)
-        self._seed = check_seed(seed)
+        self._keep_seed(seed)
         self._specs: list[ParameterSpec] | None = None
         self._groups: list[list[ParameterSpec]] = []
         self._results: list[TpeResult] = []
         self._pending: dict[int, dict[Key, Any]] = {}
         self._tried = TriedPoints("TPE tuner")
-
-    @functools.cached_property
-    def _rng(self) -> np.random.Generator:
-        return make_rng(self._seed)
 
     # -- the Tuner interface ------------------------------------------------
 

@@ -85,3 +85,29 @@ def test_the_process_of_expctl_create_imports_neither_numpy_nor_what_only_other_
     assert result.returncode == 0, result.stdout + result.stderr
     modules = json.loads(result.stdout.splitlines()[-1])
     assert [name for name in NOT_IN_THE_DAEMON if name in modules] == []
+
+
+CHECK_CONFIG = """\
+import json, sys
+from expmgr import ExperimentConfig
+from expmgr.config.resolved import ResolvedConfig
+
+ResolvedConfig.from_config(ExperimentConfig(   # what start() does: builds the tuner to check it
+    search_space={"x": {"_type": "uniform", "_value": [0, 1]}}, trial_command="true", trial_concurrency=1,
+    tuner=json.loads(sys.argv[1])))
+print(json.dumps("numpy" in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("tuner", [
+    {"name": "Anneal", "classArgs": {"seed": 1}},
+    {"name": "Evolution", "classArgs": {"seed": 1}},
+    {"name": "Hyperband", "classArgs": {"R": 9, "eta": 3, "seed": 1}},
+    {"name": "PBT", "classArgs": {"all_checkpoint_dir": "checkpoints", "seed": 1}},
+    {"name": "TPE", "classArgs": {"seed": 1}},
+], ids=lambda tuner: tuner["name"])
+def test_checking_the_config_of_a_tuner_that_draws_with_numpy_does_not_import_numpy(tuner: dict, tmp_path: Path):
+    result = subprocess.run([sys.executable, "-c", CHECK_CONFIG, json.dumps(tuner)], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) is False, f"{tuner['name']}: numpy imported by the config check"
