@@ -91,7 +91,8 @@ def process_start_time(pid: int | None) -> float | None:
         with open("/proc/stat", "rb") as file:
             boot = file.read()
     except FileNotFoundError:
-        return None  # gone (or no /proc at all: then psutil knows how)
+        # Gone; or no /proc on this system, where psutil knows another way.
+        return None if os.path.isdir("/proc/self") else _psutil_start_time(pid)
     except OSError:
         return _psutil_start_time(pid)
     try:
