@@ -88,11 +88,8 @@ def create_experiment(args: argparse.Namespace) -> int:
     if args.debug:
         config.debug = True
     if args.foreground:
-        def start() -> Experiment:
-            experiment = Experiment(config, id=args.experiment_id)
-            experiment.start(port=args.port, **_access_arguments(args))
-            return experiment
-        return _run_here(args, start)
+        experiment = Experiment(config, id=args.experiment_id)
+        return _run_here(args, experiment, lambda: experiment.start(port=args.port, **_access_arguments(args)))
     exp_id = new_experiment_id()
     home = ResolvedConfig.from_config(config).experiment_working_directory
     return _start_daemon(args, ["create", "--config", str(Path(args.config).absolute()), "--experiment-id", exp_id,
@@ -110,8 +107,9 @@ def resume_experiment(args: argparse.Namespace) -> int:
         raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'} (pid {entry.pid}); "
                        f"stop it first (expctl stop {entry.id})")
     if args.foreground:
-        return _run_here(args, lambda: Experiment.resume(entry.id, port=args.port, wait_completion=False,
-                                                         home=Path(entry.dir).parent, **_access_arguments(args)))
+        experiment = Experiment(None, id=entry.id)
+        return _run_here(args, experiment, lambda: experiment.resume(
+            args.port, wait_completion=False, home=Path(entry.dir).parent, **_access_arguments(args)))
     return _start_daemon(args, ["resume", entry.id], entry.id, Path(entry.dir).parent)
 
 
@@ -148,42 +146,54 @@ def _flag_error(error: Exception) -> str:
     return f"--{field.replace('_', '-')}: {problem}"
 
 
-def _run_here(args: argparse.Namespace, start_experiment: Callable[[], Experiment]) -> int:
-    """Start the experiment in this process, wait for its search's end, print how it ended;
-    then serve it until Ctrl+C or SIGTERM, unless ``--exit-when-done``."""
+def _run_here(args: argparse.Namespace, experiment: Experiment, start: Callable[[], object]) -> int:
+    """Start the experiment in this process (``start``), wait for its search's end, print how
+    it ended; then serve it until Ctrl+C or SIGTERM, unless ``--exit-when-done``. A Ctrl+C or
+    SIGTERM stops it at any point once it started; before that, nothing of it is left."""
+    from expmgr.experiment.interrupts import PreemptSignal, StopSignal, raise_stop_signal
+
+    def start_and_announce() -> None:
+        _start_or_refuse(args, start)
+        access = cast(auth.Access, experiment.access)  # a started experiment has its access and port
+        if args.daemon:
+            _move_output_to_log(experiment)
+        elif access.token:  # the log leaves the token out: show it here, to the user only
+            print("its web UI, with the access token: " + "  ".join(access.urls(cast(int, experiment.port))),
+                  flush=True)
+
+    previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
+    try:
+        try:
+            experiment.wait_completion(start=start_and_announce)
+            status = _print_outcome(experiment)
+            if status != "STOPPED" and not args.exit_when_done:  # a stopped one's server closed already
+                print(f"its server stays up, read-only, until Ctrl+C or expctl stop {experiment.id} "
+                      "(--exit-when-done ends it with the search)", flush=True)
+                experiment.serve_until_stopped()
+        except (KeyboardInterrupt, StopSignal, PreemptSignal):
+            if not experiment.started:
+                print(f"expctl {args.command}: interrupted before experiment {experiment.id} started; "
+                      "it wrote nothing", file=sys.stderr)
+                return EXIT_STOPPED
+            # Once it started, wait_completion handles them during the search; after it, the server closes.
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+        experiment.stop()
+    status = experiment.get_status()
+    return EXIT_OK if status == "DONE" else EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
+
+
+def _start_or_refuse(args: argparse.Namespace, start: Callable[[], object]) -> None:
+    """``start()``, its refusals as the CLI's errors naming the flag."""
     from expmgr.experiment import ExperimentError, HostError, PortInUseError
     try:
-        experiment = start_experiment()
+        start()
     except PortInUseError as error:
         raise CliError(f"--port {args.port}: {error}") from None
     except (HostError, auth.AccessError) as error:
         raise CliError(_flag_error(error)) from None
     except ExperimentError as error:
         raise CliError(str(error), EXIT_FAILED) from None
-    access = cast(auth.Access, experiment.access)  # a started experiment has its access and port
-    if args.daemon:
-        _move_output_to_log(experiment)
-    elif access.token:  # the log leaves the token out: show it here, to the user only
-        print("its web UI, with the access token: " + "  ".join(access.urls(cast(int, experiment.port))),
-              flush=True)
-    from expmgr.experiment.interrupts import StopSignal, raise_stop_signal
-    # SIGTERM (expctl stop) stops it at any point from here, the search's end included.
-    previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
-    try:
-        try:
-            experiment.wait_completion()
-            status = _print_outcome(experiment)
-            if status != "STOPPED" and not args.exit_when_done:  # a stopped one's server closed already
-                print(f"its server stays up, read-only, until Ctrl+C or expctl stop {experiment.id} "
-                      "(--exit-when-done ends it with the search)", flush=True)
-                experiment.serve_until_stopped()
-        except (KeyboardInterrupt, StopSignal):
-            pass  # after the search's end (during it, wait_completion handles them): the server closes
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
-        experiment.stop()
-    status = experiment.get_status()
-    return EXIT_OK if status == "DONE" else EXIT_STOPPED if status == "STOPPED" else EXIT_FAILED
 
 
 def _print_outcome(experiment: Experiment) -> str:

@@ -33,7 +33,8 @@ from typing import Any, Callable, Union, cast
 from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.experiment.connected import Connection, running_on_port
 from expmgr.experiment.dual import class_or_instance
-from expmgr.experiment.interrupts import PreemptSignal, StopSignal, raise_preempt_signal, raise_stop_signal
+from expmgr.experiment.interrupts import (PreemptSignal, StopSignal, raise_preempt_signal, raise_stop_signal,
+                                          signals_deferred)
 from expmgr.experiment.stored import new_experiment_id, stored_experiment
 from expmgr.experiment.errors import ExperimentError
 from expmgr.experiment.listening import check_server_limits, server_sockets
@@ -130,6 +131,12 @@ class Experiment(ExperimentQueries):
         """The web UI's address with ``?token=`` when there is a token; None before start."""
         return None if self.access is None or self.port is None else self.access.urls(self.port)[0]
 
+    @property
+    def started(self) -> bool:
+        """Whether ``start()`` (``run()``, ``resume()``) started it in this process; it stays
+        True after it ended."""
+        return self._manager is not None
+
     def start(self, port: int = 8080, debug: bool = False, *, host: str = DEFAULT_HOST,
               url_prefix: str | None = None, token: str | None = None) -> None:
         """Validate the config, create the experiment on disk and start it.
@@ -165,35 +172,38 @@ class Experiment(ExperimentQueries):
         self.paths = paths
         self.access = access
         now = time.time()
-        if self._resume_from is None:
-            paths.create()
-            paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
-            store = create_store(paths, ExperimentProfile(
-                id=self.id, name=config.experiment_name, config=config.to_dict(),
-                status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
-                port=self.port, log_dir=str(paths.root)))
-            make_private_files(*paths.database_files)  # SQLite made them 0644 less the umask
-        else:
-            store = open_store(paths)
-            store.reopen()
-        access.save(paths.access_file)  # before the registry lists it: clients read it from then on
-        registry = Registry(home)
-        registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
-                                   pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
-        self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
-        for note in config.notes:   # e.g. an NNI v1 config converted: the first lines of experiment.log
-            self.logger.info("config: %s", note)
-        self._started_on = push_experiment(self.id)
-        self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
-                                with_strategy=self.strategy is not None, resumed=self._resume_from is not None,
-                                access=access)
-        self._manager.start()
-        if self.strategy is not None:
-            self._strategy_thread = threading.Thread(target=self._run_strategy, name=f"strategy-{self.id}",
-                                                     daemon=True)
-            self._strategy_thread.start()
-        # A script that starts an experiment and returns must not leave trials running.
-        atexit.register(self.stop)
+        # From the first write on disk until the manager runs, a Ctrl+C or SIGTERM waits: whoever
+        # handles it finds nothing of the experiment on disk, or the experiment started (stop() ends it).
+        with signals_deferred():
+            if self._resume_from is None:
+                paths.create()
+                paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
+                store = create_store(paths, ExperimentProfile(
+                    id=self.id, name=config.experiment_name, config=config.to_dict(),
+                    status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
+                    port=self.port, log_dir=str(paths.root)))
+                make_private_files(*paths.database_files)  # SQLite made them 0644 less the umask
+            else:
+                store = open_store(paths)
+                store.reopen()
+            access.save(paths.access_file)  # before the registry lists it: clients read it from then on
+            registry = Registry(home)
+            registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
+                                       pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
+            self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
+            for note in config.notes:   # e.g. an NNI v1 config converted: the first lines of experiment.log
+                self.logger.info("config: %s", note)
+            self._started_on = push_experiment(self.id)
+            self._manager = Manager(self.id, config, paths, sockets, store, registry, self.logger,
+                                    with_strategy=self.strategy is not None, resumed=self._resume_from is not None,
+                                    access=access)
+            self._manager.start()
+            # A script that starts an experiment and returns must not leave trials running.
+            atexit.register(self.stop)
+            if self.strategy is not None:
+                self._strategy_thread = threading.Thread(target=self._run_strategy, name=f"strategy-{self.id}",
+                                                         daemon=True)
+                self._strategy_thread.start()
         self.logger.info("experiment %s started: %s%s", self.id, access.address(self.port),
                          " (access token: Experiment.url, expctl webui url)" if access.token else "")
 
@@ -238,8 +248,7 @@ class Experiment(ExperimentQueries):
             state = "served" if entry.status.is_finished() else "running"
             raise ExperimentError(f"experiment {self.id} is {state} (pid {entry.pid}); stop it first")
         self._resume_from = Path(entry.dir)
-        self.start(port, debug, host=host, url_prefix=url_prefix, token=token)
-        return self.wait_completion() if wait_completion else None
+        return self.run(port, wait_completion, debug, host=host, url_prefix=url_prefix, token=token)
 
     resume = class_or_instance(_resume_by_id, _resume)
 
@@ -347,18 +356,23 @@ class Experiment(ExperimentQueries):
         True if it ended DONE, False otherwise (ERROR, or stopped). With ``wait_completion``
         False, return None at once (NNI's). As NNI's, its server (REST, web UI) stays,
         read-only, until ``stop()`` or the interpreter's exit."""
-        self.start(port, debug, host=host, url_prefix=url_prefix, token=token)
-        return self.wait_completion() if wait_completion else None
+        def start() -> None:
+            self.start(port, debug, host=host, url_prefix=url_prefix, token=token)
+        if not wait_completion:
+            start()
+            return None
+        return self.wait_completion(start=start)
 
-    def wait_completion(self) -> bool:
+    def wait_completion(self, *, start: Callable[[], object] | None = None) -> bool:
         """Block until the started experiment's search ends; True if it ended DONE. Its
         server stays until ``stop()``.
 
         Ctrl+C (SIGINT) and SIGTERM stop it gracefully, server included (as ``stop()``);
-        a second one kills the trials at once.
+        a second one kills the trials at once. ``start``, a call that starts this experiment
+        (``run()`` passes ``self.start``), is made first under the same handling, so a Ctrl+C
+        arriving as its first trials start stops them too; one arriving before it started
+        anything comes out of this call.
         """
-        if self._manager is None:
-            raise ExperimentError(f"experiment {self.id} was not started")
         previous_handlers = {}
         if threading.current_thread() is threading.main_thread():
             previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_stop_signal),
@@ -367,19 +381,32 @@ class Experiment(ExperimentQueries):
         # that a second Ctrl+C arriving while the first is being passed on is caught too.
         stops = preemptions = stops_told = preemptions_told = 0
         try:
+            if start is not None:
+                try:
+                    start()
+                except (KeyboardInterrupt, StopSignal, PreemptSignal) as signalled:
+                    if not self.started:  # nothing to stop
+                        raise
+                    if isinstance(signalled, PreemptSignal):
+                        preemptions += 1
+                    else:
+                        stops += 1
+            manager = self._manager
+            if manager is None:
+                raise ExperimentError(f"experiment {self.id} was not started")
             while True:
                 try:
                     while preemptions_told < preemptions:
                         preemptions_told += 1
                         self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
-                        self._manager.request_preemption()
+                        manager.request_preemption()
                     while stops_told < stops:
                         stops_told += 1
                         if stops_told == 1:
                             self.logger.info("stopping experiment %s (again to kill its trials at once)", self.id)
                         else:
                             self.logger.info("killing the trials of experiment %s", self.id)
-                        self._manager.request_stop()
+                        manager.request_stop()
                     self.wait()  # signals are raised here
                     break
                 except PreemptSignal:
@@ -391,7 +418,7 @@ class Experiment(ExperimentQueries):
                 signal.signal(signum, handler)
         if stops:
             self.stop()  # stopped by the user: the server goes too (NNI's run() on Ctrl+C)
-        return self._manager.final_state == ExperimentState.DONE
+        return manager.final_state == ExperimentState.DONE
 
     def serve_until_stopped(self) -> None:
         """Block while the server stays after the search: until ``stop()``, ``expctl stop``

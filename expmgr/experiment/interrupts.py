@@ -1,24 +1,27 @@
 """SIGTERM and SIGUSR1 as exceptions in the main thread, as SIGINT is KeyboardInterrupt,
-and a blocking wait that lets them arrive without polling: ``Experiment.run()`` and a
-blocking ``Experiment.view()`` catch them to stop (or, on a preemption notice, to stop
-resumable)::
+a blocking wait that lets them arrive without polling, and a section they cannot split:
+``Experiment.run()`` and a blocking ``Experiment.view()`` catch them to stop (or, on a
+preemption notice, to stop resumable)::
 
     ended = WakingEvent()                     # set by another thread
     previous = signal.signal(signal.SIGTERM, raise_stop_signal)
     try:
+        with signals_deferred():              # signals wait until its end
+            start_what_must_be_stopped()
         wait_interruptibly(ended)             # blocks; raises StopSignal on SIGTERM
     except (KeyboardInterrupt, StopSignal):
         ...
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 _EVENT_BYTE = b"\0"
 """What ``WakingEvent.set`` writes to a waiter's pipe; the signal module writes signal
@@ -39,6 +42,40 @@ def raise_preempt_signal(signum: int, frame: Any) -> None:
 
 def raise_stop_signal(signum: int, frame: Any) -> None:
     raise StopSignal()
+
+
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+"""The signals an experiment acts on (stop, stop, preemption notice)."""
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGUSR1 until the end of the block, then deliver them, in
+    order, to the handlers that were in place before: a section that starts something that
+    must be stopped (threads, trials) is not split by one, so whoever handles it finds the
+    thing started, or not started at all. A second SIGINT during the block raises
+    KeyboardInterrupt at once: the user's way out of a section that hangs. Outside the
+    main thread (where no signal handler runs) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and signal.SIGINT in held:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    # A handler set from C (getsignal: None) could not be put back: such a signal is not held.
+    previous_handlers = {signum: signal.signal(signum, hold) for signum in DEFERRED_SIGNALS
+                         if signal.getsignal(signum) is not None}
+    try:
+        yield
+    finally:
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
+        for held_signal in held:
+            signal.raise_signal(held_signal)  # its handler runs (and may raise) as this block ends
 
 
 class WakingEvent(threading.Event):

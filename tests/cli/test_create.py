@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import REPO, wait_until
@@ -247,8 +248,10 @@ def test_trials_and_their_children_do_not_outlive_a_sigkilled_experiment(project
 
 
 def test_second_ctrl_c_kills_trials_without_waiting_out_the_grace_period(project: Path):
+    ignoring = project / "trial-ignores-sigterm"
     (project / "trial.py").write_text(
-        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n")
+        "import pathlib, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"pathlib.Path({str(ignoring)!r}).touch()\ntime.sleep(300)\n")
     (project / "config.yml").write_text(BASE + "trialGracePeriod: 5m\n")
     home = project / "home"
     process = start_create(project, home, start_new_session=True)
@@ -260,7 +263,8 @@ def test_second_ctrl_c_kills_trials_without_waiting_out_the_grace_period(project
         except sqlite3.OperationalError:
             return None
     try:
-        wait_until(lambda: _running_trials(home) == 1, what="a running trial")
+        # RUNNING in the store comes before the trial's code ignores SIGTERM: the file says it does.
+        wait_until(lambda: _running_trials(home) == 1 and ignoring.exists(), what="a running trial ignoring SIGTERM")
         os.killpg(process.pid, signal.SIGINT)
         wait_until(lambda: experiment_status() == "STOPPING", what="STOPPING")
         os.killpg(process.pid, signal.SIGINT)
@@ -273,6 +277,67 @@ def test_second_ctrl_c_kills_trials_without_waiting_out_the_grace_period(project
     assert "Traceback" not in stderr and "STOPPED" in stdout
     database = next(home.glob("*/db/experiment.sqlite"))
     assert sqlite3.connect(database).execute("SELECT status FROM trials").fetchall() == [("USER_CANCELED",)]
+
+
+# expctl, with a Ctrl+C that it sends itself (a real SIGINT) right after one step of its start
+# returned: the moments between the first trial's start and the wait for the search's end.
+INTERRUPTED_AFTER = """\
+import importlib, os, signal, sys
+module_name, _, attribute = sys.argv[1].partition(":")
+owner = importlib.import_module(module_name)
+*classes, name = attribute.split(".")
+for class_name in classes:
+    owner = getattr(owner, class_name)
+step = getattr(owner, name)
+def step_then_ctrl_c(*args, **kwargs):
+    result = step(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGINT)
+    return result
+setattr(owner, name, step_then_ctrl_c)
+from expmgr.cli.__main__ import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+STARTED_STEPS = [
+    "expmgr.experiment.manager:Manager.start",         # inside Experiment.start: trials may be running
+    "expmgr.experiment.experiment:Experiment.start",   # Experiment.start returned: the CLI has not waited yet
+]
+
+
+@pytest.mark.parametrize("step", STARTED_STEPS)
+def test_ctrl_c_as_the_first_trial_starts_stops_the_experiment_cleanly(project: Path, step: str):
+    trial_pids = project / "trial-pids"
+    (project / "trial.py").write_text(
+        f"import os, time\nwith open({str(trial_pids)!r}, 'a') as f: f.write(f'{{os.getpid()}}\\n')\n"
+        "time.sleep(300)\n")
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AFTER, step, "create", "--config", "config.yml", "--port", "0",
+         "--foreground", "--exit-when-done"],
+        cwd=project, env={**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr and "STOPPED" in result.stdout
+    database = sqlite3.connect(next(home.glob("*/db/experiment.sqlite")))
+    assert database.execute("SELECT status FROM experiment").fetchone() == ("STOPPED",)
+    assert {status for status, in database.execute("SELECT status FROM trials")} <= {"USER_CANCELED"}
+    started = [int(pid) for pid in trial_pids.read_text().split()] if trial_pids.exists() else []
+    assert not [pid for pid in started if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_before_the_experiment_started_leaves_nothing_of_it(project: Path):
+    (project / "config.yml").write_text(BASE)
+    home = project / "home"
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AFTER, "expmgr.experiment.experiment:server_sockets", "create",
+         "--config", "config.yml", "--port", "0", "--foreground", "--exit-when-done"],
+        cwd=project, env={**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr and "interrupted before experiment" in result.stderr
+    assert not [path for path in home.glob("*") if path.is_dir()]  # no experiment folder
 
 
 def test_port_in_use_is_refused_with_exit_2_naming_the_flag_and_nothing_on_disk(project: Path):

@@ -369,6 +369,40 @@ def test_script_that_starts_an_experiment_and_returns_leaves_no_trial_running(tm
     # the autouse fixture checks that no trial process is left
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_run_stopped_by_a_signal_as_its_manager_starts_returns_false_and_leaves_no_trial(
+        tmp_path: Path, code_dir: Path, signum: str):
+    import subprocess
+    import sys
+    trial_pids = tmp_path / "trial-pids"
+    write_script(code_dir, "trial.py", f"import os, time\nwith open({str(trial_pids)!r}, 'a') as f: "
+                                       "f.write(f'{os.getpid()}\\n')\ntime.sleep(120)\n")
+    # The signal is sent (a real one, to this process) right after the manager's thread
+    # started, inside start(): the first trials may already run.
+    script = write_script(tmp_path, "main.py", f"""
+        import os, signal
+        from expmgr import Experiment, ExperimentConfig
+        from expmgr.experiment.manager import Manager
+        start = Manager.start
+        def start_then_signal(manager):
+            start(manager)
+            os.kill(os.getpid(), signal.{signum})
+        Manager.start = start_then_signal
+        config = ExperimentConfig(
+            search_space={{"x": {{"_type": "choice", "_value": [1, 2]}}}}, trial_command="python3 trial.py",
+            trial_code_directory={str(code_dir)!r}, trial_concurrency=2, max_trial_number=2,
+            tuner={{"name": "GridSearch"}}, experiment_working_directory={str(tmp_path / "home")!r})
+        experiment = Experiment(config)
+        print("RUN", experiment.run(port=0), experiment.get_status(), flush=True)
+    """)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "RUN False STOPPED" in result.stdout and "Traceback" not in result.stderr
+    started = [int(pid) for pid in trial_pids.read_text().split()] if trial_pids.exists() else []
+    assert not [pid for pid in started if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
 def test_trials_get_their_own_gpus_and_wait_for_a_free_one(tmp_path: Path, code_dir: Path):
     write_script(code_dir, "trial.py", """
         import os, time

@@ -1,7 +1,8 @@
 """The main thread's wait for an experiment's end (``interrupts.wait_interruptibly``): it
 sleeps without polling, yet a signal's handler runs there and raises even when Linux
-delivers the signal to another thread. Each case runs in a process of its own, with real
-signals sent to one chosen thread (``pthread_kill``)."""
+delivers the signal to another thread. And the section a signal cannot split
+(``signals_deferred``). Each case runs in a process of its own, with real signals sent to
+one chosen thread (``pthread_kill``) or to the process."""
 from __future__ import annotations
 
 import subprocess
@@ -13,7 +14,7 @@ from tests.conftest import ENV_WITH_REPO
 PRELUDE = """\
 import os, signal, sys, threading, time
 from expmgr.experiment.interrupts import (PreemptSignal, StopSignal, WakingEvent, raise_preempt_signal,
-                                          raise_stop_signal, wait_interruptibly)
+                                          raise_stop_signal, signals_deferred, wait_interruptibly)
 
 MAIN = threading.get_native_id()
 
@@ -111,3 +112,42 @@ def test_a_process_with_more_than_1024_files_open_can_wait():
         held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]
         print(wait_interruptibly(WakingEvent(), timeout=0.01), max(held) >= 1024)
     """) == "False True"
+
+
+def test_signals_during_a_deferred_section_reach_their_handlers_in_order_once_it_ends():
+    assert run("""
+        signal.signal(signal.SIGTERM, lambda signum, frame: print("SIGTERM's handler"))
+        signal.signal(signal.SIGUSR1, lambda signum, frame: print("SIGUSR1's handler"))
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            print("the section ran to its end")
+        print("after it")
+    """).splitlines() == ["the section ran to its end", "SIGUSR1's handler", "SIGTERM's handler", "after it"]
+
+
+def test_a_ctrl_c_during_a_deferred_section_is_raised_as_it_ends_and_the_handlers_are_back():
+    assert run("""
+        signal.signal(signal.SIGTERM, raise_stop_signal)
+        try:
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                print("the section ran to its end")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt after it")
+        print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+              signal.getsignal(signal.SIGTERM) is raise_stop_signal)
+    """).splitlines() == ["the section ran to its end", "KeyboardInterrupt after it", "True True"]
+
+
+def test_a_second_ctrl_c_during_a_deferred_section_is_raised_at_once():
+    assert run("""
+        try:
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)
+                print("not reached: a hung section could not be left")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt inside it")
+        print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    """).splitlines() == ["KeyboardInterrupt inside it", "True"]
