@@ -160,8 +160,15 @@ def test_a_done_daemon_sleeps_until_asked_something(project):
 
 def test_a_daemon_created_with_exit_when_done_ends_with_its_search(project):
     cwd, home = project
+    # The trials wait for the test to have the daemon's pid: four trivial ones may end before it reads it.
+    gate = cwd / "gate"
+    (cwd / "trial.py").write_text(f"import pathlib, time\nimport expmgr\nx = expmgr.get_next_parameter()['x']\n"
+                                  f"while not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.01)\n"
+                                  "expmgr.report_final_result(x)\n")
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--exit-when-done"))
     pid = entry(home, exp_id).pid
+    assert pid is not None
+    gate.touch()
     wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE and entry(home, exp_id).pid is None,
                timeout=60, what="DONE and closed")
     wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
