@@ -229,6 +229,7 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     env = {key: value for key, value in os.environ.items() if key != auth.TOKEN_ENV}
     if access["token"]:
         env[auth.TOKEN_ENV] = access["token"]
+    launched_at = time.time()
     daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True, env=env)
     # The pipe closes when the daemon moved its output to its log, or when it died.
@@ -236,7 +237,8 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     early_output = daemon.stdout.read().decode(errors="replace")
     daemon.stdout.close()
     experiments = Registry(home)  # the experiment's own home, which may not be $EXPMGR_HOME
-    if not _wait_until_serving(exp_id, daemon, experiments):
+    entry = _wait_until_started(exp_id, daemon, experiments, launched_at)
+    if entry is None:
         if daemon.poll() is None:  # alive but never serving: do not leave it behind
             daemon.terminate()
             try:
@@ -249,10 +251,15 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
         raise CliError(f"the experiment did not start (exit status {code})"
                        + (f"; its logs are in {logs}" if logs.is_dir() else ""),
                        EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED)
-    entry = cast(RegistryEntry, experiments.get(exp_id))  # serving: it is registered, with its port
     log_dir = home / exp_id / "logs"
+    done = "created" if arguments[0] == "create" else "resumed"
+    if entry.pid is None:  # a short search with --exit-when-done: it ran, ended and closed already
+        print(f"experiment {exp_id} {done}; it has ended already: {entry.status.value}")
+        print(f"  its log:         {log_dir / 'experiment.log'}")
+        print(f"  its trials:      expctl trial ls {exp_id}")
+        return EXIT_OK
     first, *others = access_of(entry).urls(cast(int, entry.port))
-    print(f"experiment {exp_id} {'created' if arguments[0] == 'create' else 'resumed'}: {first}")
+    print(f"experiment {exp_id} {done}: {first}")
     for url in others:
         print(f"  from elsewhere:  {url}")
     print(f"  follow its log:  tail -f {log_dir / 'experiment.log'}")
@@ -276,8 +283,12 @@ def _check_can_serve(port: int, access: _AccessArguments) -> None:
         sock.close()
 
 
-def _wait_until_serving(exp_id: str, daemon: subprocess.Popen, experiments: Registry) -> bool:
-    """Until the daemon's REST server answers; False if it died or never answered."""
+def _wait_until_started(exp_id: str, daemon: subprocess.Popen, experiments: Registry,
+                        launched_at: float) -> RegistryEntry | None:
+    """The experiment's registry entry once the daemon's REST server answers, or once the
+    daemon exited after running the experiment to its end and closing it (``--exit-when-done``
+    with a search shorter than this wait; its pid is then None); None if the daemon died
+    before, or never answered."""
     import urllib.request  # here: the daemon, which imports this module too, has no use for it
     deadline = time.monotonic() + _STARTUP_TIMEOUT
     while time.monotonic() < deadline and daemon.poll() is None:
@@ -289,8 +300,14 @@ def _wait_until_serving(exp_id: str, daemon: subprocess.Popen, experiments: Regi
                                                  headers=access.headers())
                 with urllib.request.urlopen(request, timeout=5) as response:
                     if response.status == 200:
-                        return True
+                        return entry
             except (OSError, auth.AccessError):
                 pass
         time.sleep(0.05)
-    return False
+    if daemon.poll() is None:
+        return None
+    entry = experiments.get(exp_id)
+    # Started by this daemon (a resumed one's entry held an earlier end before), ended and closed.
+    if entry is not None and entry.start_time >= launched_at and entry.status.is_finished() and entry.pid is None:
+        return entry
+    return None

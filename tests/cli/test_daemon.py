@@ -288,6 +288,32 @@ def test_daemon_of_an_experiment_kept_outside_expmgr_home_is_found(project):
     wait_until(lambda: Registry(elsewhere).get(exp_id).pid is None, what="its server to close")  # looks in home
 
 
+# expctl, whose wait for the daemon's server begins only once the daemon exited: as when a
+# short search with --exit-when-done ends before the first look.
+LATE_LOOK = """\
+import sys
+from expmgr.cli import launch
+wait_until_started = launch._wait_until_started
+def look_late(exp_id, daemon, *args):
+    daemon.wait(timeout=60)
+    return wait_until_started(exp_id, daemon, *args)
+launch._wait_until_started = look_late
+from expmgr.cli.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_daemon_whose_search_ended_before_the_first_look_is_reported_created_and_ended(project):
+    cwd, home = project
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", LATE_LOOK, "create", "--config", "config.yml", "--port", "0",
+                             "--exit-when-done"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    exp_id = created_id(result).rstrip(";")
+    assert f"experiment {exp_id} created; it has ended already: DONE" in result.stdout
+    assert entry(home, exp_id).status == ExperimentState.DONE and entry(home, exp_id).pid is None
+
+
 def test_daemon_whose_experiment_fails_at_once_is_reported(project):
     cwd, home = project
     # A custom tuner is only imported by the dispatcher, so this fails after the start.
