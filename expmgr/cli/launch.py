@@ -252,14 +252,14 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
                        + (f"; its logs are in {logs}" if logs.is_dir() else ""),
                        EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED)
     log_dir = home / exp_id / "logs"
-    done = "created" if arguments[0] == "create" else "resumed"
+    made = "created" if arguments[0] == "create" else "resumed"
     if entry.pid is None:  # a short search with --exit-when-done: it ran, ended and closed already
-        print(f"experiment {exp_id} {done}; it has ended already: {entry.status.value}")
+        print(f"experiment {exp_id} {made}; it has ended already: {entry.status.value}")
         print(f"  its log:         {log_dir / 'experiment.log'}")
         print(f"  its trials:      expctl trial ls {exp_id}")
         return EXIT_OK
     first, *others = access_of(entry).urls(cast(int, entry.port))
-    print(f"experiment {exp_id} {done}: {first}")
+    print(f"experiment {exp_id} {made}: {first}")
     for url in others:
         print(f"  from elsewhere:  {url}")
     print(f"  follow its log:  tail -f {log_dir / 'experiment.log'}")
