@@ -34,7 +34,7 @@ from expmgr.server.guard import Guard, ServerLimits
 from expmgr.server.reader import StoreReader
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.store import Changes, Store
-from expmgr.server.tails import LogFile, Tail, TailError, log_file, read_tail
+from expmgr.server.tails import MAX_BYTES, LogFile, Tail, TailError, log_file, read_tail, tail_json
 
 PUSH_INTERVAL = 0.25
 """At most one changes message per client in this many seconds."""
@@ -44,6 +44,10 @@ FOLLOW_INTERVAL = 0.3
 """How often followed files are checked for growth (a stat each)."""
 CHUNKS_PER_CHECK = 4
 """Reads of a followed file per check, each at most tails.MAX_BYTES."""
+JUMP_BEHIND = CHUNKS_PER_CHECK * MAX_BYTES
+"""A follow further than this behind the end of its log (more than one check reads) jumps
+to the last MAX_BYTES of it, and its client is told how much was skipped: a writer faster
+than the reads is shown live, never hours late."""
 MAX_BACKLOG = 2 * 1024 * 1024
 """Bytes sent to a client and not yet written to its connection above which its followed
 files are not read (they are read again once it caught up): a client that asks much and
@@ -66,15 +70,19 @@ def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limi
 
 @dataclass
 class _Follow:
-    """A file one client follows."""
+    """A file one client follows: where in the log its next read starts."""
 
     log: LogFile
     file: str
     trial: str | None
     next: int
     """Where its next read starts (negative until the first read: the last bytes)."""
+    inode: int | None = None
+    """The file of the log ``next`` is in (None: the current one)."""
+    base: int | None = None
+    """How many bytes of the log came before that file (Tail.base)."""
     size: int = -1
-    """The file's size at the last read."""
+    """That file's size at the last read."""
     answered: bool = False
     """The client was sent its first tail (sent even when empty)."""
 
@@ -241,16 +249,18 @@ class LiveHub:
         """How many clients are connected from ``address``."""
         return sum(1 for socket in self._sockets if socket.request.remote_ip == address)
 
-    def follow(self, socket: LiveSocket, file: str, trial: str | None, offset: int) -> None:
-        """Send the file from ``offset`` (negative: its last bytes) now (or once the client
-        read its backlog), then what is appended. Following a file again replaces the
-        earlier follow of it; more than ``limits.max_follows`` files is a TailError (TOO_MANY)."""
+    def follow(self, socket: LiveSocket, file: str, trial: str | None, offset: int, inode: int | None = None,
+               base: int | None = None) -> None:
+        """Send the file from ``offset`` (negative: its last bytes) in its file ``inode`` (a
+        tail's; None: the current file) now (or once the client read its backlog), then
+        what is appended, across rotations. Following a file again replaces the earlier
+        follow of it; more than ``limits.max_follows`` files is a TailError (TOO_MANY)."""
         key = (file, trial or None)
         if key not in socket.follows and len(socket.follows) >= self.limits.max_follows:
             raise TailError(RefusalKind.TOO_MANY,
                             f"follow: this connection already follows {len(socket.follows)} files, the most "
                             "one connection may; unfollow one first")
-        follow = _Follow(log_file(self.paths, self.store, file, trial), file, key[1], offset)
+        follow = _Follow(log_file(self.paths, self.store, file, trial), file, key[1], offset, inode, base)
         socket.follows[key] = follow
         if socket.backlog <= MAX_BACKLOG:
             self._read_follow(socket, follow, {})
@@ -270,34 +280,40 @@ class LiveHub:
             self._follow_timer = None
 
     def _check_follows(self) -> None:
-        sizes: dict[LogFile, int] = {}
-        reads: dict[tuple[LogFile, int], Tail] = {}  # clients at one offset of one file share its read
+        stats: dict[LogFile, tuple[int, int] | None] = {}
+        reads: dict[tuple[LogFile, int | None, int], Tail] = {}  # clients at one place of one log share its read
         # A client above MAX_BACKLOG is read for again once it caught up.
         for socket in list(self._sockets):
             for follow in list(socket.follows.values()):
                 if socket.backlog > MAX_BACKLOG:
                     break
-                if follow.log not in sizes:
-                    sizes[follow.log] = follow.log.size()
-                if not follow.answered or sizes[follow.log] != follow.size or follow.next < sizes[follow.log]:
+                if follow.log not in stats:
+                    stats[follow.log] = follow.log.stat()
+                current = stats[follow.log]
+                # Read when the current file is another one (rotated) or not where the follow is.
+                idle = current is None and follow.inode is None  # no file yet
+                if not follow.answered or (not idle and current != (follow.inode, follow.next)):
                     self._read_follow(socket, follow, reads)
 
-    def _read_follow(self, socket: LiveSocket, follow: _Follow, reads: dict[tuple[LogFile, int], Tail]) -> None:
+    def _read_follow(self, socket: LiveSocket, follow: _Follow,
+                     reads: dict[tuple[LogFile, int | None, int], Tail]) -> None:
         for _ in range(CHUNKS_PER_CHECK):
-            tail = reads.get((follow.log, follow.next))
+            place = (follow.log, follow.inode, follow.next)
+            tail = reads.get(place)
             if tail is None:
                 try:
-                    tail = reads[(follow.log, follow.next)] = read_tail(follow.log, follow.next)
+                    tail = reads[place] = read_tail(follow.log, follow.next, inode=follow.inode, base=follow.base,
+                                                    jump_behind=JUMP_BEHIND if follow.answered else None)
                 except TailError as error:  # it became a symlink: followed no more
                     socket.follows.pop((follow.file, follow.trial), None)
                     socket.send_error_message(str(error), file=follow.file, trial=follow.trial)
                     return
-            moved = tail.offset != follow.next or tail.next != follow.next
-            follow.next, follow.size = tail.next, tail.size
+            moved = tail.inode != follow.inode or tail.offset != follow.next or tail.next != follow.next
+            follow.next, follow.inode, follow.base, follow.size = tail.next, tail.inode, tail.base, tail.size
             if not follow.answered or moved:
                 socket.send_tail(follow, tail)
             follow.answered = True
-            if tail.next >= tail.size or not moved:
+            if (tail.next >= tail.size and tail.inode == (follow.log.stat() or (None,))[0]) or not moved:
                 return
 
 
@@ -343,12 +359,13 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
         if kind == "unfollow":
             self.hub.unfollow(self, file, trial)
             return
-        offset = request.get("offset", 0)
-        if isinstance(offset, bool) or not isinstance(offset, int):
-            self.send_error_message(f"offset: expected an integer, got {offset!r}")
-            return
+        offset, inode, base = request.get("offset", 0), request.get("inode"), request.get("base")
+        for name, value in (("offset", offset), ("inode", inode), ("base", base)):
+            if (value is not None or name == "offset") and (isinstance(value, bool) or not isinstance(value, int)):
+                self.send_error_message(f"{name}: expected an integer, got {value!r}")
+                return
         try:
-            self.hub.follow(self, file, trial, offset)
+            self.hub.follow(self, file, trial, offset, inode, base)
         except TailError as error:
             self.send_error_message(str(error), file=file, trial=trial)
 
@@ -372,8 +389,7 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
             future.exception()  # a closed connection: on_close tells the hub
 
     def send_tail(self, follow: _Follow, tail: Tail) -> None:
-        self.send(json.dumps({"type": "tail", "file": follow.file, "trial": follow.trial, "offset": tail.offset,
-                              "next": tail.next, "size": tail.size, "text": tail.text}))
+        self.send(json.dumps({"type": "tail", "file": follow.file, "trial": follow.trial, **tail_json(tail)}))
 
     def send_error_message(self, message: str, **fields: Any) -> None:
         self.send(json.dumps({"type": "error", "error": message, **fields}))

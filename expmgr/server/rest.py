@@ -279,38 +279,40 @@ class MetricDataRangeHandler(_Handler):
 
 
 class TrialFileHandler(_Handler):
-    """NNI's trial-file: a trial's stdout, stderr or trial.log, whole, as text."""
-
-    CHUNK = 256 * 1024
+    """NNI's trial-file: a trial's stdout, stderr or trial.log, whole, as text: its kept
+    rotated files, oldest first, then the current one."""
 
     async def get(self, trial_id: str, name: str) -> None:
         if name not in tails.TRIAL_FILES:
             raise RequestError(RefusalKind.INVALID,
                                f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
-        try:
-            file = tails.log_file(self.paths, self.store, name, trial_id).open()
-        except FileNotFoundError:  # the trial has not started
-            file = None
+        blocks = tails.whole_log(tails.log_file(self.paths, self.store, name, trial_id))
+        first = next(blocks, b"")  # a refused file raises here, before anything is sent
         self.set_header("Content-Type", "text/plain; charset=UTF-8")
-        if file is not None:
-            with file:  # local files, read in chunks between flushes
-                while chunk := file.read(self.CHUNK):
-                    self.write(chunk)
-                    await self.flush()
+        try:
+            block = first
+            while block:  # local files, read in blocks between flushes
+                self.write(block)
+                await self.flush()
+                block = next(blocks, b"")
+        finally:
+            blocks.close()
         self.finish()
 
 
 class TailHandler(_Handler):
-    """Bytes of a log file from an offset: ``{"offset", "next", "size", "text"}``."""
+    """Bytes of a log file from an offset: ``tails.tail_json``'s fields."""
 
     def get(self) -> None:
         which = self.get_query_argument("file", None)
         if which is None:
             raise RequestError(RefusalKind.INVALID, "file: missing")
         offset = self.int_argument("offset", 0, minimum=None)
+        inode = self.int_argument("inode", None)
+        base = self.int_argument("base", None)
         tail = tails.read_tail(tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None)),
-                               offset)
-        self.send_json({"offset": tail.offset, "next": tail.next, "size": tail.size, "text": tail.text})
+                               offset, inode=inode, base=base)
+        self.send_json(tails.tail_json(tail))
 
 
 class ChangesHandler(_Handler):

@@ -1,14 +1,18 @@
 """The websocket ``/api/v1/expmgr/ws`` against real servers: hello, changes pushed when
-trials report, followed files, reconnecting, and the read-only view."""
+trials report, followed files (across their rotations, and jumping to the end behind a
+fast writer), reconnecting, and the read-only view."""
 from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from expmgr import Experiment
+from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotated_files
 from expmgr.server import live
 from expmgr.store import ExperimentStore
 from tests.conftest import wait_until
-from tests.server.conftest import get
+from tests.server.conftest import get, get_text
 from tests.server.fill import fill_experiment
 
 
@@ -65,14 +69,16 @@ def test_followed_files_are_pushed_as_they_grow_until_unfollowed(stepped, socket
         return [m for m in client.of_type("tail") if m["file"] == file]
 
     first = wait_until(lambda: tails("stdout"), what="the followed file")[0]
+    facts = {"inode": stepped.experiment.paths.trial_dir(trial_id).joinpath("stdout").stat().st_ino, "base": 0,
+             "rotated": 0, "dropped": 0, "skipped": 0}
     assert first == {"type": "tail", "file": "stdout", "trial": trial_id, "offset": 0, "next": 16, "size": 16,
-                     "text": "trial 1 started\n"}
+                     "text": "trial 1 started\n", **facts}
     assert wait_until(lambda: tails("stderr"), what="stderr")[0]["text"] == ""
 
     stepped.step(1, 0)
     wait_until(lambda: len(tails("stdout")) == 2 and len(tails("stderr")) == 2, what="step 0 in both files")
     assert tails("stdout")[1] == {"type": "tail", "file": "stdout", "trial": trial_id, "offset": 16, "next": 23,
-                                  "size": 23, "text": "step 0\n"}
+                                  "size": 23, "text": "step 0\n", **facts}
     assert tails("stderr")[1]["text"] == "step 0\n"
 
     # stdout is written before stderr, and checked first: once stderr's step 1 came,
@@ -151,3 +157,116 @@ def test_a_client_far_behind_gets_its_changes_in_several_messages(tmp_path, sock
     assert len(pushed) == 3 and pushed[0]["full"] and [m["more"] for m in pushed] == [True, True, False]
     assert len(metrics_of(pushed)) == len(set(metrics_of(pushed))) == 50
     assert {t["trialJobId"] for m in pushed for t in m["trials"]} == {f"f{n:04d}" for n in range(10)}
+
+
+def lines_of(first: int, count: int, width: int = 12) -> list[bytes]:
+    return [f"line {index:06d} {'x' * (index % width)}\n".encode() for index in range(first, first + count)]
+
+
+def tails_of(client) -> list[dict]:
+    return [m for m in client.of_type("tail") if m["file"] == "experiment.log"]
+
+
+@pytest.fixture
+def viewed_log(tmp_path):
+    """A finished experiment served by Experiment.view, and its experiment.log's path."""
+    home = tmp_path / "home"
+    exp_id = fill_experiment(home, trials=1, metrics_per_trial=1)
+    view = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    yield view, home / exp_id / "logs" / "experiment.log"
+    view.stop()
+
+
+@pytest.mark.parametrize("per_batch", [25, 120], ids=["one-rotation-a-check", "several-rotations-a-check"])
+def test_a_followed_log_is_sent_across_its_rotations_every_line_once(viewed_log, sockets, per_batch):
+    view, path = viewed_log
+    writer = RotatingWriter(path, RotationLimits(500, keep=100))  # none deleted: every line can be sent
+    written = lines_of(0, 10)
+    for line in written:
+        writer.write(line)
+    client = sockets(view.port)
+    wait_until(lambda: client.of_type("hello"), what="hello")
+    client.send({"type": "follow", "file": "experiment.log", "trial": None, "offset": 0})
+    wait_until(lambda: tails_of(client), what="the first tail")
+    for batch in range(5):  # each batch is written between two checks of the file, or across one
+        more = lines_of(len(written), per_batch)
+        for line in more:
+            writer.write(line)
+        written += more
+        wait_until(lambda: more[-1].decode() in "".join(m["text"] for m in tails_of(client)), what=f"batch {batch}")
+    writer.close()
+    tails = tails_of(client)
+    assert "".join(m["text"] for m in tails) == b"".join(written).decode(), "every line once, in order"
+    assert len({m["inode"] for m in tails}) > 5 and all(m["skipped"] == 0 for m in tails)
+    assert tails[-1]["rotated"] == len(rotated_files(path)) and tails[-1]["dropped"] == 0
+    for before, after in zip(tails, tails[1:]):  # each file read to its end before the next from 0
+        if after["inode"] != before["inode"]:
+            assert after["offset"] == 0 and after["base"] == before["base"] + before["size"]
+
+
+def test_a_follow_outrun_by_rotation_is_sent_what_is_kept_and_told_what_was_skipped(viewed_log, sockets):
+    view, path = viewed_log
+    writer = RotatingWriter(path, RotationLimits(500, keep=3))
+    before = lines_of(0, 10)
+    for line in before:
+        writer.write(line)
+    client = sockets(view.port)
+    wait_until(lambda: client.of_type("hello"), what="hello")
+    client.send({"type": "follow", "file": "experiment.log", "trial": None, "offset": 0})
+    wait_until(lambda: tails_of(client), what="the first tail")
+    shown = tails_of(client)[0]["next"]
+    written = lines_of(10, 400)  # about 40 files at once: most are rotated away before the next check
+    for line in written:
+        writer.write(line)
+    writer.close()
+    end = path.stat().st_size
+    wait_until(lambda: (last := tails_of(client)[-1])["next"] == end and last["inode"] == path.stat().st_ino,
+               what="the follow at the end")
+    tails = tails_of(client)[1:]
+    assert any(m["skipped"] for m in tails)
+    assert shown + sum(len(m["text"].encode()) + m["skipped"] for m in tails) == len(b"".join(before + written)), \
+        "what was sent and what was skipped make the whole log"
+    assert "".join(m["text"] for m in tails).endswith(written[-1].decode())
+    assert tails[-1]["dropped"] == dropped_bytes(path) > 0 and tails[-1]["rotated"] == 2
+
+
+def test_a_follow_behind_a_fast_writer_jumps_to_the_end_and_is_told_how_much_it_skipped(viewed_log, sockets):
+    view, path = viewed_log
+    path.write_bytes(b"start\n")
+    client = sockets(view.port)
+    wait_until(lambda: client.of_type("hello"), what="hello")
+    client.send({"type": "follow", "file": "experiment.log", "trial": None, "offset": 0})
+    wait_until(lambda: tails_of(client), what="the first tail")
+    burst = b"".join(lines_of(0, 6 * 2**20 // 24))  # 6 MiB at once: more than a check may send
+    with path.open("ab") as file:
+        file.write(burst)
+    end = path.stat().st_size
+    wait_until(lambda: tails_of(client)[-1]["next"] == end, what="the follow at the end")
+    tails = tails_of(client)[1:]
+    jumps = [m for m in tails if m["skipped"]]
+    assert jumps and jumps[-1]["text"].startswith("line "), "a jump lands on a line's start"
+    assert jumps[-1]["offset"] >= end - live.MAX_BYTES
+    assert sum(len(m["text"].encode()) + m["skipped"] for m in tails) == len(burst), "shown and skipped: all of it"
+    assert sum(len(m["text"].encode()) for m in tails) < 3 * live.JUMP_BEHIND, "not the whole burst sent"
+
+
+def test_the_tail_and_trial_file_routes_read_across_a_rotation(viewed_log):
+    view, _ = viewed_log
+    stdout = view.paths.trial_dir("f0000") / "stdout"
+    stdout.parent.mkdir(parents=True, exist_ok=True)
+    writer = RotatingWriter(stdout, RotationLimits(30, keep=10))  # "three" joins "one two", then a file a line
+    writer.write(b"one\ntwo\n")
+    first = get(view.port, "/api/v1/expmgr/tail?file=stdout&trial=f0000&offset=0")
+    assert (first["text"], first["rotated"], first["dropped"], first["skipped"]) == ("one\ntwo\n", 0, 0, 0)
+    for word in ["three", "four", "five", "six", "seven", "eight", "nine"]:
+        writer.write(f"{word} {'.' * 10}\n".encode())
+    writer.close()
+    texts, tail = [first["text"]], first
+    while tail["next"] < tail["size"] or tail["inode"] != stdout.stat().st_ino:
+        tail = get(view.port, f"/api/v1/expmgr/tail?file=stdout&trial=f0000&offset={tail['next']}"
+                              f"&inode={tail['inode']}&base={tail['base']}")
+        texts.append(tail["text"])
+    everything = "one\ntwo\n" + "".join(f"{word} {'.' * 10}\n" for word in
+                                        ["three", "four", "five", "six", "seven", "eight", "nine"])
+    assert "".join(texts) == everything and len(rotated_files(stdout)) == 6
+    assert get_text(view.port, "/api/v1/nni/trial-file/f0000/stdout")[2] == everything, "the kept files, then stdout"

@@ -1,8 +1,10 @@
-"""Reading log files by byte offset: growing, truncated, from the end, in limited chunks."""
+"""Reading log files by byte offset: growing, truncated, from the end, in limited chunks,
+across rotations (the file a position is in named by its inode), jumping to the end."""
 from __future__ import annotations
 
-import time
 import os
+import threading
+import time
 from pathlib import Path, PurePath
 
 import pytest
@@ -10,7 +12,8 @@ import pytest
 from expmgr.layout import ExperimentPaths
 from expmgr.store import TrialRecord
 from expmgr.engine.errors import RefusalKind
-from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail
+from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotated_files, rotated_path
+from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail, whole_log
 from expmgr.states import TrialState
 from tests.store.test_store import new_store
 
@@ -98,3 +101,85 @@ def test_a_symlink_a_fifo_or_a_symlinked_folder_is_refused_and_nothing_is_read_t
             read_tail(LogFile(root, PurePath(relative)), 0)
         assert error.value.kind == RefusalKind.FORBIDDEN
     assert read_tail(LogFile(root, PurePath("trials/t1/trial.log")), 0).size == 0, "not there yet"
+
+
+def test_a_reader_passing_the_inode_reads_on_across_rotations_every_byte_once_as_a_writer_rotates(tmp_path: Path):
+    path = tmp_path / "stdout"
+    lines = [f"line {index:05d} {'x' * (index % 37)}\n".encode() for index in range(3000)]
+    writer = RotatingWriter(path, RotationLimits(2000, keep=1000))  # rotated about 60 times, none deleted
+    done = threading.Event()
+
+    def write() -> None:
+        for line in lines:
+            writer.write(line)
+        writer.close()
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    got, tail = [], read_tail(log(path), 0, max_bytes=700)
+    got.append(tail.text)
+    deadline = time.monotonic() + 60
+    while not (done.is_set() and tail.next == tail.size and tail.inode == os.stat(path).st_ino):
+        assert time.monotonic() < deadline, "the reader did not catch up"
+        tail = read_tail(log(path), tail.next, max_bytes=700, inode=tail.inode, base=tail.base)
+        assert tail.skipped == 0
+        got.append(tail.text)
+    thread.join()
+    assert "".join(got) == b"".join(lines).decode()
+    assert tail.rotated == len(rotated_files(path)) > 10 and tail.dropped == 0
+
+
+def test_a_file_rotated_away_before_it_was_read_is_passed_over_and_counted_as_skipped(tmp_path: Path):
+    path = tmp_path / "stdout"
+    writer = RotatingWriter(path, RotationLimits(100, keep=3))
+    everything = b""
+    for index in range(5):
+        everything += (line := f"early {index}\n".encode())
+        writer.write(line)
+    first = read_tail(log(path), 0, max_bytes=16)
+    for index in range(60):  # rotated far past what is kept
+        everything += (line := f"later {index:02d}\n".encode())
+        writer.write(line)
+    writer.close()
+    kept = b"".join(rotated_path(path, index).read_bytes() for index in (2, 1)) + path.read_bytes()
+    tail = read_tail(log(path), first.next, inode=first.inode, base=first.base)
+    assert tail.offset == 0 and tail.inode == os.stat(rotated_path(path, 2)).st_ino, "the oldest kept file"
+    assert tail.skipped == len(everything) - len(kept) - first.next
+    unknown = read_tail(log(path), 5, inode=1)  # a file never kept, and no base: how much is not known
+    assert (unknown.offset, unknown.inode, unknown.skipped) == (0, tail.inode, None)
+    assert (tail.rotated, tail.dropped) == (2, dropped_bytes(path))
+
+
+def test_a_follower_far_behind_jumps_to_the_last_bytes_of_the_log_from_a_line_start(tmp_path: Path):
+    path = tmp_path / "stdout"
+    path.write_bytes(b"old line\n" * 10)
+    start = read_tail(log(path), 0)
+    os.rename(path, rotated_path(path, 1))  # rotated, then a fast writer writes 3 MiB
+    path.write_bytes(b"".join(f"new line {index:07d}\n".encode() for index in range(3 * 2**20 // 17)))
+    size = path.stat().st_size
+    near = read_tail(log(path), start.next, inode=start.inode, jump_behind=size + 1)
+    assert (near.offset, near.skipped, near.inode) == (0, 0, path.stat().st_ino), "not far: read on"
+    far = read_tail(log(path), start.next, inode=start.inode, base=start.base, jump_behind=2**20)
+    assert far.inode == path.stat().st_ino and size - MAX_BYTES < far.offset < size - MAX_BYTES + 17
+    assert far.text.startswith("new line ") and far.next == size
+    assert far.skipped == far.offset, "the rest of stdout.1 (nothing) and the new file up to the jump"
+    assert read_tail(log(path), 0, inode=far.inode, jump_behind=None).skipped == 0, "REST reads never jump"
+
+
+def test_a_rotated_symlink_or_fifo_is_passed_over_without_blocking_or_reading_through_it(tmp_path: Path):
+    secret = tmp_path / "secret"
+    secret.write_text("private key\n")
+    root = tmp_path / "experiment"
+    root.mkdir()
+    path = root / "stdout"
+    rotated_path(path, 3).write_text("three\n")
+    os.mkfifo(rotated_path(path, 2))
+    rotated_path(path, 1).symlink_to(secret)
+    path.write_text("now\n")
+    os.mkfifo(root / "stdout.dropped")
+    first = read_tail(LogFile(root, PurePath("stdout")), 0, inode=rotated_path(path, 3).stat().st_ino)
+    assert first.text == "three\n"
+    after = read_tail(LogFile(root, PurePath("stdout")), first.next, inode=first.inode)
+    assert (after.text, after.inode, after.rotated, after.dropped) == ("now\n", path.stat().st_ino, 3, 0)
+    assert b"".join(whole_log(LogFile(root, PurePath("stdout")))) == b"three\nnow\n"
