@@ -10,19 +10,28 @@ and nnictl's spellings, told apart by naming no trial:
 
 A single id is the experiment's (nnictl's meaning) when it is a whole experiment id,
 else a trial of the only running experiment (expctl's).
+
+A log bounded by ``logMaxSize`` is read across its rotated files (``NAME.k`` ... ``NAME.1``,
+then ``NAME``; expmgr/logreader.py): a whole log is streamed in blocks, ``--tail`` reads
+backwards from the end only as far as its lines go, ``--head`` from the start, and
+``--follow`` follows the file it printed by inode through its rotations. What rotation
+deleted before what is shown is said once on stderr.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, cast
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, cast
 
-from expmgr.cli.common import (EXIT_OK, CliError, check_id, current_entry, experiment_store, find_experiment,
+from expmgr.cli.common import (EXIT_FAILED, EXIT_OK, CliError, check_id, current_entry, experiment_store, find_experiment,
                                is_running, registry)
 from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.logreader import (BLOCK_BYTES, Listing, LogFile, RefusedFile, Snapshot, head_blocks, last_lines_start, open_kept,
+                              read_blocks)
 from expmgr.store.registry import RegistryEntry
 
 if TYPE_CHECKING:
@@ -30,6 +39,13 @@ if TYPE_CHECKING:
 
 
 _FOLLOW_INTERVAL = 0.2
+_RELIST_PAUSE = 0.01
+"""A follow that no longer finds its file lists the log again after this, a few times,
+before it takes the file for rotated away (a listing may fall in the middle of a rotation)."""
+_MOVES_PER_CHECK = 100
+"""Files a follow moves on to in one check (a log rotated that often since the last one
+is read on at the next)."""
+_BOUNDS = "the config's logMaxSize and logFilesKept bound each log"
 _EXPERIMENT_LOGS = {"experiment": "experiment_log", "dispatcher": "dispatcher_log"}
 _TRIAL_LOGS = {"stdout": "stdout", "stderr": "stderr", "trial": "trial_log"}
 
@@ -78,10 +94,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         path = getattr(paths, _EXPERIMENT_LOGS[args.which])
         ended = lambda: not is_running(current_entry(entry))  # noqa: E731
-    offset = _print_start(path, args.tail, args.head)
-    if args.follow:
-        _follow(path, offset, ended)
+    _show(LogFile(paths.root, path.relative_to(paths.root)), args, ended)
     return EXIT_OK
+
+
+def _show(log: LogFile, args: argparse.Namespace, ended: Callable[[], bool]) -> None:
+    try:
+        place = _print_start(log, args.tail, args.head)
+        if args.follow:
+            _follow(log, place, ended)
+    except RefusedFile as error:
+        raise CliError(f"{error}: expctl reads a log only as a regular file inside the experiment's folder",
+                       EXIT_FAILED) from None
 
 
 def _nnictl_meaning(args: argparse.Namespace) -> bool:
@@ -113,9 +137,7 @@ def _run_nnictl(args: argparse.Namespace) -> int:
     if args.path:
         print(path)
         return EXIT_OK
-    offset = _print_start(path, args.tail, args.head)
-    if args.follow:
-        _follow(path, offset, lambda: not is_running(current_entry(entry)))
+    _show(LogFile(paths.root, path.relative_to(paths.root)), args, lambda: not is_running(current_entry(entry)))
     return EXIT_OK
 
 
@@ -137,37 +159,163 @@ def _trial_ended(trial_id: str, entry: RegistryEntry) -> bool:
         return cast("TrialRecord", store.trial(trial_id)).status.is_finished()
 
 
-def _print_start(path: Path, tail: int | None, head: int | None = None) -> int:
-    """Print the file (its last ``tail`` or first ``head`` lines); return how far it was read."""
+@dataclass
+class _Place:
+    """Where a follow is: the file of the log it printed last, open, and how far."""
+
+    file: BinaryIO
+    inode: int
+    offset: int
+    base: int
+    """How many bytes of the log came before this file when it was found (Listing.base)."""
+
+
+def _print_start(log: LogFile, tail: int | None, head: int | None = None) -> _Place | None:
+    """Print the log (its last ``tail`` or first ``head`` lines) across its kept files;
+    return where a follow goes on: the last file printed, kept open, or None when the log
+    has no file yet."""
+    snapshot = open_kept(log)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    if head is not None:
-        _write(b"".join(data.splitlines(keepends=True)[:head]))
-    elif tail is not None:
-        lines = deque(data.splitlines(keepends=True), maxlen=tail)
-        _write(b"".join(lines))
-    else:
-        _write(data)
-    return len(data)
+        for opened in snapshot.files:
+            if opened.refused is not None:
+                _say(f"{opened.refused}; passed over")
+        files = snapshot.readable()
+        dropped = snapshot.listing.dropped
+        if head is not None:
+            if dropped:
+                _say(f"{_size(dropped)} of the start of {log.name} was rotated away ({_BOUNDS}): "
+                     "these are the first lines kept")
+            _write_all(head_blocks(read_blocks(files), head))
+        elif tail is not None:
+            index, offset, lines = last_lines_start(files, tail)
+            if lines < tail and dropped:
+                _say(f"{log.name} keeps {lines} of the {tail} lines asked for: {_size(dropped)} of earlier output "
+                     f"was rotated away ({_BOUNDS})")
+            _write_all(read_blocks(files, index, offset))
+        else:
+            if dropped:
+                _say(f"{_size(dropped)} of earlier output of {log.name} was rotated away ({_BOUNDS}): "
+                     "printing what is kept")
+            _write_all(read_blocks(files))
+        return _last_place(snapshot)
+    finally:
+        snapshot.close(keep=snapshot.files[-1].file if snapshot.files else None)
 
 
-def _follow(path: Path, offset: int, ended: Callable[[], bool]) -> None:
-    """Print what is appended to ``path`` until ``ended()``, then what came last."""
-    while True:
-        done = ended()  # checked before reading, so nothing written before the end is missed
+def _last_place(snapshot: Snapshot) -> _Place | None:
+    """The newest file of ``snapshot``, read to the size it was opened at."""
+    if not snapshot.files:
+        return None
+    last = snapshot.files[-1]
+    if last.file is None:  # refused: a follow goes on after it
+        return _Place(open(os.devnull, "rb"), last.kept.inode, 0, snapshot.listing.base(len(snapshot.files) - 1))
+    return _Place(last.file, last.kept.inode, last.size, snapshot.listing.base(len(snapshot.files) - 1))
+
+
+def _follow(log: LogFile, place: _Place | None, ended: Callable[[], bool]) -> None:
+    """Print what is written to the log after ``place`` until ``ended()``, then what came
+    last: the rest of the file followed, and when it was rotated (another file has its
+    name, or none), the files after it, by inode, from their start."""
+    try:
+        while True:
+            done = ended()  # checked before reading, so nothing written before the end is missed
+            place = _catch_up(log, place)
+            if done:
+                return
+            time.sleep(_FOLLOW_INTERVAL)
+    finally:
+        if place is not None:
+            place.file.close()
+
+
+def _catch_up(log: LogFile, place: _Place | None) -> _Place | None:
+    """Print what the log holds after ``place``; the place reached."""
+    if place is not None:
+        _drain(place)
+    for _ in range(_MOVES_PER_CHECK):
+        listing = log.listing()
+        position = _position(listing, place)
+        for _ in range(3):
+            if position is not None or place is None:
+                break
+            time.sleep(_RELIST_PAUSE)  # perhaps listed in the middle of a rotation
+            listing = log.listing()
+            position = _position(listing, place)
+        if place is not None and position is not None and position == len(listing.files) - 1:
+            if listing.current is not None and os.fstat(place.file.fileno()).st_size < place.offset:
+                _say(f"{log.name} was truncated: printing it from its start")
+                place.offset = 0
+                _drain(place)
+            return place  # the newest file is the one followed
+        if not listing.files:
+            return place
+        if place is not None:
+            _drain(place)  # the rest of the rotated file: its writer closed it before renaming it
+        if position is not None:
+            position += 1
+        else:  # rotated away (or never seen): on from the first file after it
+            at = place.base + place.offset if place is not None else 0
+            position = listing.resume(at)
+            lost = listing.base(position) - at
+            if lost > 0:
+                _say(f"{_size(lost)} of {log.name} was rotated away before it could be printed ({_BOUNDS})")
+        following = listing.files[position]
         try:
-            with open(path, "rb") as file:
-                file.seek(offset)
-                chunk = file.read()
-        except FileNotFoundError:
-            chunk = b""
-        _write(chunk)
-        offset += len(chunk)
-        if done:
+            file = log.open_kept(following)
+        except RefusedFile as error:
+            if following.index == 0:
+                raise
+            _say(f"{error}; passed over")
+            file = open(os.devnull, "rb")
+        if file is None:
+            continue  # moved meanwhile: list again
+        if place is not None:
+            place.file.close()
+        place = _Place(file, following.inode, 0, listing.base(position))
+        _drain(place)
+    return place
+
+
+def _position(listing: Listing, place: _Place | None) -> int | None:
+    """Where the file of ``place`` is in ``listing``; None when it was deleted (its inode may
+    have been given to a newer file) or there is no place yet."""
+    if place is None or os.fstat(place.file.fileno()).st_nlink == 0:
+        return None
+    return listing.find(place.inode)
+
+
+def _drain(place: _Place) -> None:
+    """Print ``place``'s file from its offset to its end (as it is now)."""
+    end = os.fstat(place.file.fileno()).st_size
+    while place.offset < end:
+        block = os.pread(place.file.fileno(), min(BLOCK_BYTES, end - place.offset), place.offset)
+        if not block:
             return
-        time.sleep(_FOLLOW_INTERVAL)
+        _write(block)
+        place.offset += len(block)
+
+
+def _write_all(blocks: Iterator[bytes]) -> None:
+    for block in blocks:
+        _write(block)
+
+
+def _say(notice: str) -> None:
+    """A notice about the log, on stderr (the log itself goes to stdout)."""
+    sys.stdout.flush()
+    print(f"expctl: {notice}", file=sys.stderr, flush=True)
+
+
+def _size(count: int) -> str:
+    """``count`` bytes for a person, as the web UI says them: 512 bytes, 3.4 KiB, 812 MiB."""
+    if count < 1024:
+        return f"{count} bytes"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
 
 
 def _write(data: bytes) -> None:
