@@ -5,6 +5,6 @@ the framed JSON channel of :mod:`expmgr.dispatcher.protocol` on its stdin and
 stdout. It exits when that channel closes. ``client`` is the runner's end of that
 channel, beside the protocol it speaks.
 
-May import: ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial);
-nothing from config, store, training, engine, server, experiment or cli.
+May import: ``expmgr.algorithms`` and the bottom modules (layout, log, logreader, rotation, states,
+metrics, trial); nothing from config, store, training, engine, server, experiment or cli.
 """

@@ -12,10 +12,11 @@ import asyncio
 import itertools
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, cast
 
 from expmgr.dispatcher.protocol import HEADER_SIZE, ProtocolError, chunks, decode_body, decode_length, encode_frame
+from expmgr.logreader import LogFile, RefusedFile, last_bytes
 
 _TAIL_BYTES = 8000
 
@@ -162,12 +163,10 @@ class DispatcherClient:
 
     def _describe_exit(self, returncode: int) -> str:
         how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with status {returncode}"
-        try:
-            with open(self._log_file, "rb") as log:
-                log.seek(0, 2)
-                log.seek(max(0, log.tell() - _TAIL_BYTES))
-                tail = log.read().decode(errors="replace")
-        except OSError:
+        try:  # the log may just have been rotated: its end may be in dispatcher.log.1
+            tail = last_bytes(LogFile(self._log_file.parent, PurePath(self._log_file.name)), _TAIL_BYTES).decode(
+                errors="replace")
+        except (OSError, RefusedFile):
             tail = ""
         return f"the dispatcher {how}; the end of {self._log_file}:\n{tail}"
 

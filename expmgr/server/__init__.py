@@ -4,5 +4,5 @@ the guard in front of every route and the access token.
 
 May import: ``expmgr.engine`` (the runner it hands submissions to), the store,
 training, dispatcher and config packages, ``expmgr.algorithms`` and the bottom
-modules (layout, log, states, metrics, trial); nothing from experiment or cli.
+modules (layout, log, logreader, rotation, states, metrics, trial); nothing from experiment or cli.
 """

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from expmgr.dispatcher.client import DispatcherClient
 from expmgr.dispatcher.protocol import ProtocolError, decode_length, encode_frame, read_frame, write_frame
+from expmgr.rotation import RotatingWriter, RotationLimits
 
 SPACE = {"x": {"_type": "choice", "_value": [1, 2, 3]}}
 
@@ -141,3 +143,16 @@ def test_the_light_tuners_run_without_importing_numpy(dispatcher, tuner, space, 
                          "parameters": reply["parameters"][0]["parameters"], "value": 0.5}) == {"id": 3}
     assert ask(process, {"id": 4, "cmd": "generate", "parameter_ids": [1]})["id"] == 4
     assert numpy_is_loaded(process.pid) is numpy_expected
+
+
+def test_a_failed_dispatchers_message_ends_with_its_log_even_just_after_a_rotation(tmp_path: Path):
+    log = tmp_path / "dispatcher.log"
+    writer = RotatingWriter(log, RotationLimits(200, keep=3))
+    for index in range(30):
+        writer.write(f"record {index:02d} of the tuner's log\n".encode())
+    writer.rotate()  # the last rotation started an empty dispatcher.log
+    writer.write(b"Traceback: boom\n")
+    writer.close()
+    message = DispatcherClient(log, "info")._describe_exit(1)
+    assert message.startswith(f"the dispatcher exited with status 1; the end of {log}:\n")
+    assert message.endswith("record 28 of the tuner's log\nrecord 29 of the tuner's log\nTraceback: boom\n")
