@@ -53,6 +53,9 @@
  *   tab-stdout, tab-stderr, tab-trial-log; stdout, stderr, trial-log: the tailed file, one row a
  *   line, only the rows in view are in the page (it follows the end); data-lines = line count,
  *   data-next = bytes read
+ *   log-rotated (beside any tailed file, when its log was rotated: the server's facts; data-rotated =
+ *   rotated files kept, data-dropped = bytes deleted), log-skipped (when the server skipped bytes to keep
+ *   up: how many; the place is a note line in the file, "… 812 MiB skipped to keep up …")
  *
  * Charts (#/charts): a chart has data-rendered="true" once drawn and data-points = points drawn
  *   chart-final, chart-intermediate, chart-parallel, chart-durations,
@@ -159,6 +162,8 @@ export const testids = {
   logSearch: 'log-search',
   experimentLog: 'experiment-log',
   dispatcherLog: 'dispatcher-log',
+  logRotated: 'log-rotated',
+  logSkipped: 'log-skipped',
 } as const;
 
 /** The test ids that name a trial, a state, a column or a file. */

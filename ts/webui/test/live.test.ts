@@ -207,6 +207,45 @@ describe('Live', () => {
     live.stop();
   });
 
+  it('follows a log across rotations without clearing or repeating lines, and keeps the server\'s facts', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true }));
+    const { live } = setup(server);
+    live.start();
+    await settle();
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    server.queue(() => ({ offset: 0, next: 2, size: 2, text: 'a\n', inode: 7, base: 100, rotated: 2, dropped: 100, skipped: 0 }));
+    const { follower } = live.follow('stdout', 't1');
+    await settle();
+    expect(sockets[0].sent).toContainEqual({ type: 'follow', file: 'stdout', trial: 't1', offset: 2, inode: 7, base: 100 });
+    expect([follower.rotated, follower.droppedBytes]).toEqual([2, 100]);
+    const push = (chunk: object) => sockets[0].message({ type: 'tail', file: 'stdout', trial: 't1', ...chunk });
+    push({ offset: 2, next: 4, size: 4, text: 'b\n', inode: 7, base: 100, rotated: 2, dropped: 100, skipped: 0 });
+    push({ offset: 0, next: 2, size: 2, text: 'c\n', inode: 8, base: 104, rotated: 3, dropped: 100, skipped: 0 });
+    push({ offset: 0, next: 2, size: 2, text: 'c\n', inode: 8, base: 104, rotated: 3, dropped: 100, skipped: 0 });
+    push({ offset: 2, next: 4, size: 4, text: 'b\n', inode: 7, base: 100, rotated: 3, dropped: 100, skipped: 0 });
+    expect(follower.lines.lines).toEqual(['a', 'b', 'c']);
+    expect(follower.rotated).toBe(3);
+    // a jump to the end: marked in the text, counted for the view
+    push({ offset: 3_000_000, next: 3_000_002, size: 3_000_002, text: 'z\n', inode: 8, base: 104, rotated: 3, dropped: 100,
+           skipped: 2_999_998 });
+    expect(follower.lines.lines).toEqual(['a', 'b', 'c', '… 2.9 MiB skipped to keep up …', 'z']);
+    expect(follower.skippedBytes).toBe(2_999_998);
+    // a gap is read by REST from the file it is in
+    server.queue((url) => {
+      expect(url).toContain('offset=3000002');
+      expect(url).toContain('inode=8');
+      expect(url).toContain('base=104');
+      return { offset: 0, next: 2, size: 2, text: 'y\n', inode: 9, base: 3_000_106, rotated: 4, dropped: 100, skipped: 0 };
+    });
+    push({ offset: 5, next: 7, size: 7, text: 'x\n', inode: 9, base: 3_000_106, rotated: 4, dropped: 100, skipped: 0 });
+    await settle();
+    expect(follower.lines.lines).toEqual(['a', 'b', 'c', '… 2.9 MiB skipped to keep up …', 'z', 'y']);
+    live.stop();
+  });
+
   it('fills a gap in pushed chunks by REST', async () => {
     const server = fakeServer();
     server.queue(() => changes('c1', { full: true }));

@@ -49,9 +49,13 @@ export class Api {
     return this.request('GET', `api/v1/expmgr/changes${qs ? `?${qs}` : ''}`);
   }
 
-  tail(file: LogFile, offset: number, trial: string | null): Promise<TailChunk> {
+  /** Bytes of a log from `offset` in its file `at.inode` (the current file without one). */
+  tail(file: LogFile, offset: number, trial: string | null,
+       at: { inode: number | null; base: number | null } | null = null): Promise<TailChunk> {
     const q = new URLSearchParams({ file, offset: String(offset) });
     if (trial !== null) q.set('trial', trial);
+    if (at?.inode != null) q.set('inode', String(at.inode));
+    if (at?.base != null) q.set('base', String(at.base));
     return this.request('GET', `api/v1/expmgr/tail?${q}`);
   }
 

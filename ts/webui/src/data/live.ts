@@ -2,9 +2,12 @@
 // on every (re)connect the `hello` is followed by a catch-up `changes?since=<cursor>` (paged),
 // during which socket messages are held back and applied after it. A dropped socket is reopened
 // with exponential backoff, and meanwhile the REST routes are polled so the page stays fresh.
-// Files are tailed with `follow`: the last bytes are read by REST, then the socket pushes more.
+// Files are tailed with `follow`: the last bytes are read by REST, then the socket pushes more,
+// across the log's rotations; the server's facts about the log (rotated files kept, bytes
+// deleted, bytes it skipped to keep up) are kept for the view to show.
 import type { Api } from './api';
 import { LogLines, TailState, type TailResult } from './logs';
+import { formatBytes } from '../ui/format';
 import type { ExperimentData } from './store';
 import type { ChangesMessage, LogFile, ServerMessage, TailChunk } from './types';
 
@@ -46,6 +49,12 @@ export class Follower {
   readonly tail = new TailState();
   /** True when the start of the file was not read (only its last bytes). */
   truncatedHead = false;
+  /** The server's facts about the log, from its latest chunk: rotated files kept, bytes rotation deleted. */
+  rotated = 0;
+  droppedBytes = 0;
+  /** Bytes the server skipped to keep up (its jumps to the end), in all; and whether some amount was unknown. */
+  skippedBytes = 0;
+  skippedUnknown = false;
   error: string | null = null;
   version = 0;
   refs = 0;
@@ -71,6 +80,13 @@ export class Follower {
         this.lines.append(result.text);
         return true;
       case 'append':
+        if (result.skipped === null) {
+          this.skippedUnknown = true;
+          this.lines.note('… output rotated away before it could be shown …');
+        } else if (result.skipped) {
+          this.skippedBytes += result.skipped;
+          this.lines.note(`… ${formatBytes(result.skipped)} skipped to keep up …`);
+        }
         this.lines.append(result.text);
         return true;
       default:
@@ -84,18 +100,29 @@ export class Follower {
     this.changed();
   }
 
+  /** The server's facts about the log, as of `chunk`. */
+  private facts(chunk: TailChunk): boolean {
+    const rotated = chunk.rotated ?? this.rotated;
+    const dropped = chunk.dropped ?? this.droppedBytes;
+    if (rotated === this.rotated && dropped === this.droppedBytes) return false;
+    this.rotated = rotated;
+    this.droppedBytes = dropped;
+    return true;
+  }
+
   /** A chunk pushed by the socket. */
   pushed(chunk: TailChunk): void {
     if (this.syncing || this.tail.next === null) {
       this.pending.push(chunk);
       return;
     }
+    const newFacts = this.facts(chunk);
     const result = this.tail.accept(chunk);
     if (result.kind === 'gap') {
       void this.sync();
       return;
     }
-    if (this.place(result)) this.changed();
+    if (this.place(result) || newFacts) this.changed();
   }
 
   /** Reads by REST: the last bytes first, then from where it stopped until the end of the file. */
@@ -106,12 +133,14 @@ export class Follower {
         let first = this.tail.next === null;
         for (let i = 0; i < 64; i++) {
           const requested = first ? -INITIAL_TAIL_BYTES : this.tail.next!;
-          const chunk = await this.live.api.tail(this.file, requested, this.trial);
+          const chunk = await this.live.api.tail(this.file, requested, this.trial,
+            first ? null : { inode: this.tail.inode, base: this.tail.base });
           if (first) this.truncatedHead = chunk.offset > 0;
+          const newFacts = this.facts(chunk);
           const result = this.tail.accept(chunk, first ? undefined : requested);
           first = false;
           this.error = null;
-          if (this.place(result)) this.changed();
+          if (this.place(result) || newFacts) this.changed();
           if (result.kind === 'gap' || !chunk.text || chunk.size === undefined || chunk.next >= chunk.size) break;
         }
       } catch (err) {
@@ -359,7 +388,9 @@ export class Live {
 
   private sendFollow(f: Follower): void {
     if (f.tail.next === null) return; // sent once its first REST read is done
-    this.send({ type: 'follow', file: f.file, trial: f.trial, offset: f.tail.next });
+    const { next, inode, base } = f.tail;
+    this.send({ type: 'follow', file: f.file, trial: f.trial, offset: next,
+                ...(inode !== null && { inode }), ...(base !== null && { base }) });
   }
 
   /** Tails a file while the returned function is not called. */

@@ -129,6 +129,16 @@ export interface TailChunk {
   next: number;
   size?: number;
   text: string;
+  /** The file of the log the bytes are in (its inode; null while the log has no file). */
+  inode?: number | null;
+  /** The server's count of the log's bytes before that file (passed back when asking for more). */
+  base?: number;
+  /** How many rotated files of the log are kept (NAME.1 ...). */
+  rotated?: number;
+  /** Bytes of the log rotation deleted. */
+  dropped?: number;
+  /** Bytes of the log passed over before `offset` (a jump to the end); null: an unknown amount. */
+  skipped?: number | null;
 }
 
 export interface TailMessage extends TailChunk {

@@ -1,10 +1,11 @@
 // A tailed file: its last bytes, then whatever the server pushes, one virtual row per line.
 import { useEffect, useMemo, useReducer, useState } from 'preact/hooks';
-import { LEVELS } from '../data/logs';
+import { LEVELS, NOTE_LEVEL } from '../data/logs';
 import type { Follower } from '../data/live';
 import type { LogFile } from '../data/types';
-import { tid } from '../testids';
+import { testids, tid } from '../testids';
 import { useApp } from './app-context';
+import { formatBytes } from './format';
 import { VirtualList, slotKey } from './VirtualList';
 
 const LINE_HEIGHT = 18;
@@ -47,6 +48,13 @@ export function LogView({ file, trial, minLevel = 0, search = '', fitContent = f
   return (
     <div class="logview">
       {follower?.truncatedHead && <p class="muted small">Showing the last part of the file.</p>}
+      {follower && <RotationNotice follower={follower} file={file} />}
+      {follower && (follower.skippedBytes > 0 || follower.skippedUnknown) && (
+        <p class="log-notice small" data-testid={testids.logSkipped}>
+          {follower.skippedBytes > 0 && `… ${formatBytes(follower.skippedBytes)} skipped to keep up: the file grows faster than it can be shown, so the view jumps to its end (marked in the text). `}
+          {follower.skippedUnknown && 'Some output was rotated away before it could be shown.'}
+        </p>
+      )}
       {follower?.error && <p class="field-error">{follower.error}</p>}
       <VirtualList
         class="log"
@@ -60,8 +68,9 @@ export function LogView({ file, trial, minLevel = 0, search = '', fitContent = f
         renderRow={(i, top) => {
           const index = selected ? selected[i] : i;
           const level = lines!.levelOf(index);
+          const kind = level === NOTE_LEVEL ? 'NOTE' : LEVELS[level] ?? 'INFO';
           return (
-            <div key={slotKey(i)} class={`logline lvl-${LEVELS[level] ?? 'INFO'}`} style={{ top: `${top}px` }}>
+            <div key={slotKey(i)} class={`logline lvl-${kind}`} style={{ top: `${top}px` }}>
               {lines!.line(index) || ' '}
             </div>
           );
@@ -69,5 +78,21 @@ export function LogView({ file, trial, minLevel = 0, search = '', fitContent = f
       />
       {count === 0 && <p class="empty small">{follower?.isSyncing() ? 'Loading…' : '(empty)'}</p>}
     </div>
+  );
+}
+
+/** What rotation did to the log before the part shown: the server's facts, as it counted them. */
+function RotationNotice({ follower, file }: { follower: Follower; file: LogFile }) {
+  const { rotated, droppedBytes } = follower;
+  if (!rotated && !droppedBytes) return null;
+  const kept = rotated === 1 ? `${file}.1` : `${file}.1 … ${file}.${rotated}`;
+  return (
+    <p class="log-notice small" data-testid={testids.logRotated} data-rotated={rotated} data-dropped={droppedBytes}>
+      Earlier output was rotated
+      {rotated > 0 && `: ${rotated} older ${rotated === 1 ? 'file is' : 'files are'} kept (${kept}; expctl log prints them)`}
+      {rotated > 0 && droppedBytes > 0 && ', and'}
+      {droppedBytes > 0 && ` ${formatBytes(droppedBytes)} of the earliest output was deleted`}
+      {' '}(the config's logMaxSize and logFilesKept).
+    </p>
   );
 }

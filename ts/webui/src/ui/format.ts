@@ -22,3 +22,17 @@ export function formatTime(ms: number | undefined): string {
   const d = new Date(ms);
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
+
+/** A number of bytes for a person: 512 bytes, 3.4 KiB, 812 MiB, 1.2 GiB. */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} bytes`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = '';
+  for (const u of units) {
+    value /= 1024;
+    unit = u;
+    if (value < 1024) break;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${unit}`;
+}
