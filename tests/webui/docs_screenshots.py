@@ -1,7 +1,8 @@
 """The screenshots of docs/webui.md: a small real experiment, each page of the UI while
-it runs, and the overview of the finished experiment under view (read-only)::
+it runs, the overview of the finished experiment under view (read-only), and a rotated
+log a burst outran::
 
-    .venv/bin/python tests/webui/docs_screenshots.py [--out docs/images]
+    .venv/bin/python tests/webui/docs_screenshots.py [--out docs/images] [--only log-skipped]
 
 A script, not a test (pytest collects only test_*.py). Uses Debian's /usr/bin/chromium,
 and Debian's pngquant, when installed, to make the pictures small.
@@ -20,7 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from expmgr import Experiment, ExperimentConfig  # noqa: E402
+from expmgr.rotation import RotatingWriter, RotationLimits  # noqa: E402
 from tests.conftest import wait_until  # noqa: E402
+from tests.server.fill import fill_experiment  # noqa: E402
 from tests.webui.conftest import CHROMIUM, CHROMIUM_FLAGS, load_testids  # noqa: E402
 
 TRIAL = """
@@ -47,9 +50,14 @@ SEARCH_SPACE = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "images")
+    parser.add_argument("--only", choices=["log-skipped"], help="take this picture alone")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     ids = load_testids()
+    with tempfile.TemporaryDirectory(prefix="webui-docs-") as tmp:
+        shoot_rotated_log(Path(tmp) / "rotated", ids, args.out)
+    if args.only:
+        return _squeeze([args.out / f"webui-{args.only}.png"])
     with tempfile.TemporaryDirectory(prefix="webui-docs-") as tmp:
         code = Path(tmp) / "code"
         code.mkdir()
@@ -72,7 +80,11 @@ def main() -> int:
             shoot_view(f"http://127.0.0.1:{viewer.port}/", ids, args.out)
         finally:
             viewer.stop()
-    for path in sorted(args.out.glob("webui-*.png")):
+    return _squeeze(sorted(args.out.glob("webui-*.png")))
+
+
+def _squeeze(paths: list[Path]) -> int:
+    for path in paths:
         if shutil.which("pngquant"):  # Debian's pngquant: a third of the size, no visible change
             subprocess.run(["pngquant", "--quality", "70-95", "--speed", "1", "--strip", "--force",
                             "--output", str(path), str(path)], check=True)
@@ -152,6 +164,36 @@ def shoot_view(url: str, ids: dict[str, str], out: Path) -> None:
             page.screenshot(path=str(out / "webui-view.png"))
         finally:
             context.close()
+
+
+def shoot_rotated_log(home: Path, ids: dict[str, str], out: Path) -> None:
+    """experiment.log of a finished experiment, rotated (two files kept, some deleted), then a
+    6 MiB burst appended while the page shows it: the page says what was kept, deleted, skipped."""
+    from playwright.sync_api import sync_playwright
+
+    exp_id = fill_experiment(home, trials=4, metrics_per_trial=3)
+    writer = RotatingWriter(home / exp_id / "logs" / "experiment.log", RotationLimits(4000, keep=3))
+    record = "[2026-12-02 15:12:{:02d}] INFO (nni.{} expmgr-{}) trial {:05d} SUCCEEDED (exit code 0)\n"
+    for index in range(400):
+        writer.write(record.format(index % 60, exp_id, exp_id, index).encode())
+    viewer = Experiment.view(exp_id, port=0, non_blocking=True, home=home)
+    try:
+        with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+            context, page = _browser(playwright, profile)
+            try:
+                page.goto(f"http://127.0.0.1:{viewer.port}/#/logs")
+                page.get_by_test_id(ids["logRotated"]).wait_for()
+                last = 400 + 6 * 2**20 // 80
+                writer.write(b"".join(record.format(index % 60, exp_id, exp_id, index).encode()
+                                      for index in range(400, last)))
+                page.get_by_test_id(ids["logSkipped"]).wait_for()
+                page.get_by_test_id(ids["experimentLog"]).get_by_text(f"trial {last - 1:05d} ").wait_for()
+                page.screenshot(path=str(out / "webui-log-skipped.png"))
+            finally:
+                context.close()
+    finally:
+        writer.close()
+        viewer.stop()
 
 
 if __name__ == "__main__":
