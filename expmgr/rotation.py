@@ -71,7 +71,7 @@ def rotated_path(path: Path, index: int) -> Path:
 
 def rotated_files(path: Path) -> list[Path]:
     """The rotated files of ``path`` that exist, the most recent first."""
-    found = []
+    found: list[Path] = []
     index = 1
     while True:
         candidate = rotated_path(path, index)
