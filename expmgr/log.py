@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from expmgr.rotation import UNBOUNDED, RotatingWriter, RotationLimits, rotate_if_full
+
 NAMESPACE = "nni"
 """The root of every logger expmgr routes: NNI's name, so NNI code keeps working."""
 TRACE = 5
@@ -157,10 +159,39 @@ class _StdoutHandler(logging.StreamHandler):
     records are dropped quietly instead of a "Logging error" traceback each; the
     experiment's own log files still get them."""
 
+    bounded_file: tuple[str, RotationLimits] | None = None
+    """Set by :func:`bound_stdout_file`: the file stdout and stderr are, rotated at its limit."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        bounded = self.bounded_file
+        if bounded is not None:
+            try:
+                rotate_if_full(bounded[0], bounded[1], (1, 2))
+            except OSError:
+                pass  # a full disk: stdout goes on into the file it has
+
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
-        if isinstance(sys.exc_info()[1], BrokenPipeError):
+        error = sys.exc_info()[1]
+        if isinstance(error, BrokenPipeError):
+            return
+        if isinstance(error, OSError):  # a full disk under a daemon's log: no traceback per record
+            if not self.failed:
+                self.failed = True
+                _say_once_on_stderr(f"cannot write to stdout: {error.strerror or error}; records go on to "
+                                    "experiment.log")
             return
         super().handleError(record)
+
+    failed = False
+
+
+def bound_stdout_file(path: str | os.PathLike[str], limits: RotationLimits) -> None:
+    """stdout and stderr are the file ``path`` (a daemon's log): rotate it at ``limits`` as
+    ``nni.*`` records are printed, pointing both at each new file."""
+    ensure_stdout_logging()
+    assert isinstance(_stdout_handler, _StdoutHandler)  # made by ensure_stdout_logging
+    _stdout_handler.bounded_file = (os.fspath(path), limits)
 
 
 def ensure_stdout_logging() -> None:
@@ -201,25 +232,68 @@ class _ExperimentFilter(logging.Filter):
         return len(parts) < 2 or parts[1] not in _attached
 
 
-class _LogFileHandler(logging.FileHandler):
-    """A FileHandler that stays closed: a record still on its way to it when it is
-    closed (another thread was emitting) is dropped instead of reopening the file."""
+class _LogFileHandler(logging.Handler):
+    """A log file bounded by ``limits`` (``expmgr.rotation``). It stays closed: a record still
+    on its way to it when it is closed (another thread was emitting) is dropped instead of
+    reopening the file. A write that fails (a full disk) is said once on stderr, not as a
+    traceback per record, and the records lost meanwhile are counted in the file once it
+    can be written again."""
 
-    _closed: bool  # logging.Handler's own flag (set by close()), missing from typeshed
+    def __init__(self, path: str | os.PathLike[str], limits: RotationLimits = UNBOUNDED, delay: bool = False,
+                 descriptors: tuple[int, ...] = ()) -> None:
+        super().__init__()
+        self.baseFilename = os.path.abspath(os.fspath(path))  # logging.FileHandler's name, which tools read
+        self._writer = RotatingWriter(self.baseFilename, limits, descriptors=descriptors)
+        if not delay:
+            self._writer.fileno()  # the file exists from now on, as logging.FileHandler's does
+        self._closed_for_good = False
+        self._lost = 0
+        self._failure: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self._closed:  # set by close(), under the lock emit() is called with
-            super().emit(record)
+        if self._closed_for_good:  # set by close(), under the lock emit() is called with
+            return
+        try:
+            text = self.format(record) + "\n"
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted: logging's own report
+            self.handleError(record)
+            return
+        try:
+            if self._lost:
+                self._writer.write(f"[{time.strftime(DATE_FORMAT)}] WARNING (nni) {self._lost} records could not "
+                                   f"be written here ({self._failure}); they are lost\n".encode())
+                self._lost, self._failure = 0, None
+            self._writer.write(text.encode("utf-8", "backslashreplace"))
+        except OSError as error:
+            self._lost += 1
+            if self._failure is None:
+                self._failure = error.strerror or str(error)
+                _say_once_on_stderr(f"cannot write {self.baseFilename}: {self._failure}; its records are dropped "
+                                    "(and counted) until it can be written again")
+
+    def close(self) -> None:
+        with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
+            self._closed_for_good = True
+            self._writer.close()
+        super().close()
+
+
+def _say_once_on_stderr(message: str) -> None:
+    try:
+        sys.stderr.write(f"expmgr: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # stderr is on the full disk too, or closed
 
 
 class ExperimentLogAttachment:
     """The experiment.log sink of one experiment; ``close()`` removes and closes it."""
 
-    def __init__(self, exp_id: str, path: str | os.PathLike[str], level: str) -> None:
+    def __init__(self, exp_id: str, path: str | os.PathLike[str], level: str,
+                 limits: RotationLimits = UNBOUNDED) -> None:
         self.exp_id = exp_id
         os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
-        self._handler = _new_handler(_LogFileHandler(path, encoding="utf-8"), level_number(level),
-                                     _plain_formatter())
+        self._handler = _new_handler(_LogFileHandler(path, limits), level_number(level), _plain_formatter())
         self._handler.addFilter(_ExperimentFilter(exp_id))
         root = logging.getLogger(NAMESPACE)
         with _lock:
@@ -242,29 +316,33 @@ class ExperimentLogAttachment:
 
 
 def attach_experiment(exp_id: str, path: str | os.PathLike[str], level: str, *,
-                      to_stdout: bool = True) -> ExperimentLogAttachment:
-    """Route experiment ``exp_id``'s records to ``path`` (and ``nni.*`` INFO+ to stdout)."""
+                      to_stdout: bool = True, limits: RotationLimits = UNBOUNDED) -> ExperimentLogAttachment:
+    """Route experiment ``exp_id``'s records to ``path``, bounded by ``limits`` (and ``nni.*``
+    INFO+ to stdout)."""
     if to_stdout:
         ensure_stdout_logging()
-    return ExperimentLogAttachment(exp_id, path, level)
+    return ExperimentLogAttachment(exp_id, path, level, limits)
 
 
-def setup_dispatcher_logging(path: str | os.PathLike[str], level: str) -> None:
-    """In the dispatcher process: every record of every logger to ``path``."""
+def setup_dispatcher_logging(path: str | os.PathLike[str], level: str, limits: RotationLimits = UNBOUNDED,
+                             descriptors: tuple[int, ...] = ()) -> None:
+    """In the dispatcher process: every record of every logger to ``path``, bounded by ``limits``;
+    ``descriptors`` (its stdout and stderr) follow the file across rotations."""
     root = logging.getLogger()
-    root.addHandler(_new_handler(logging.FileHandler(path, encoding="utf-8"), logging.NOTSET, _plain_formatter()))
+    root.addHandler(_new_handler(_LogFileHandler(path, limits, descriptors=descriptors), logging.NOTSET,
+                                 _plain_formatter()))
     root.setLevel(level_number(level))
     logging.getLogger(NAMESPACE).setLevel(level_number(level))
 
 
-def setup_trial_logging(path: str | os.PathLike[str], level: str) -> None:
-    """In a trial process: ``nni.*`` records to trial.log only (not to its stdout)."""
+def setup_trial_logging(path: str | os.PathLike[str], level: str, limits: RotationLimits = UNBOUNDED) -> None:
+    """In a trial process: ``nni.*`` records to trial.log only (not to its stdout), bounded by
+    ``limits``; the file is made at the first record."""
     root = logging.getLogger(NAMESPACE)
     with _lock:
         if any(getattr(handler, "_expmgr_trial_log", False) for handler in root.handlers):  # set up already
             return
-        handler = _new_handler(logging.FileHandler(path, encoding="utf-8", delay=True), level_number(level),
-                               _plain_formatter())
+        handler = _new_handler(_LogFileHandler(path, limits, delay=True), level_number(level), _plain_formatter())
         handler._expmgr_trial_log = True  # type: ignore[attr-defined]
         root.addHandler(handler)
         root.propagate = False

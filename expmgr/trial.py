@@ -44,6 +44,8 @@ ENV_MANAGER_PORT = "EXPMGR_MANAGER_PORT"
 ENV_MANAGER_URL_PREFIX = "EXPMGR_MANAGER_URL_PREFIX"
 ENV_TOKEN = "EXPMGR_TRIAL_TOKEN"
 ENV_LOG_LEVEL = "EXPMGR_LOG_LEVEL"
+ENV_LOG_LIMITS = "EXPMGR_LOG_LIMITS"
+"""``logMaxSize:logFilesKept`` in bytes and files, for the trial's own trial.log (expmgr.rotation)."""
 # What NNI 3.0's local training service sets for a trial; nni_environment() fills them.
 ENV_NNI_PLATFORM = "NNI_PLATFORM"
 NNI_PLATFORM = "local"
@@ -183,8 +185,10 @@ class _LoaderThenConfigure:
 
 def _configure_trial_logging() -> None:
     from expmgr.log import setup_trial_logging
+    from expmgr.rotation import UNBOUNDED, RotationLimits
     ctx = _ctx()
-    setup_trial_logging(os.path.join(ctx.trial_dir or ".", "trial.log"), os.environ.get(ENV_LOG_LEVEL, "info"))
+    setup_trial_logging(os.path.join(ctx.trial_dir or ".", "trial.log"), os.environ.get(ENV_LOG_LEVEL, "info"),
+                        RotationLimits.from_env(os.environ.get(ENV_LOG_LIMITS)) or UNBOUNDED)
 
 
 def _route_trial_logging() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import ENV_WITH_REPO, write_script
+from tests.conftest import ENV_WITH_REPO, wait_until, write_script
 
 
 def test_trial_script_run_by_hand_gets_empty_parameters_and_logs_its_metrics(tmp_path: Path):
@@ -231,3 +231,54 @@ def test_trial_log_level_follows_the_experiment(tmp_path: Path, code_dir: Path):
     files = run_one_trial(tmp_path, code_dir, log_level="warning")
     assert (files / "trial.log").read_text().splitlines()[-1].endswith("WARNING (nni.model) warning record")
     assert "info record" not in (files / "trial.log").read_text()
+
+
+COUNTING_TRIAL = """
+    import os, time
+    import expmgr
+    expmgr.get_next_parameter()
+    folder = os.environ["EXPMGR_TRIAL_DIR"]
+    count = os.open(os.path.join(folder, "count"), os.O_WRONLY | os.O_CREAT)
+    for i in range(1_000_000):
+        print(f"line {i}")                   # buffered by Python unless the trial is told otherwise
+        os.pwrite(count, f"{i + 1:>10}".encode(), 0)    # how many lines were printed, unbuffered
+        time.sleep(0.005)
+"""
+
+
+def _assert_printed_lines_all_kept(files: Path) -> None:
+    printed = int((files / "count").read_text())
+    lines = (files / "stdout").read_text().splitlines()
+    # Killed between a print and its count, the file holds one line more than counted.
+    assert printed >= 1 and len(lines) in (printed, printed + 1)
+    assert lines == [f"line {i}" for i in range(len(lines))]
+
+
+def test_a_trial_stopped_by_max_trial_duration_keeps_every_line_it_printed(tmp_path: Path, code_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # as in a user's shell
+    write_script(code_dir, "trial.py", COUNTING_TRIAL)
+    files = run_one_trial_unchecked(tmp_path, code_dir, max_trial_duration="1s", trial_grace_period="5s")
+    _assert_printed_lines_all_kept(files)
+
+
+def test_a_cancelled_trial_keeps_every_line_it_printed(tmp_path: Path, code_dir: Path,
+                                                       monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    write_script(code_dir, "trial.py", COUNTING_TRIAL)
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        trial_id = wait_until(lambda: next((t.trialJobId for t in experiment.list_trial_jobs()
+                                            if t.status == "RUNNING"), None), what="the running trial")
+        files = experiment.paths.trial_dir(trial_id)
+        wait_until(lambda: (files / "count").exists() and int((files / "count").read_text() or 0) >= 50,
+                   what="50 lines printed")
+        experiment.kill_trial_job(trial_id)
+        wait_until(lambda: experiment.get_trial_job(trial_id).status == "USER_CANCELED", what="the cancel")
+    finally:
+        experiment.stop()
+    _assert_printed_lines_all_kept(files)

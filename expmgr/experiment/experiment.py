@@ -41,6 +41,7 @@ from expmgr.experiment.listening import check_server_limits, server_sockets
 from expmgr.experiment.queries import ExperimentQueries
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
+from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
                         experiment_logger, pop_experiment, push_experiment)
 from expmgr.server.auth import DEFAULT_HOST, Access
@@ -137,6 +138,12 @@ class Experiment(ExperimentQueries):
         True after it ended."""
         return self._manager is not None
 
+    @property
+    def log_limits(self) -> RotationLimits:
+        """How its log files are bounded (``logMaxSize``, ``logFilesKept``), once it was started;
+        unbounded before."""
+        return self._resolved.log_limits if self._resolved is not None else UNBOUNDED
+
     def start(self, port: int = 8080, debug: bool = False, *, host: str = DEFAULT_HOST,
               url_prefix: str | None = None, token: str | None = None) -> None:
         """Validate the config, create the experiment on disk and start it.
@@ -190,7 +197,8 @@ class Experiment(ExperimentQueries):
             registry = Registry(home)
             registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                        pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
-            self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
+            self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level,
+                                                     limits=config.log_limits)
             for note in config.notes:   # e.g. an NNI v1 config converted: the first lines of experiment.log
                 self.logger.info("config: %s", note)
             self._started_on = push_experiment(self.id)
