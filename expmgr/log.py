@@ -235,44 +235,66 @@ class _ExperimentFilter(logging.Filter):
 class _LogFileHandler(logging.Handler):
     """A log file bounded by ``limits`` (``expmgr.rotation``). It stays closed: a record still
     on its way to it when it is closed (another thread was emitting) is dropped instead of
-    reopening the file. A write that fails (a full disk) is said once on stderr, not as a
-    traceback per record, and the records lost meanwhile are counted in the file once it
-    can be written again."""
+    reopening the file. When a write fails (a full disk) it says so once on stderr, not as a
+    traceback per record, and holds the records (up to MAX_HELD_BYTES; past that it counts
+    them) until it can write them, with the count of those it could not keep."""
+
+    MAX_HELD_BYTES = 1024 * 1024
 
     def __init__(self, path: str | os.PathLike[str], limits: RotationLimits = UNBOUNDED, delay: bool = False,
                  descriptors: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.baseFilename = os.path.abspath(os.fspath(path))  # logging.FileHandler's name, which tools read
         self._writer = RotatingWriter(self.baseFilename, limits, descriptors=descriptors)
-        if not delay:
-            self._writer.fileno()  # the file exists from now on, as logging.FileHandler's does
         self._closed_for_good = False
+        self._held: list[bytes] = []
+        self._held_bytes = 0
         self._lost = 0
         self._failure: str | None = None
+        if not delay:
+            self._writer.fileno()  # the file exists from now on, as logging.FileHandler's does
 
     def emit(self, record: logging.LogRecord) -> None:
         if self._closed_for_good:  # set by close(), under the lock emit() is called with
             return
         try:
-            text = self.format(record) + "\n"
+            data = (self.format(record) + "\n").encode("utf-8", "backslashreplace")
         except Exception:  # noqa: BLE001 - a record that cannot be formatted: logging's own report
             self.handleError(record)
             return
-        try:
-            if self._lost:
-                self._writer.write(f"[{time.strftime(DATE_FORMAT)}] WARNING (nni) {self._lost} records could not "
-                                   f"be written here ({self._failure}); they are lost\n".encode())
-                self._lost, self._failure = 0, None
-            self._writer.write(text.encode("utf-8", "backslashreplace"))
-        except OSError as error:
+        if self._held_bytes + len(data) <= self.MAX_HELD_BYTES:
+            self._held.append(data)
+            self._held_bytes += len(data)
+        else:
             self._lost += 1
+        self._write_held()
+
+    def _write_held(self) -> None:
+        try:
+            while self._held:
+                written = self._writer.write_some(self._held[0])
+                self._held_bytes -= written
+                self._held[0] = self._held[0][written:]
+                if not self._held[0]:
+                    del self._held[0]
+            if self._lost:
+                self._writer.write(f"[{time.strftime(DATE_FORMAT)}] WARNING (nni) {self._lost} records could not be "
+                                   f"written here ({self._failure}) nor kept; they are lost\n".encode())
+                self._lost = 0
+        except OSError as error:
             if self._failure is None:
                 self._failure = error.strerror or str(error)
-                _say_once_on_stderr(f"cannot write {self.baseFilename}: {self._failure}; its records are dropped "
-                                    "(and counted) until it can be written again")
+                _say_once_on_stderr(f"cannot write {self.baseFilename}: {self._failure}; its records are held "
+                                    f"(up to {self.MAX_HELD_BYTES // 1024} KiB) until it can be written again")
+            return
+        if self._failure is not None:
+            self._failure = None
+            _say_once_on_stderr(f"{self.baseFilename} can be written again")
 
     def close(self) -> None:
         with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
+            if not self._closed_for_good:
+                self._write_held()
             self._closed_for_good = True
             self._writer.close()
         super().close()
