@@ -60,7 +60,8 @@ _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValue
 def current_experiment() -> "Experiment | None":
     """This thread's current experiment: the innermost one started (``run()``,
     ``start()``) or entered (``with experiment:``) here and not left; threads an
-    experiment starts for its own work have it too."""
+    experiment starts for its own work have it too, and so do threads and thread-pool
+    tasks started where it is current (docs/logging.md, "The current experiment")."""
     exp_id = current_experiment_id()
     return _experiments.get(exp_id) if exp_id is not None else None
 
