@@ -251,7 +251,10 @@ def _plain_formatter() -> logging.Formatter:
 
 
 def use_colour() -> bool:
-    """Whether stdout takes colour: a terminal, and ``NO_COLOR`` not set (no-color.org)."""
+    """Whether stdout takes colour, for the logs and ``expctl top`` alike: stdout is a
+    terminal and ``NO_COLOR`` is unset or empty. As no-color.org says: NO_COLOR "when
+    present and not an empty string (regardless of its value)" turns colour off, so
+    ``NO_COLOR=0`` does and ``NO_COLOR=`` (empty) does not."""
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
@@ -264,7 +267,9 @@ def _stdout_formatter() -> logging.Formatter:
                 record.thread_suffix = _thread_suffix(record)
                 return super().format(record)
 
-        return ColouredFormatter("%(log_color)s" + FORMAT, DATE_FORMAT)
+        # force_color: use_colour() decided; colorlog's own rule (NO_COLOR present, even
+        # empty) would otherwise differ from no-color.org's and from expctl top's.
+        return ColouredFormatter("%(log_color)s" + FORMAT, DATE_FORMAT, force_color=True)
     return _plain_formatter()
 
 

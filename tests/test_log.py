@@ -212,17 +212,45 @@ def run_on_a_terminal(folder: Path, **env: str) -> str:
     return output.decode()
 
 
-@pytest.mark.parametrize("no_color", [False, True], ids=["terminal", "NO_COLOR"])
-def test_stdout_is_coloured_on_a_terminal_unless_no_color_is_set(tmp_path: Path, no_color: bool):
+@pytest.mark.parametrize("no_color,coloured", [(None, True), ("1", False), ("", True)],
+                         ids=["terminal", "NO_COLOR", "NO_COLOR-empty"])
+def test_stdout_is_coloured_on_a_terminal_unless_no_color_is_set_and_not_empty(
+        tmp_path: Path, no_color: str | None, coloured: bool):
     write_script(tmp_path, "trial.py", QUICK_TRIAL)
-    output = run_on_a_terminal(tmp_path, **({"NO_COLOR": "1"} if no_color else {}))
+    output = run_on_a_terminal(tmp_path, **({} if no_color is None else {"NO_COLOR": no_color}))
     line = next(line for line in output.splitlines() if "SCRIPT-strategy-info" in line)
-    if no_color:
+    if not coloured:
         assert ANSI not in output
         assert LOG_LINE.match(line.rstrip("\r"))
     else:
         assert line.startswith(ANSI), line
         assert "INFO (nni.search strategy-" in line
+
+
+class Terminal:
+    """A stdout that is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("no_color,coloured", [(None, True), ("", True), ("1", False), ("0", False),
+                                               ("false", False), (" ", False)])
+def test_colour_is_off_when_no_color_is_present_and_not_empty_as_no_color_org_says(
+        monkeypatch: pytest.MonkeyPatch, no_color: str | None, coloured: bool):
+    """The one rule of the logs and ``expctl top`` (which calls the same function)."""
+    from expmgr.cli import top
+    from expmgr.log import use_colour
+    assert top.use_colour is use_colour
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    assert use_colour() is coloured
+    with open(os.devnull, "w") as devnull:
+        monkeypatch.setattr(sys, "stdout", devnull)
+        assert use_colour() is False, "never when stdout is not a terminal"
 
 
 def test_experiment_log_takes_its_own_logger_and_its_threads_records_never_another_experiments(
