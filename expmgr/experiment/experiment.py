@@ -431,7 +431,8 @@ class Experiment(ExperimentQueries):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the search ends (DONE, STOPPED or ERROR); False if ``timeout``
-        seconds passed first. The server stays until ``stop()``."""
+        seconds passed first. Once it saw the end, the experiment is no longer current in
+        the thread that started it; its server and experiment.log stay until ``stop()``."""
         if self._connected is not None:
             return self._connected.wait(timeout)
         if self._manager is None:
