@@ -9,10 +9,13 @@ a trial process :func:`setup_trial_logging` (through ``expmgr.trial``)::
     attachment.close()
 
 It imports only what ``logging`` itself imports, so a trial that logs pays
-nothing more for it.
+nothing more for it. The first :func:`push_experiment` in a process wraps
+``Thread.start`` and ``ThreadPoolExecutor.submit``, so that threads and tasks
+inherit the experiment current where they are started (below).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -20,6 +23,11 @@ import threading
 import time
 
 from expmgr.rotation import UNBOUNDED, RotatingWriter, RotationLimits, rotate_if_full
+
+TYPE_CHECKING = False  # typing itself is not imported: logging does not import it
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+    from typing import Any, Callable
 
 NAMESPACE = "nni"
 """The root of every logger expmgr routes: NNI's name, so NNI code keeps working."""
@@ -49,7 +57,11 @@ def experiment_logger(exp_id: str) -> logging.Logger:
 
 # Stacks keyed by thread ident rather than a threading.local, so that an experiment
 # stopped from another thread can still leave the stack of the thread it was pushed on.
-_stacks: dict[int, list[str]] = {}
+# Each stack is a tuple, replaced (never changed in place) under _lock: the thread that
+# reads its own stack for every record does so without the lock and sees the old tuple
+# or the new one. The bottom _inherited[ident] entries of a stack were inherited (below).
+_stacks: dict[int, tuple[str, ...]] = {}
+_inherited: dict[int, int] = {}
 
 
 def current_experiment_id() -> str | None:
@@ -60,10 +72,13 @@ def current_experiment_id() -> str | None:
 
 def push_experiment(exp_id: str) -> int:
     """Make ``exp_id`` this thread's current experiment; returns the thread's ident for
-    :func:`pop_experiment`."""
+    :func:`pop_experiment`. The first push in a process installs the hooks by which
+    threads inherit their starter's experiments (:func:`_inherit_in_threads`)."""
+    if not _hooks_installed:
+        _inherit_in_threads()
     ident = threading.get_ident()
     with _lock:
-        _stacks.setdefault(ident, []).append(exp_id)
+        _stacks[ident] = _stacks.get(ident, ()) + (exp_id,)
     return ident
 
 
@@ -71,13 +86,131 @@ def pop_experiment(exp_id: str, thread_ident: int | None = None) -> None:
     """Remove the topmost ``exp_id`` from the stack of ``thread_ident`` (default: this thread)."""
     ident = threading.get_ident() if thread_ident is None else thread_ident
     with _lock:
-        stack = _stacks.get(ident, [])
+        stack = _stacks.get(ident, ())
         for index in range(len(stack) - 1, -1, -1):
             if stack[index] == exp_id:
-                del stack[index]
+                if index < _inherited.get(ident, 0):
+                    _inherited[ident] -= 1
+                _set_stack(ident, stack[:index] + stack[index + 1:], _inherited.get(ident, 0))
                 break
-        if not stack:
-            _stacks.pop(ident, None)
+
+
+def _set_stack(ident: int, stack: tuple[str, ...], inherited: int) -> None:
+    """Under _lock: the stack of thread ``ident``, its bottom ``inherited`` entries inherited."""
+    if stack:
+        _stacks[ident] = stack
+    else:
+        _stacks.pop(ident, None)
+    if stack and inherited:
+        _inherited[ident] = inherited
+    else:
+        _inherited.pop(ident, None)
+
+
+def _forget_inherited(exp_id: str) -> None:
+    """``exp_id`` ended (its log closed): no thread has it by inheritance any more, so a
+    thread that outlives it (a daemon) does not log to it, nor to a later run of that id."""
+    with _lock:
+        for ident, count in list(_inherited.items()):
+            stack = _stacks[ident]
+            if exp_id in stack[:count]:
+                kept = tuple(entry for entry in stack[:count] if entry != exp_id)
+                _set_stack(ident, kept + stack[count:], len(kept))
+
+
+# -- threads inherit the current experiment ------------------------------------
+
+# A thread started while experiments are current in the starting thread (a strategy's
+# worker threads, a thread started inside ``with experiment:``) begins with that stack
+# as the base of its own: its bare ``nni.*`` records belong to the experiment. A task
+# given to a ThreadPoolExecutor (``asyncio.to_thread`` and ``loop.run_in_executor``
+# included: they submit to one) runs with the stack of the thread that submitted it,
+# taken at ``submit()``: pool workers are reused by whoever submits next. Context
+# variables would not do: Thread and ThreadPoolExecutor.submit do not copy them (3.10
+# to 3.13). So two methods are wrapped, once, at the first push_experiment (never at
+# import): Thread.start and ThreadPoolExecutor.submit. Subclasses calling the base's.
+_hooks_installed = False
+
+
+def _inherit_in_threads() -> None:
+    """Install the two wrappers (idempotent)."""
+    global _hooks_installed
+    from concurrent.futures import ThreadPoolExecutor  # only here: a trial never pushes
+
+    with _lock:
+        if _hooks_installed:
+            return
+        if not getattr(threading.Thread.start, "_expmgr_inherits", False):  # e.g. after a reload of this module
+            setattr(threading.Thread, "start", _inheriting_start(threading.Thread.start))
+        if not getattr(ThreadPoolExecutor.submit, "_expmgr_inherits", False):
+            setattr(ThreadPoolExecutor, "submit", _inheriting_submit(ThreadPoolExecutor.submit))
+        _hooks_installed = True
+
+
+_NO_RUN = object()
+
+
+def _inheriting_start(start: Callable[[threading.Thread], None]) -> Callable[[threading.Thread], None]:
+    """``Thread.start`` that hands the starting thread's stack to the new thread. It goes in
+    through the thread's own ``run`` (an instance attribute for the time of the start), so
+    Thread subclasses overriding ``run`` are covered; the thread's stack goes when ``run`` ends."""
+    @functools.wraps(start)
+    def inheriting_start(thread: threading.Thread) -> None:
+        stack = _stacks.get(threading.get_ident(), ())
+        own_run = thread.__dict__.get("run", _NO_RUN)  # a run given to this instance, if any
+        run = thread.run
+
+        def run_inheriting() -> None:
+            _restore_run(thread, own_run)
+            ident = threading.get_ident()
+            with _lock:
+                _set_stack(ident, stack, len(stack))  # anything there was left by an ended thread
+            try:
+                run()
+            finally:
+                with _lock:
+                    _set_stack(ident, (), 0)
+
+        thread.__dict__["run"] = run_inheriting
+        try:
+            start(thread)
+        except BaseException:
+            _restore_run(thread, own_run)  # not started (or started before)
+            raise
+
+    inheriting_start._expmgr_inherits = True  # type: ignore[attr-defined]
+    return inheriting_start
+
+
+def _restore_run(thread: threading.Thread, own_run: object) -> None:
+    if own_run is _NO_RUN:
+        thread.__dict__.pop("run", None)
+    else:
+        thread.__dict__["run"] = own_run
+
+
+def _inheriting_submit(submit: Callable[..., Future[Any]]) -> Callable[..., Future[Any]]:
+    """``ThreadPoolExecutor.submit`` whose task runs with the submitting thread's stack."""
+    @functools.wraps(submit)
+    def inheriting_submit(executor: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return submit(executor, _run_with_stack, _stacks.get(threading.get_ident(), ()), fn, *args, **kwargs)
+
+    inheriting_submit._expmgr_inherits = True  # type: ignore[attr-defined]
+    return inheriting_submit
+
+
+def _run_with_stack(stack: tuple[str, ...], fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with ``stack`` (inherited) as this thread's stack; the
+    thread's own stack (a pool worker's: none) again after."""
+    ident = threading.get_ident()
+    with _lock:
+        saved = _stacks.get(ident, ()), _inherited.get(ident, 0)
+        _set_stack(ident, stack, len(stack))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        with _lock:
+            _set_stack(ident, *saved)
 
 
 # -- formatting -------------------------------------------------------------
@@ -120,7 +253,10 @@ def _plain_formatter() -> logging.Formatter:
 
 
 def use_colour() -> bool:
-    """Whether stdout takes colour: a terminal, and ``NO_COLOR`` not set (no-color.org)."""
+    """Whether stdout takes colour, for the logs and ``expctl top`` alike: stdout is a
+    terminal and ``NO_COLOR`` is unset or empty. As no-color.org says: NO_COLOR "when
+    present and not an empty string (regardless of its value)" turns colour off, so
+    ``NO_COLOR=0`` does and ``NO_COLOR=`` (empty) does not."""
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
@@ -133,7 +269,9 @@ def _stdout_formatter() -> logging.Formatter:
                 record.thread_suffix = _thread_suffix(record)
                 return super().format(record)
 
-        return ColouredFormatter("%(log_color)s" + FORMAT, DATE_FORMAT)
+        # force_color: use_colour() decided; colorlog's own rule (NO_COLOR present, even
+        # empty) would otherwise differ from no-color.org's and from expctl top's.
+        return ColouredFormatter("%(log_color)s" + FORMAT, DATE_FORMAT, force_color=True)
     return _plain_formatter()
 
 
@@ -334,6 +472,7 @@ class ExperimentLogAttachment:
             root = logging.getLogger(NAMESPACE)
             root.handlers = [handler for handler in root.handlers if handler is not self._handler]
             _refresh_namespace_level()
+            _forget_inherited(self.exp_id)
         self._handler.close()
 
 

@@ -61,7 +61,8 @@ _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValue
 def current_experiment() -> "Experiment | None":
     """This thread's current experiment: the innermost one started (``run()``,
     ``start()``) or entered (``with experiment:``) here and not left; threads an
-    experiment starts for its own work have it too."""
+    experiment starts for its own work have it too, and so do threads and thread-pool
+    tasks started where it is current (docs/logging.md, "The current experiment")."""
     exp_id = current_experiment_id()
     return _experiments.get(exp_id) if exp_id is not None else None
 
@@ -438,7 +439,8 @@ class Experiment(ExperimentQueries):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the search ends (DONE, STOPPED or ERROR); False if ``timeout``
-        seconds passed first. The server stays until ``stop()``."""
+        seconds passed first. Once it saw the end, the experiment is no longer current in
+        the thread that started it; its server and experiment.log stay until ``stop()``."""
         if self._connected is not None:
             return self._connected.wait(timeout)
         if self._manager is None:
