@@ -301,13 +301,13 @@ class _StdoutHandler(logging.StreamHandler):
     """Set by :func:`bound_stdout_file`: the file stdout and stderr are, rotated at its limit."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        super().emit(record)
         bounded = self.bounded_file
         if bounded is not None:
-            try:
-                rotate_if_full(bounded[0], bounded[1], (1, 2))
-            except OSError:
-                pass  # a full disk: stdout goes on into the file it has
+            try:  # rotated before a record that would not fit (the formatted text is cached)
+                rotate_if_full(bounded[0], bounded[1], (1, 2), len(self.format(record)) + 1)
+            except Exception:  # noqa: BLE001 - a full disk, a record that cannot be formatted: emit says
+                pass
+        super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
         error = sys.exc_info()[1]

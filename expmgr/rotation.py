@@ -202,6 +202,8 @@ class RotatingWriter:
 
     def _write_piece(self, view: memoryview) -> int:
         fd = self.fileno()
+        if self._descriptors:  # the process writes there without this writer too
+            self._size = os.fstat(fd).st_size
         room = self.limits.max_bytes - self._size if self.limits.bounded else len(view)
         if room >= len(view):
             piece = len(view)
@@ -234,11 +236,15 @@ class RotatingWriter:
             os.close(fd)
 
 
-def rotate_if_full(path: StrPath, limits: RotationLimits, descriptors: tuple[int, ...]) -> bool:
+def rotate_if_full(path: StrPath, limits: RotationLimits, descriptors: tuple[int, ...], coming: int = 0) -> bool:
     """For a file that a process writes through ``descriptors`` alone (a daemon's stdout and
-    stderr, ``descriptors[0]`` first): if it has reached ``limits.max_bytes``, rotate it and
-    point the descriptors at a new file. Returns whether it rotated."""
-    if not limits.bounded or os.fstat(descriptors[0]).st_size < limits.max_bytes:
+    stderr, ``descriptors[0]`` first): if ``coming`` more bytes would take it past
+    ``limits.max_bytes``, rotate it and point the descriptors at a new file (an empty file
+    is not rotated). Returns whether it rotated."""
+    if not limits.bounded:
+        return False
+    size = os.fstat(descriptors[0]).st_size
+    if size == 0 or size + coming <= limits.max_bytes:
         return False
     writer = RotatingWriter(path, limits, descriptors=descriptors)
     writer.rotate()  # opens the new file onto them

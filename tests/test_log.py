@@ -920,3 +920,34 @@ def test_expctl_resume_and_view_print_nni_info_plainly_and_resume_appends_to_exp
     viewed = log_lines(first + rest)
     assert [r["message"].split(":")[0] for r in viewed] == [f"viewing experiment {exp_id} (read-only)"]
     assert viewed[0]["logger"] == f"nni.{exp_id}" and ANSI not in first + rest and errors == ""
+
+
+def test_the_dispatchers_log_and_its_prints_follow_each_rotation(tmp_path: Path):
+    """The dispatcher process's records go through its handler, its prints (a tuner's) straight
+    to fds 1 and 2: after each rotation both must land in the new dispatcher.log."""
+    import subprocess
+    import sys
+    from expmgr.rotation import rotated_files
+    from tests.conftest import ENV_WITH_REPO
+    log = tmp_path / "dispatcher.log"
+    script = f"""
+import logging, os, sys
+from expmgr.log import setup_dispatcher_logging
+from expmgr.rotation import RotationLimits
+fd = os.open({str(log)!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+os.dup2(fd, 1); os.dup2(fd, 2)
+setup_dispatcher_logging({str(log)!r}, "debug", RotationLimits(3000, 4), descriptors=(1, 2))
+for i in range(150):
+    logging.getLogger("nni.tuner").info("record #%d# " + "." * 40, i)
+    print(f"print #{{i}}#", flush=True)
+    os.write(2, f"raw #{{i}}#\\n".encode())
+"""
+    subprocess.run([sys.executable, "-c", script], env=ENV_WITH_REPO, check=True, timeout=60)
+    kept = [log, *rotated_files(log)]
+    assert len(kept) == 4 and all(path.stat().st_size <= 3000 for path in kept)
+    lines = "".join(path.read_text() for path in reversed(kept)).splitlines()
+    # Whatever is kept is in the order written, whichever way it was written.
+    markers = [line.split("#")[1] + " " + ("record" if "record" in line else line.split()[0]) for line in lines]
+    expected = [f"{i} {kind}" for i in range(150) for kind in ("record", "print", "raw")]
+    assert markers == expected[-len(markers):] and len(markers) > 30
+    assert log.read_text().rstrip().endswith("raw #149#")
