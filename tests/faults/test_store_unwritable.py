@@ -355,16 +355,17 @@ def test_a_full_disk_is_said_once_and_loses_no_log_record_nor_printed_line(
         assert experiment.wait(timeout=90)
     finally:
         experiment.stop()
-    out, err = capfd.readouterr()
-    # Said on stdout, once for each file, and once again when it can be written.
-    for x in range(4):
-        trial_id = next(t.trialJobId for t in experiment.list_trial_jobs() if t.parameters["x"] == x)
-        stdout = experiment.paths.trial_dir(trial_id) / "stdout"
-        assert out.count(f"trial output: cannot write {stdout}: No space left on device") == 1, out
-        assert out.count(f"trial output: {stdout} can be written again; no output was lost") == 1
+    err = capfd.readouterr().err
     assert "Logging error" not in err and "Traceback" not in err
     assert err.count(f"cannot write {experiment.paths.experiment_log}") <= 1
     log = experiment.paths.experiment_log.read_text()
+    # Said (on stdout and in experiment.log, held until it could be written) once for each
+    # file, and once again when it could be written.
+    for x in range(4):
+        trial_id = next(t.trialJobId for t in experiment.list_trial_jobs() if t.parameters["x"] == x)
+        stdout = experiment.paths.trial_dir(trial_id) / "stdout"
+        assert log.count(f"trial output: cannot write {stdout}: No space left on device") == 1, log
+        assert log.count(f"trial output: {stdout} can be written again; no output was lost") == 1
     trials = experiment.list_trial_jobs()
     assert experiment.get_status() == "DONE" and len(trials) == 6
     for trial in trials:
