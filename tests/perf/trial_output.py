@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -91,15 +90,19 @@ def main() -> None:
                 ends_well = file.read().endswith(b"the last line\n")
             print(f"the current file ends with the last line: {ends_well}")
             env = {**os.environ, "EXPMGR_HOME": str(root / "home"), "PYTHONPATH": str(REPO)}
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            started = time.perf_counter()
-            tail = subprocess.run([sys.executable, "-m", "expmgr.cli", "log", "stdout", experiment.id,
-                                   trial.trialJobId, "--tail", "5"], env=env, capture_output=True, text=True)
-            tail_time = time.perf_counter() - started
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            print(f"expctl log stdout --tail 5: exit {tail.returncode}, {tail_time:.2f} s, peak RSS of the "
-                  f"children so far {max(peak, before) / 1024:.0f} MiB; last line shown: "
-                  f"{tail.stdout.splitlines()[-1] if tail.stdout else tail.stderr.strip()!r}")
+            # Measured in a process of its own: the peak memory of the command alone.
+            measure = ("import resource, subprocess, sys, time\n"
+                       "started = time.perf_counter()\n"
+                       "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+                       "print(done.returncode, time.perf_counter() - started, "
+                       "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+                       "print(done.stdout.splitlines()[-1] if done.stdout else done.stderr.strip())\n")
+            tail = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "expmgr.cli", "log", "stdout",
+                                   experiment.id, trial.trialJobId, "--tail", "5"],
+                                  env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+            code, seconds, peak_kib = tail[0].split()
+            print(f"expctl log stdout --tail 5: exit {code}, {float(seconds):.2f} s, peak RSS "
+                  f"{int(peak_kib) / 1024:.0f} MiB; last line shown: {tail[1]!r}")
         finally:
             experiment.stop()
 
