@@ -130,7 +130,8 @@ def test_arrays_and_tensors_of_one_element_are_their_value_never_truncated():
 
 @pytest.mark.parametrize("make", [
     lambda numpy: numpy.array([0.1, 0.2, 0.3]), lambda numpy: numpy.array([]), lambda numpy: numpy.zeros((2, 2)),
-    lambda numpy: _OneElementTensor(0.1, 0.2, 0.3), lambda numpy: numpy.bool_(True)])
+    lambda numpy: _OneElementTensor(0.1, 0.2, 0.3), lambda numpy: numpy.bool_(True)],
+    ids=["3-element array", "empty array", "2x2 array", "3-element tensor", "numpy bool"])
 def test_many_elements_or_no_number_is_refused_naming_the_call(make):
     from expmgr.trial import _plain_metric
     numpy = pytest.importorskip("numpy")
