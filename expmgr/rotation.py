@@ -15,30 +15,49 @@ added to ``NAME.dropped`` (a decimal number of bytes, replaced atomically), so t
 can say that earlier output was rotated away and how much. A rotation never splits a line
 that fits in a file: the file is closed at the last newline that fits.
 
-It imports the standard library alone: trial processes use it for their trial.log.
+It imports ``os`` alone (``pathlib`` only where a reader asks for paths): trial processes
+use it for their trial.log, and pay little for it.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy takes it as True
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    StrPath = str | os.PathLike[str]
 
 DROPPED_SUFFIX = ".dropped"
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
 class RotationLimits:
-    """How large a log file may grow and how many files of it are kept."""
+    """How large a log file may grow and how many files of it are kept (immutable)."""
 
+    __slots__ = ("max_bytes", "keep")
     max_bytes: int
     """A file's size limit in bytes; 0 for no limit (never rotated)."""
     keep: int
     """Files kept, the current one included (at least 1): ``keep - 1`` rotated ones."""
 
-    def __post_init__(self) -> None:
-        if self.max_bytes < 0 or self.keep < 1:
-            raise ValueError(f"rotation limits need max_bytes >= 0 and keep >= 1, got {self}")
+    def __init__(self, max_bytes: int, keep: int) -> None:
+        if max_bytes < 0 or keep < 1:
+            raise ValueError(f"rotation limits need max_bytes >= 0 and keep >= 1, got {max_bytes}, {keep}")
+        object.__setattr__(self, "max_bytes", max_bytes)
+        object.__setattr__(self, "keep", keep)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"RotationLimits is immutable; cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RotationLimits) and (self.max_bytes, self.keep) == (other.max_bytes, other.keep)
+
+    def __hash__(self) -> int:
+        return hash((self.max_bytes, self.keep))
+
+    def __repr__(self) -> str:
+        return f"RotationLimits(max_bytes={self.max_bytes}, keep={self.keep})"
 
     @property
     def bounded(self) -> bool:
@@ -64,42 +83,46 @@ class RotationLimits:
 UNBOUNDED = RotationLimits(0, 1)
 
 
-def rotated_path(path: Path, index: int) -> Path:
+def rotated_path(path: StrPath, index: int) -> Path:
     """The ``index``-th rotated file of ``path`` (1 is the most recent)."""
-    return path.with_name(f"{path.name}.{index}")
+    from pathlib import Path
+    return Path(_rotated(path, index))
 
 
-def rotated_files(path: Path) -> list[Path]:
+def rotated_files(path: StrPath) -> list[Path]:
     """The rotated files of ``path`` that exist, the most recent first."""
-    found = []
+    from pathlib import Path
+    found: list[Path] = []
     index = 1
-    while True:
-        candidate = rotated_path(path, index)
-        if not os.path.lexists(candidate):
-            return found
-        found.append(candidate)
+    while os.path.lexists(_rotated(path, index)):
+        found.append(Path(_rotated(path, index)))
         index += 1
+    return found
 
 
-def dropped_bytes(path: Path) -> int:
+def dropped_bytes(path: StrPath) -> int:
     """How many bytes of ``path``'s stream were deleted by rotations (0 if none, or unknown)."""
     try:
-        return int(path.with_name(path.name + DROPPED_SUFFIX).read_text(encoding="ascii").strip() or 0)
+        with open(os.fspath(path) + DROPPED_SUFFIX, encoding="ascii") as file:
+            return int(file.read(40).strip() or 0)
     except (OSError, ValueError):
         return 0
 
 
-def rotate(path: Path, keep: int) -> None:
+def _rotated(path: StrPath, index: int) -> str:
+    return f"{os.fspath(path)}.{index}"
+
+
+def rotate(path: StrPath, keep: int) -> None:
     """Shift ``path`` to ``path.1`` (and older ones one further), deleting what goes beyond
     ``keep`` files and adding its size to the dropped count. A missing file is no error."""
     removed = 0
     oldest = keep - 1
     # Everything at or past the oldest place goes: a smaller `keep` than before leaves more.
-    doomed = [path] if oldest == 0 else []
+    doomed = [os.fspath(path)] if oldest == 0 else []
     index = max(oldest, 1)
-    while os.path.lexists(rotated_path(path, index)):
-        if index >= oldest:
-            doomed.append(rotated_path(path, index))
+    while os.path.lexists(_rotated(path, index)):
+        doomed.append(_rotated(path, index))
         index += 1
     for old in doomed:
         try:
@@ -109,23 +132,24 @@ def rotate(path: Path, keep: int) -> None:
             pass
     for index in range(oldest - 1, 0, -1):
         try:
-            os.rename(rotated_path(path, index), rotated_path(path, index + 1))
+            os.rename(_rotated(path, index), _rotated(path, index + 1))
         except FileNotFoundError:
             pass
     if oldest > 0:
         try:
-            os.rename(path, rotated_path(path, 1))
+            os.rename(path, _rotated(path, 1))
         except FileNotFoundError:
             pass
     if removed:
         _add_dropped(path, removed)
 
 
-def _add_dropped(path: Path, count: int) -> None:
-    target = path.with_name(path.name + DROPPED_SUFFIX)
-    temporary = path.with_name(path.name + DROPPED_SUFFIX + ".tmp")
+def _add_dropped(path: StrPath, count: int) -> None:
+    target = os.fspath(path) + DROPPED_SUFFIX
+    temporary = target + ".tmp"
     try:
-        temporary.write_text(str(dropped_bytes(path) + count), encoding="ascii")
+        with open(temporary, "w", encoding="ascii") as file:
+            file.write(str(dropped_bytes(path) + count))
         os.replace(temporary, target)
     except OSError:
         pass  # the count is for readers' notices; losing it must not stop the writer
@@ -136,10 +160,14 @@ class RotatingWriter:
     docstring). Not thread-safe: one writer per file, called from one thread at a time.
     Write errors (a full disk) are raised to the caller."""
 
-    def __init__(self, path: Path, limits: RotationLimits, mode: int = 0o644) -> None:
+    def __init__(self, path: StrPath, limits: RotationLimits, mode: int = 0o644,
+                 descriptors: tuple[int, ...] = ()) -> None:
         self.path = path
         self.limits = limits
         self._mode = mode
+        self._descriptors = descriptors
+        """Descriptors pointed at each new file (``dup2``): a process's stdout and stderr, so
+        that what it writes there without this writer goes to the current file too."""
         self._fd: int | None = None
         self._size = 0
 
@@ -148,31 +176,55 @@ class RotatingWriter:
         if self._fd is None:
             self._fd = os.open(self.path, _OPEN_FLAGS, self._mode)
             self._size = os.fstat(self._fd).st_size
+            for descriptor in self._descriptors:
+                os.dup2(self._fd, descriptor)
         return self._fd
 
     def write(self, data: bytes) -> None:
+        """Write all of ``data``; OSError if a write fails (what was written before stays)."""
         view = memoryview(data)
         while view:
-            fd = self.fileno()
-            room = self.limits.max_bytes - self._size if self.limits.bounded else len(view)
-            if room >= len(view):
-                piece = len(view)
-            elif self._size == 0:
-                piece = room  # a line longer than a whole file: cut it
-            else:
-                cut = bytes(view[:room]).rfind(b"\n") if room > 0 else -1
-                if cut < 0:
-                    self.rotate()
-                    continue
-                piece = cut + 1
-            written = os.write(fd, view[:piece])
-            self._size += written
-            view = view[written:]
+            view = view[self.write_some(view):]
+
+    def write_some(self, data: bytes | memoryview) -> int:
+        """Write from the start of ``data``, rotating where needed; returns how many bytes
+        were written, or raises OSError if a write fails before any was."""
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            try:
+                done += self._write_piece(view[done:])
+            except OSError:
+                if done == 0:
+                    raise
+                return done
+        return done
+
+    def _write_piece(self, view: memoryview) -> int:
+        fd = self.fileno()
+        if self._descriptors:  # the process writes there without this writer too
+            self._size = os.fstat(fd).st_size
+        room = self.limits.max_bytes - self._size if self.limits.bounded else len(view)
+        if room >= len(view):
+            piece = len(view)
+        elif self._size == 0:
+            piece = room  # a line longer than a whole file: cut it
+        else:
+            cut = bytes(view[:room]).rfind(b"\n") if room > 0 else -1
+            if cut < 0:
+                self.rotate()
+                return 0
+            piece = cut + 1
+        written = os.write(fd, view[:piece])
+        self._size += written
+        return written
 
     def rotate(self) -> None:
         """Close the current file and start a new one."""
         self._close_fd()
         rotate(self.path, self.limits.keep)
+        if self._descriptors:
+            self.fileno()  # the descriptors must not go on writing into the rotated file
 
     def close(self) -> None:
         self._close_fd()
@@ -182,3 +234,19 @@ class RotatingWriter:
         self._size = 0
         if fd is not None:
             os.close(fd)
+
+
+def rotate_if_full(path: StrPath, limits: RotationLimits, descriptors: tuple[int, ...], coming: int = 0) -> bool:
+    """For a file that a process writes through ``descriptors`` alone (a daemon's stdout and
+    stderr, ``descriptors[0]`` first): if ``coming`` more bytes would take it past
+    ``limits.max_bytes``, rotate it and point the descriptors at a new file (an empty file
+    is not rotated). Returns whether it rotated."""
+    if not limits.bounded:
+        return False
+    size = os.fstat(descriptors[0]).st_size
+    if size == 0 or size + coming <= limits.max_bytes:
+        return False
+    writer = RotatingWriter(path, limits, descriptors=descriptors)
+    writer.rotate()  # opens the new file onto them
+    writer.close()
+    return True

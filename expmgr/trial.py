@@ -44,6 +44,8 @@ ENV_MANAGER_PORT = "EXPMGR_MANAGER_PORT"
 ENV_MANAGER_URL_PREFIX = "EXPMGR_MANAGER_URL_PREFIX"
 ENV_TOKEN = "EXPMGR_TRIAL_TOKEN"
 ENV_LOG_LEVEL = "EXPMGR_LOG_LEVEL"
+ENV_LOG_LIMITS = "EXPMGR_LOG_LIMITS"
+"""``logMaxSize:logFilesKept`` in bytes and files, for the trial's own trial.log (expmgr.rotation)."""
 # What NNI 3.0's local training service sets for a trial; nni_environment() fills them.
 ENV_NNI_PLATFORM = "NNI_PLATFORM"
 NNI_PLATFORM = "local"
@@ -183,8 +185,10 @@ class _LoaderThenConfigure:
 
 def _configure_trial_logging() -> None:
     from expmgr.log import setup_trial_logging
+    from expmgr.rotation import UNBOUNDED, RotationLimits
     ctx = _ctx()
-    setup_trial_logging(os.path.join(ctx.trial_dir or ".", "trial.log"), os.environ.get(ENV_LOG_LEVEL, "info"))
+    setup_trial_logging(os.path.join(ctx.trial_dir or ".", "trial.log"), os.environ.get(ENV_LOG_LEVEL, "info"),
+                        RotationLimits.from_env(os.environ.get(ENV_LOG_LIMITS)) or UNBOUNDED)
 
 
 def _route_trial_logging() -> None:
@@ -295,31 +299,97 @@ def report_final_result(metric: object) -> None:
 
 
 def _is_scalar_number(value: object) -> bool:
-    return not isinstance(value, (bool, str, bytes)) and value is not None and hasattr(value, "__float__")
+    """Whether a dict's value is meant as a number (and so is made a plain one, or refused)."""
+    return not isinstance(value, (bool, str, bytes)) and value is not None and (
+        hasattr(value, "__float__") or hasattr(value, "__array__") or hasattr(value, "item"))
+
+
+def _not_a_number(value: object, what: str) -> TypeError:
+    return TypeError(f"{what} is {_shown(value)}, not a number; a metric is a number or a dict with a "
+                     "'default' number")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _plain_number(value: object, what: str) -> int | float:
-    """A number as a plain int or float (numpy and torch scalars included)."""
-    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
-        raise TypeError(f"a metric is a number or a dict with a 'default' number; {what} is {value!r}")
-    return int(value) if hasattr(value, "__index__") else float(value)
+    """A number as a plain int or float: numpy and torch scalars, 0-d arrays and one-element
+    tensors (``item()``), ``Decimal`` and ``Fraction`` as the value they hold. Anything else,
+    a multi-element array among them, is a TypeError naming ``what``: never stored as something
+    else (``int(tensor(0.97))`` is 0)."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
+        raise _not_a_number(value, what)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    element = _single_element(value, what)
+    if element is not value:
+        return _plain_number(element, what)
+    index = getattr(value, "__index__", None)
+    if index is not None:  # an integer type of another library
+        try:
+            return int(index())
+        except TypeError:
+            pass
+    try:
+        return float(value)  # type: ignore[arg-type]  # Decimal, Fraction, a library's own scalar
+    except (TypeError, ValueError, OverflowError) as error:
+        raise _not_a_number(value, what) from error
 
 
-def _plain_metric(metric: object) -> object:
+def _single_element(value: object, what: str) -> object:
+    """The Python number an array or tensor of one element holds (``item()``, or
+    ``__array__()`` first for types without it); ``value`` itself when it is neither.
+    An array of more or fewer elements is a TypeError naming its size."""
+    item = getattr(value, "item", None)
+    if not callable(item) and hasattr(value, "__array__"):
+        try:
+            value = value.__array__()  # type: ignore[attr-defined]  # e.g. a TensorFlow tensor
+        except Exception as error:  # noqa: BLE001 - whatever a library raises, the report is refused
+            raise _not_a_number(value, what) from error
+        item = getattr(value, "item", None)
+    if not callable(item) or not (hasattr(value, "__array__") or hasattr(value, "shape")
+                                  or hasattr(value, "dtype")):
+        return value
+    size = _element_count(value)
+    if size is not None and size != 1:
+        raise TypeError(f"{what} is an array of {size} elements (shape {tuple(getattr(value, 'shape', ()))}), "
+                        f"not a number: report one number, e.g. x.mean().item() or float(x[0]); got {_shown(value)}")
+    try:
+        return item()
+    except Exception as error:  # noqa: BLE001 - numpy's ValueError, torch's RuntimeError, ...
+        raise _not_a_number(value, what) from error
+
+
+def _element_count(value: object) -> int | None:
+    numel = getattr(value, "numel", None)  # torch: size is a method
+    if callable(numel):
+        try:
+            return int(numel())
+        except Exception:  # noqa: BLE001
+            return None
+    size = getattr(value, "size", None)
+    return size if isinstance(size, int) else None
+
+
+def _plain_metric(metric: object, call: str = "the report") -> object:
     if isinstance(metric, dict):
         if "default" not in metric:
-            raise ValueError(f"a metric dict needs a number under 'default', got {metric!r}")
+            raise ValueError(f"{call}: a metric dict needs a number under 'default', got {_shown(metric)}")
         # Every number becomes a plain one (other metrics of a multi-objective result too),
-        # so numpy and torch scalars reach the store and the tuner as JSON numbers.
-        plain = {str(key): _plain_number(value, f"its {key!r}") if _is_scalar_number(value) else value
+        # so numpy and torch values reach the store and the tuner as JSON numbers.
+        plain = {str(key): _plain_number(value, f"{call}: its {key!r}") if _is_scalar_number(value) else value
                  for key, value in metric.items()}
-        plain["default"] = _plain_number(metric["default"], "its 'default'")
+        plain["default"] = _plain_number(metric["default"], f"{call}: its 'default'")
         return plain
-    return _plain_number(metric, "it")
+    return _plain_number(metric, f"{call}: the metric")
 
 
 def _report(kind: str, metric: object) -> None:
-    metric = _plain_metric(metric)
+    metric = _plain_metric(metric, "report_final_result()" if kind == "FINAL" else "report_intermediate_result()")
     ctx = _ctx()
     if ctx.standalone:
         if ctx.platform is not None:
@@ -424,8 +494,8 @@ def _json_dumps(value: object) -> str:
         return "{" + ", ".join(f"{_json_dumps(str(k))}: {_json_dumps(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_json_dumps(item) for item in value) + "]"
-    if hasattr(value, "__float__"):  # numpy or torch scalars among a dict's other keys
-        return _json_dumps(_plain_number(value, "a value"))
+    if _is_scalar_number(value):  # numpy or torch values inside a dict's other values
+        return _json_dumps(_plain_number(value, "a value in the report"))
     raise TypeError(f"a report can hold numbers, strings, lists and dicts, not {type(value).__name__}")
 
 

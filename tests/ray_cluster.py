@@ -74,6 +74,15 @@ DRAIN_REASONS = {
 _PR_SET_PDEATHSIG = 1
 
 
+def _node_environment() -> dict[str, str]:
+    """A node's environment: this one with the cluster's settings, less PYTHONUNBUFFERED,
+    which these machines export and a user's shell does not (the trial-output tests must see
+    Python's own buffering on the nodes too)."""
+    env = {**os.environ, **NODE_ENV}
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
+
+
 class RayClusterError(Exception):
     """The local Ray cluster could not be started or changed as asked."""
 
@@ -284,7 +293,7 @@ class RayCluster:
                        'mount -t tmpfs tmpfs "$0" && exec "$@"', str(self.private_worker_dir), *command]
         with open(log, "wb") as out:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       env={**os.environ, **NODE_ENV}, start_new_session=True,
+                                       env=_node_environment(), start_new_session=True,
                                        preexec_fn=_die_with_parent)
         node = RayNode(role, process, log)
         fixture_process_roots.add(process.pid)

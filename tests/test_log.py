@@ -6,6 +6,7 @@ capture and logging plugin would otherwise be part of what is measured.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -16,8 +17,10 @@ import sys
 import signal
 import textwrap
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -209,17 +212,45 @@ def run_on_a_terminal(folder: Path, **env: str) -> str:
     return output.decode()
 
 
-@pytest.mark.parametrize("no_color", [False, True], ids=["terminal", "NO_COLOR"])
-def test_stdout_is_coloured_on_a_terminal_unless_no_color_is_set(tmp_path: Path, no_color: bool):
+@pytest.mark.parametrize("no_color,coloured", [(None, True), ("1", False), ("", True)],
+                         ids=["terminal", "NO_COLOR", "NO_COLOR-empty"])
+def test_stdout_is_coloured_on_a_terminal_unless_no_color_is_set_and_not_empty(
+        tmp_path: Path, no_color: str | None, coloured: bool):
     write_script(tmp_path, "trial.py", QUICK_TRIAL)
-    output = run_on_a_terminal(tmp_path, **({"NO_COLOR": "1"} if no_color else {}))
+    output = run_on_a_terminal(tmp_path, **({} if no_color is None else {"NO_COLOR": no_color}))
     line = next(line for line in output.splitlines() if "SCRIPT-strategy-info" in line)
-    if no_color:
+    if not coloured:
         assert ANSI not in output
         assert LOG_LINE.match(line.rstrip("\r"))
     else:
         assert line.startswith(ANSI), line
         assert "INFO (nni.search strategy-" in line
+
+
+class Terminal:
+    """A stdout that is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("no_color,coloured", [(None, True), ("", True), ("1", False), ("0", False),
+                                               ("false", False), (" ", False)])
+def test_colour_is_off_when_no_color_is_present_and_not_empty_as_no_color_org_says(
+        monkeypatch: pytest.MonkeyPatch, no_color: str | None, coloured: bool):
+    """The one rule of the logs and ``expctl top`` (which calls the same function)."""
+    from expmgr.cli import top
+    from expmgr.log import use_colour
+    assert top.use_colour is use_colour
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    assert use_colour() is coloured
+    with open(os.devnull, "w") as devnull:
+        monkeypatch.setattr(sys, "stdout", devnull)
+        assert use_colour() is False, "never when stdout is not a terminal"
 
 
 def test_experiment_log_takes_its_own_logger_and_its_threads_records_never_another_experiments(
@@ -229,8 +260,11 @@ def test_experiment_log_takes_its_own_logger_and_its_threads_records_never_anoth
     x = Experiment(strategy_config(tmp_path, code_dir, log_level="info"), strategy=blocked_strategy(release))
     y = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=blocked_strategy(release))
     try:
-        x.start(port=0)
-        y.start(port=0)
+        # Started in a thread of their own: this one, which starts the threads below, has no experiment.
+        starter = threading.Thread(target=lambda: (x.start(port=0), y.start(port=0)))
+        starter.start()
+        starter.join(60)
+        assert x.started and y.started and expmgr.current_experiment() is None
 
         def outside_any_experiment() -> None:
             logging.getLogger(f"nni.{x.id}").info("R1 own logger, no current experiment")
@@ -346,17 +380,51 @@ def test_two_experiments_run_in_two_threads_and_each_log_holds_only_its_own_reco
 
 
 STRESS_SCRIPT = """
-    import json, logging, sys, threading, time
+    import asyncio, json, logging, threading, time
+    from concurrent.futures import ThreadPoolExecutor
     from expmgr import Experiment, ExperimentConfig
 
-    release = threading.Event()
     config = ExperimentConfig(trial_command="python3 -c pass", trial_concurrency=1, max_trial_number=1,
                               experiment_working_directory="home")
-    experiments = [Experiment(config, strategy=lambda experiment: release.wait(60)) for _ in range(2)]
-    for experiment in experiments:
-        experiment.start(port=0)
-    THREADS, PER_THREAD = 8, 2500
-    gate = threading.Barrier(THREADS)
+    WITH_THREADS, PER_THREAD = 8, 2500   # threads of this one entering an experiment (with)
+    PER_WORKER = 1250                    # each of 8 workers per strategy, inheriting its experiment
+    shared_pool = ThreadPoolExecutor(4, thread_name_prefix="shared")  # made outside any experiment, used by both
+    both_running = threading.Event()
+    strategies_in = threading.Barrier(2, action=both_running.set, timeout=60)
+    release = threading.Event()
+
+    def strategy(experiment):
+        strategies_in.wait()
+
+        def emit(source):
+            logger = logging.getLogger(f"nni.stress.{{source}}")
+            for index in range(PER_WORKER):
+                logger.info("STRESS %s %s %d", experiment.id, source, index)
+
+        threads = [threading.Thread(target=emit, args=(f"t{{n}}",), name=f"t{{n}}") for n in range(2)]
+        for thread in threads:
+            thread.start()
+        tasks = [shared_pool.submit(emit, f"p{{n}}") for n in range(4)]
+
+        async def in_threads():
+            await asyncio.gather(*(asyncio.to_thread(emit, f"a{{n}}") for n in range(2)))
+        asyncio.run(in_threads())
+        for task in tasks:
+            task.result(60)
+        for thread in threads:
+            thread.join(60)
+            assert not thread.is_alive()
+        assert release.wait(60)  # the experiment runs until this process's own threads logged too
+
+    experiments = [Experiment(config, strategy=strategy) for _ in range(2)]
+    results = {{}}
+    runners = [threading.Thread(target=lambda e=e: results.update({{e.id: e.run(port=0)}}), name=f"runner-{{n}}")
+               for n, e in enumerate(experiments)]   # two experiments in two threads; this one has none
+    began = time.monotonic()
+    for runner in runners:
+        runner.start()
+    assert both_running.wait(60)
+    gate = threading.Barrier(WITH_THREADS)
 
     def work(number):
         experiment = experiments[number % 2]
@@ -364,16 +432,18 @@ STRESS_SCRIPT = """
         with experiment:
             gate.wait()
             for index in range(PER_THREAD):
-                logger.info("STRESS %s %d %d", experiment.id, number, index)
+                logger.info("STRESS %s w%d %d", experiment.id, number, index)
 
-    began = time.monotonic()
-    threads = [threading.Thread(target=work, args=(n,), name=f"w{{n}}") for n in range(THREADS)]
+    threads = [threading.Thread(target=work, args=(n,), name=f"w{{n}}") for n in range(WITH_THREADS)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
-    elapsed = time.monotonic() - began
+        thread.join(60)
     release.set()
+    for runner in runners:
+        runner.join(60)
+    elapsed = time.monotonic() - began
+    assert results == {{e.id: True for e in experiments}}, results
     for experiment in experiments:
         experiment.stop()
     print("RESULT", json.dumps({{"ids": [e.id for e in experiments], "elapsed": elapsed,
@@ -381,22 +451,29 @@ STRESS_SCRIPT = """
 """
 
 
-def stress_records(text: str) -> list[tuple[str, int, int]]:
-    return [(exp_id, int(number), int(index))
-            for exp_id, number, index in re.findall(r"\) STRESS (\w+) (\d+) (\d+)$", text, re.MULTILINE)]
+def stress_records(text: str) -> list[tuple[str, str, int]]:
+    return [(exp_id, source, int(index))
+            for exp_id, source, index in re.findall(r"\) STRESS (\w+) (\w+) (\d+)$", text, re.MULTILINE)]
 
 
-def test_eight_threads_in_two_experiments_lose_duplicate_and_mix_up_no_record(tmp_path: Path):
-    result = run_script(tmp_path, STRESS_SCRIPT.format(), timeout=60)
+def test_threads_of_two_experiments_and_the_threads_they_start_lose_duplicate_and_mix_up_no_record(
+        tmp_path: Path):
+    """Two experiments run in two threads. In each, its strategy starts two threads, four
+    tasks of a thread pool both strategies share and two ``asyncio.to_thread`` calls, which
+    inherit the experiment; and four threads of the main thread enter it (``with``)."""
+    result = run_script(tmp_path, STRESS_SCRIPT.format(), timeout=90)
     assert result.returncode == 0, result.stderr
     outcome = json.loads(result.stdout.splitlines()[-1].split(" ", 1)[1])
-    print(f"20,000 records from 8 threads logged in {outcome['elapsed']:.2f} s")  # a hang is the timeout's
+    print(f"40,000 records from 24 sources logged in {outcome['elapsed']:.2f} s")  # a hang is the timeout's
     for slot, exp_id in enumerate(outcome["ids"]):
         records = stress_records(Path(outcome["logs"][slot]).read_text())
-        assert len(records) == 10_000, f"experiment {exp_id}: {len(records)} records"
-        assert set(records) == {(exp_id, n, i) for n in range(slot, 8, 2) for i in range(2500)}
+        inherited = {(exp_id, f"{kind}{n}", i) for kind, count in (("t", 2), ("p", 4), ("a", 2))
+                     for n in range(count) for i in range(1250)}
+        entered = {(exp_id, f"w{n}", i) for n in range(slot, 8, 2) for i in range(2500)}
+        assert len(records) == 20_000, f"experiment {exp_id}: {len(records)} records"
+        assert set(records) == inherited | entered
     printed = stress_records(result.stdout)
-    assert len(printed) == len(set(printed)) == 20_000, "stdout shows every record once"
+    assert len(printed) == len(set(printed)) == 40_000, "stdout shows every record once"
 
 
 RACE_SCRIPT = """
@@ -548,17 +625,210 @@ def test_current_experiment_follows_with_blocks_and_restores_the_outer_one(tmp_p
     outer = Experiment(ExperimentConfig(trial_command="true", trial_concurrency=1))
     inner = Experiment(ExperimentConfig(trial_command="true", trial_concurrency=1))
     seen_elsewhere = []
+
+    def in_a_thread() -> None:
+        seen_elsewhere.append(expmgr.current_experiment())
+        with outer:  # the thread's own block, on top of what it inherited
+            seen_elsewhere.append(expmgr.current_experiment())
+        seen_elsewhere.append(expmgr.current_experiment())
+
     assert expmgr.current_experiment() is None
     with outer as entered:
         assert entered is outer and expmgr.current_experiment() is outer
         with inner:
             assert expmgr.current_experiment() is inner
-            thread = threading.Thread(target=lambda: seen_elsewhere.append(expmgr.current_experiment()))
+            thread = threading.Thread(target=in_a_thread)
             thread.start()
             thread.join()
-        assert expmgr.current_experiment() is outer
+        assert expmgr.current_experiment() is outer, "the thread's blocks are its own"
     assert expmgr.current_experiment() is None
-    assert seen_elsewhere == [None], "the stack is the thread's own"
+    assert seen_elsewhere == [inner, outer, inner], "a thread starts with its starter's stack"
+
+
+# -- threads inherit their experiment -----------------------------------------------------
+
+def in_a_thread(emit: Callable[[], None]) -> None:
+    worker = threading.Thread(target=emit, name="form-worker")
+    worker.start()
+    worker.join(30)
+
+
+def in_a_thread_subclass(emit: Callable[[], None]) -> None:
+    class Worker(threading.Thread):
+        def run(self) -> None:
+            emit()
+
+    worker = Worker(name="form-worker")
+    worker.start()
+    worker.join(30)
+
+
+def in_a_nested_thread(emit: Callable[[], None]) -> None:
+    in_a_thread(lambda: in_a_thread(emit))  # a thread started by a thread that inherited
+
+
+def in_a_thread_pool(emit: Callable[[], None]) -> None:
+    with ThreadPoolExecutor(2, thread_name_prefix="form-worker") as pool:
+        pool.submit(emit).result(30)
+
+
+def in_to_thread(emit: Callable[[], None]) -> None:
+    asyncio.run(asyncio.to_thread(emit))
+
+
+THREAD_FORMS = {"Thread": in_a_thread, "Thread-subclass": in_a_thread_subclass, "nested-Thread": in_a_nested_thread,
+                "ThreadPoolExecutor": in_a_thread_pool, "asyncio.to_thread": in_to_thread}
+
+
+def emitter(tag: str, seen: dict[str, object]) -> Callable[[], None]:
+    """Logs ``FORM-<tag>`` through a bare ``nni.*`` logger (at DEBUG: experiment.log only),
+    and notes the current experiment and thread it saw."""
+    def emit() -> None:
+        seen[tag] = expmgr.current_experiment()
+        seen[f"{tag}-thread"] = threading.current_thread()
+        logging.getLogger("nni.search.worker").debug("FORM-%s record", tag)
+    return emit
+
+
+@pytest.mark.parametrize("form", THREAD_FORMS.values(), ids=THREAD_FORMS.keys())
+def test_a_thread_a_strategy_starts_logs_to_its_experiment(tmp_path: Path, code_dir: Path, form):
+    seen: dict[str, object] = {}
+
+    def strategy(experiment: Experiment) -> None:
+        form(emitter("strategy", seen))
+
+    experiment = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=strategy)
+    assert experiment.run(port=0)
+    experiment.stop()
+    assert seen["strategy"] is experiment
+    assert seen["strategy-thread"].name != f"strategy-{experiment.id}", "emitted off the strategy's thread"
+    log = experiment.paths.experiment_log.read_text()
+    assert f"DEBUG (nni.search.worker {seen['strategy-thread'].name}) FORM-strategy record" in log
+    log_lines(log)
+
+
+@pytest.mark.parametrize("form", THREAD_FORMS.values(), ids=THREAD_FORMS.keys())
+def test_a_thread_started_in_a_with_block_or_after_start_logs_to_that_experiment(
+        tmp_path: Path, code_dir: Path, form):
+    release = threading.Event()
+    x = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=blocked_strategy(release))
+    y = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=blocked_strategy(release))
+    seen: dict[str, object] = {}
+
+    def starts_y_and_enters_x() -> None:
+        y.start(port=0)
+        form(emitter("after-start", seen))
+        with x:
+            form(emitter("in-with", seen))
+        form(emitter("after-with", seen))
+
+    try:
+        x_starter = threading.Thread(target=lambda: x.start(port=0), name="x-starter")
+        x_starter.start()
+        x_starter.join(60)
+        assert x.started
+        thread = threading.Thread(target=starts_y_and_enters_x, name="y-thread")
+        thread.start()
+        thread.join(60)
+    finally:
+        release.set()
+        x.stop()
+        y.stop()
+    assert (seen["after-start"], seen["in-with"], seen["after-with"]) == (y, x, y)
+    x_log, y_log = x.paths.experiment_log.read_text(), y.paths.experiment_log.read_text()
+    assert "FORM-in-with" in x_log and "FORM-after-start" not in x_log and "FORM-after-with" not in x_log
+    assert "FORM-after-start" in y_log and "FORM-after-with" in y_log and "FORM-in-with" not in y_log
+
+
+@pytest.mark.parametrize("form", THREAD_FORMS.values(), ids=THREAD_FORMS.keys())
+def test_a_thread_started_outside_any_experiment_logs_to_none(tmp_path: Path, code_dir: Path, form):
+    release = threading.Event()
+    experiment = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=blocked_strategy(release))
+    seen: dict[str, object] = {}
+    try:
+        starter = threading.Thread(target=lambda: experiment.start(port=0))  # this thread keeps no experiment
+        starter.start()
+        starter.join(60)
+        assert experiment.started and expmgr.current_experiment() is None
+        form(emitter("outside", seen))
+    finally:
+        release.set()
+        experiment.stop()
+    assert seen["outside"] is None
+    assert "FORM-outside" not in experiment.paths.experiment_log.read_text()
+
+
+def test_a_thread_pool_task_takes_the_experiment_of_whoever_submitted_it(tmp_path: Path, code_dir: Path):
+    """Pool workers are made at the first submit and reused: a task has the experiment of
+    the thread that submitted it, whatever thread made the worker."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="shared")
+    seen: dict[str, object] = {}
+    a_submitted, b_submitted = threading.Event(), threading.Event()
+
+    def strategy_a(experiment: Experiment) -> None:
+        pool.submit(emitter("A1", seen)).result(30)  # the pool's one worker is made here, in A
+        a_submitted.set()
+        assert b_submitted.wait(30)
+        pool.submit(emitter("A2", seen)).result(30)
+
+    def strategy_b(experiment: Experiment) -> None:
+        assert a_submitted.wait(30)
+        pool.submit(emitter("B1", seen)).result(30)  # A still runs
+        b_submitted.set()
+
+    a = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=strategy_a)
+    b = Experiment(strategy_config(tmp_path, code_dir, log_level="debug"), strategy=strategy_b)
+    results: dict[str, bool] = {}
+    runners = [threading.Thread(target=lambda e=e: results.update({e.id: e.run(port=0)})) for e in (a, b)]
+    try:
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            runner.join(60)
+        assert results == {a.id: True, b.id: True}
+        pool.submit(emitter("OUT", seen)).result(30)  # from this thread, in no experiment; A's log is open
+    finally:
+        pool.shutdown()
+        a.stop()
+        b.stop()
+    assert len({seen[f"{tag}-thread"] for tag in ("A1", "B1", "A2", "OUT")}) == 1, "one worker ran them all"
+    assert (seen["A1"], seen["B1"], seen["A2"], seen["OUT"]) == (a, b, a, None)
+    a_log, b_log = a.paths.experiment_log.read_text(), b.paths.experiment_log.read_text()
+    assert "FORM-A1 " in a_log and "FORM-A2 " in a_log and "FORM-B1" not in a_log
+    assert "FORM-B1 " in b_log and "FORM-A" not in b_log
+    assert "FORM-OUT" not in a_log + b_log
+
+
+def test_a_daemon_thread_that_outlives_its_experiment_logs_nowhere_and_leaves_nothing(
+        tmp_path: Path, code_dir: Path):
+    from expmgr import log
+    release, logged = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+    failures: list[object] = []
+
+    def lingering() -> None:
+        seen["during"] = expmgr.current_experiment()
+        release.wait(60)
+        try:
+            seen["after"] = expmgr.current_experiment()
+            logging.getLogger("nni.search.worker").warning("LINGERING after the end")
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+        logged.set()
+
+    def strategy(experiment: Experiment) -> None:
+        seen["thread"] = threading.Thread(target=lingering, name="lingering", daemon=True)
+        seen["thread"].start()
+
+    experiment = Experiment(strategy_config(tmp_path, code_dir), strategy=strategy)
+    assert experiment.run(port=0)
+    experiment.stop()
+    release.set()
+    assert logged.wait(30)
+    seen["thread"].join(30)
+    assert (seen["during"], seen["after"], failures) == (experiment, None, [])
+    assert "LINGERING" not in experiment.paths.experiment_log.read_text()
+    assert seen["thread"].ident not in log._stacks, "an ended thread's stack goes with it"
 
 
 # -- trials and other commands ----------------------------------------------------------
@@ -650,3 +920,34 @@ def test_expctl_resume_and_view_print_nni_info_plainly_and_resume_appends_to_exp
     viewed = log_lines(first + rest)
     assert [r["message"].split(":")[0] for r in viewed] == [f"viewing experiment {exp_id} (read-only)"]
     assert viewed[0]["logger"] == f"nni.{exp_id}" and ANSI not in first + rest and errors == ""
+
+
+def test_the_dispatchers_log_and_its_prints_follow_each_rotation(tmp_path: Path):
+    """The dispatcher process's records go through its handler, its prints (a tuner's) straight
+    to fds 1 and 2: after each rotation both must land in the new dispatcher.log."""
+    import subprocess
+    import sys
+    from expmgr.rotation import rotated_files
+    from tests.conftest import ENV_WITH_REPO
+    log = tmp_path / "dispatcher.log"
+    script = f"""
+import logging, os, sys
+from expmgr.log import setup_dispatcher_logging
+from expmgr.rotation import RotationLimits
+fd = os.open({str(log)!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+os.dup2(fd, 1); os.dup2(fd, 2)
+setup_dispatcher_logging({str(log)!r}, "debug", RotationLimits(3000, 4), descriptors=(1, 2))
+for i in range(150):
+    logging.getLogger("nni.tuner").info("record #%d# " + "." * 40, i)
+    print(f"print #{{i}}#", flush=True)
+    os.write(2, f"raw #{{i}}#\\n".encode())
+"""
+    subprocess.run([sys.executable, "-c", script], env=ENV_WITH_REPO, check=True, timeout=60)
+    kept = [log, *rotated_files(log)]
+    assert len(kept) == 4 and all(path.stat().st_size <= 3000 for path in kept)
+    lines = "".join(path.read_text() for path in reversed(kept)).splitlines()
+    # Whatever is kept is in the order written, whichever way it was written.
+    markers = [line.split("#")[1] + " " + ("record" if "record" in line else line.split()[0]) for line in lines]
+    expected = [f"{i} {kind}" for i in range(150) for kind in ("record", "print", "raw")]
+    assert markers == expected[-len(markers):] and len(markers) > 30
+    assert log.read_text().rstrip().endswith("raw #149#")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import ENV_WITH_REPO, write_script
+from tests.conftest import ENV_WITH_REPO, wait_until, write_script
 
 
 def test_trial_script_run_by_hand_gets_empty_parameters_and_logs_its_metrics(tmp_path: Path):
@@ -87,13 +87,113 @@ def test_report_encoding_matches_json_for_the_values_a_metric_holds():
         _json_loads('{"a": 1} x')
 
 
+class _OneElementTensor:
+    """What a tensor library's one-element tensor looks like to the trial API: ``item()``,
+    ``__array__``, ``numel()``, and an ``__index__`` that truncates (``int(t)`` is 0)."""
+
+    def __init__(self, *values: float) -> None:
+        self.values = values
+        self.shape = (len(values),) if len(values) != 1 else ()
+
+    def item(self) -> float:
+        if len(self.values) != 1:
+            raise RuntimeError(f"a Tensor with {len(self.values)} elements cannot be converted to Scalar")
+        return self.values[0]
+
+    def numel(self) -> int:
+        return len(self.values)
+
+    def __array__(self) -> object:
+        import numpy
+        return numpy.array(self.values[0] if len(self.values) == 1 else self.values)
+
+    def __index__(self) -> int:
+        return int(self.values[0])
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+
+def test_arrays_and_tensors_of_one_element_are_their_value_never_truncated():
+    from decimal import Decimal
+    from fractions import Fraction
+    from expmgr.trial import _plain_metric
+    numpy = pytest.importorskip("numpy")
+    assert _plain_metric(numpy.array(0.5)) == 0.5 and type(_plain_metric(numpy.array(0.5))) is float
+    assert _plain_metric(numpy.array([0.75])) == 0.75
+    assert _plain_metric(numpy.array(3)) == 3 and type(_plain_metric(numpy.array(3))) is int
+    assert _plain_metric(_OneElementTensor(0.97)) == 0.97
+    assert _plain_metric(Decimal("0.125")) == 0.125 and _plain_metric(Fraction(1, 4)) == 0.25
+    assert _plain_metric({"default": _OneElementTensor(0.8), "loss": _OneElementTensor(1.25),
+                          "acc": numpy.array(0.5)}) == {"default": 0.8, "loss": 1.25, "acc": 0.5}
+
+
+@pytest.mark.parametrize("make", [
+    lambda numpy: numpy.array([0.1, 0.2, 0.3]), lambda numpy: numpy.array([]), lambda numpy: numpy.zeros((2, 2)),
+    lambda numpy: _OneElementTensor(0.1, 0.2, 0.3), lambda numpy: numpy.bool_(True)],
+    ids=["3-element array", "empty array", "2x2 array", "3-element tensor", "numpy bool"])
+def test_many_elements_or_no_number_is_refused_naming_the_call(make):
+    from expmgr.trial import _plain_metric
+    numpy = pytest.importorskip("numpy")
+    value = make(numpy)
+    for metric, where in ((value, "the metric"), ({"default": value}, "its 'default'"),
+                          ({"default": 1.0, "loss": value}, "its 'loss'")):
+        with pytest.raises(TypeError, match=rf"^report_final_result\(\): {where} is .*not a number"):
+            _plain_metric(metric, "report_final_result()")
+
+
+def test_a_trial_reporting_tensors_and_0d_arrays_stores_their_values(tmp_path: Path, code_dir: Path):
+    """torch where pip gave it (the test extra on Python 3.11), else a stand-in with its interface."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is not None:
+        make_tensor = "import torch\ntensor = torch.tensor"
+    else:
+        make_tensor = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n" \
+                      "from tests.test_trial import _OneElementTensor as tensor"
+    write_script(code_dir, "trial.py", make_tensor + """
+import numpy
+import expmgr
+expmgr.get_next_parameter()
+expmgr.report_intermediate_result(numpy.array(0.5))
+expmgr.report_intermediate_result(tensor(0.25))
+expmgr.report_final_result({"default": tensor(0.75), "loss": tensor(1.25), "acc": numpy.array(0.5)})
+try:
+    expmgr.report_final_result(numpy.array([0.1, 0.2, 0.3]))
+except TypeError as error:
+    print("refused:", error)
+""")
+    files = run_one_trial(tmp_path, code_dir)
+    lines = [json.loads(line) for line in (files / "metrics.jsonl").read_text().splitlines()]
+    assert [line["value"] for line in lines] == [0.5, 0.25, {"default": 0.75, "loss": 1.25, "acc": 0.5}]
+    assert "refused: report_final_result(): the metric is an array of 3 elements" in (files / "stdout").read_text()
+
+
+def test_an_array_reported_as_a_result_fails_the_trial_with_a_message_naming_the_call(tmp_path: Path,
+                                                                                      code_dir: Path):
+    write_script(code_dir, "trial.py", """
+        import numpy
+        import expmgr
+        expmgr.get_next_parameter()
+        expmgr.report_final_result(numpy.array([0.1, 0.2, 0.3]))
+    """)
+    files = run_one_trial_unchecked(tmp_path, code_dir)
+    assert "report_final_result(): the metric is an array of 3 elements" in (files / "stderr").read_text()
+    assert not (files / "metrics.jsonl").exists()
+
+
 def run_one_trial(tmp_path: Path, code_dir: Path, **config: object) -> Path:
     """Run code_dir/trial.py once in an experiment; return its trial folder."""
+    return run_one_trial_unchecked(tmp_path, code_dir, must_succeed=True, **config)
+
+
+def run_one_trial_unchecked(tmp_path: Path, code_dir: Path, must_succeed: bool = False, **config: object) -> Path:
+    """As run_one_trial, for a trial that may fail."""
     experiment = Experiment(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
         trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1,
         tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", **config))
-    assert experiment.run(port=0)
+    succeeded = experiment.run(port=0)
+    assert succeeded or not must_succeed
     return experiment.paths.trial_dir(experiment.list_trial_jobs()[0].trialJobId)
 
 
@@ -132,3 +232,57 @@ def test_trial_log_level_follows_the_experiment(tmp_path: Path, code_dir: Path):
     files = run_one_trial(tmp_path, code_dir, log_level="warning")
     assert (files / "trial.log").read_text().splitlines()[-1].endswith("WARNING (nni.model) warning record")
     assert "info record" not in (files / "trial.log").read_text()
+
+
+COUNTING_TRIAL = """
+    import os, time
+    import expmgr
+    expmgr.get_next_parameter()
+    folder = os.environ["EXPMGR_TRIAL_DIR"]
+    count = os.open(os.path.join(folder, "count"), os.O_WRONLY | os.O_CREAT)
+    for i in range(1_000_000):
+        print(f"line {i}")                   # buffered by Python unless the trial is told otherwise
+        os.pwrite(count, f"{i + 1:>10}".encode(), 0)    # how many lines were printed, unbuffered
+        time.sleep(0.005)
+"""
+
+
+def _assert_printed_lines_all_kept(files: Path, at_least: int = 0) -> None:
+    count = files / "count"
+    printed = int(count.read_text() or 0) if count.exists() else 0
+    lines = (files / "stdout").read_text().splitlines()
+    # Killed between a print and its count, the file holds one line more than counted.
+    assert printed >= at_least and len(lines) in (printed, printed + 1)
+    assert lines == [f"line {i}" for i in range(len(lines))]
+
+
+def test_a_trial_stopped_by_max_trial_duration_keeps_every_line_it_printed(tmp_path: Path, code_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # as in a user's shell
+    write_script(code_dir, "trial.py", COUNTING_TRIAL)
+    # Killed 3 s after its start, however many lines it printed by then (hundreds, unless a
+    # loaded machine took that long to start it): every one is in its stdout.
+    files = run_one_trial_unchecked(tmp_path, code_dir, max_trial_duration="3s", trial_grace_period="5s")
+    _assert_printed_lines_all_kept(files)
+
+
+def test_a_cancelled_trial_keeps_every_line_it_printed(tmp_path: Path, code_dir: Path,
+                                                       monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    write_script(code_dir, "trial.py", COUNTING_TRIAL)
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        trial_id = wait_until(lambda: next((t.trialJobId for t in experiment.list_trial_jobs()
+                                            if t.status == "RUNNING"), None), what="the running trial")
+        files = experiment.paths.trial_dir(trial_id)
+        wait_until(lambda: (files / "count").exists() and int((files / "count").read_text() or 0) >= 50,
+                   what="50 lines printed")
+        experiment.kill_trial_job(trial_id)
+        wait_until(lambda: experiment.get_trial_job(trial_id).status == "USER_CANCELED", what="the cancel")
+    finally:
+        experiment.stop()
+    _assert_printed_lines_all_kept(files, at_least=50)

@@ -30,6 +30,7 @@ from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPE
                                find_experiment, is_running, is_serving, not_supported, port_number,
                                use_experiment_dir)
 from expmgr.layout import ExperimentPaths
+from expmgr.log import bound_stdout_file
 from expmgr.server import auth
 from expmgr.store.registry import Registry, RegistryEntry
 
@@ -211,13 +212,14 @@ def _print_outcome(experiment: Experiment) -> str:
 def _move_output_to_log(experiment: Experiment) -> None:
     """The daemon's stdout and stderr from now on go to logs/daemon.log; this closes the
     pipe that ``_start_daemon`` reads its start-up output from."""
-    log = os.open(cast(ExperimentPaths, experiment.paths).log_dir / "daemon.log",
-                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    path = cast(ExperimentPaths, experiment.paths).log_dir / "daemon.log"
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    bound_stdout_file(path, experiment.log_limits)
 
 
 def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, home: Path) -> int:

@@ -1,6 +1,7 @@
 """``expctl top``: a live view of the running experiments and their trials, redrawn
 every ``--interval`` seconds until Ctrl+C (``--once`` prints it once). States are
-coloured when stdout is a terminal and ``NO_COLOR`` is not set (the rule of the logs)."""
+coloured when stdout is a terminal and ``NO_COLOR`` is unset or empty: the rule of the logs,
+``expmgr.log.use_colour``."""
 from __future__ import annotations
 
 import argparse

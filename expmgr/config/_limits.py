@@ -31,3 +31,4 @@ MAX_NESTING = 16
 """Levels of choices nested in choices."""
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 """``randint`` bounds must fit a 64-bit integer, which tuners sample with."""
+MAX_LOG_FILES_KEPT = 1_000

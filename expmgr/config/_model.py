@@ -45,6 +45,8 @@ class ExperimentConfig:
     use_annotation: bool = False
     debug: bool = False
     log_level: str | None = None
+    log_max_size: int | str | None = None
+    log_files_kept: int | None = None
     experiment_type: str = "hpo"
     experiment_working_directory: PathLike | None = None
     tuner: AlgorithmConfig | dict[str, Any] | None = None

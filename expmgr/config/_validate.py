@@ -20,7 +20,7 @@ from ._durations import parse_duration
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import spell, unknown_message
 from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER,
-                      MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU)
+                      MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU, MAX_LOG_FILES_KEPT)
 from ._loader import read_search_space_file
 from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
@@ -33,6 +33,10 @@ if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is pas
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
 DEFAULT_TRIAL_GRACE_PERIOD = 30.0
+DEFAULT_LOG_MAX_SIZE = 64 * 2**20
+"""Each log file's bound (experiment.log, dispatcher.log, daemon.log, a trial's stdout,
+stderr and trial.log): with DEFAULT_LOG_FILES_KEPT, 256 MiB per log at most."""
+DEFAULT_LOG_FILES_KEPT = 4
 # NNI 3.0's built-in tuners and aliases (its builtin_algorithms.yml); those expmgr lacks get
 # "not supported" rather than "unknown"
 _NNI_ONLY_TUNERS = {name.lower() for name in (
@@ -277,6 +281,19 @@ class _Canonicalizer:
         if not isinstance(value, str) or value.lower() not in LOG_LEVELS:
             raise Problem(path, unknown_message("log level", str(value), list(LOG_LEVELS), "levels"))
         return value.lower()
+
+    def _log_max_size(self, value: Any, path: tuple[PathSegment, ...]) -> int:
+        if value is None:
+            return DEFAULT_LOG_MAX_SIZE
+        if value == 0 and not isinstance(value, bool):
+            return 0  # no bound
+        try:
+            return parse_size(value)
+        except ConfigError as exc:
+            raise Problem(path, f"{exc.message}; 0 means no limit") from None
+
+    def _log_files_kept(self, value: Any, path: tuple[PathSegment, ...]) -> int:
+        return DEFAULT_LOG_FILES_KEPT if value is None else _positive_int(value, path, MAX_LOG_FILES_KEPT)
 
     def _experiment_type(self, value: Any, path: tuple[PathSegment, ...]) -> str:
         if value is None:

@@ -23,6 +23,7 @@ from ._errors import ConfigError
 from ._model import Duration, ExperimentConfig
 from ._sections import AlgorithmConfig, LocalConfig, PathLike, RayConfig
 from ._updatable import UPDATABLE_FIELDS
+from expmgr.rotation import RotationLimits
 
 _ATTRIBUTES = {entry.field: entry.attribute for entry in UPDATABLE_FIELDS}
 _T = TypeVar("_T")
@@ -94,6 +95,8 @@ class ResolvedConfig:
     training_service: ResolvedTrainingService
     log_level: str
     """A level of ``logLevel`` in lower case; ``debug: true`` makes it at least ``debug``."""
+    log_limits: RotationLimits
+    """``logMaxSize`` and ``logFilesKept``: how every log file of the experiment is bounded."""
     experiment_working_directory: Path
     minimizes: bool
     """Whether results are better when lower (see ``ExperimentConfig.minimizes``)."""
@@ -162,6 +165,8 @@ class ResolvedConfig:
             assessor=_algorithm(c.assessor, "assessor"),
             training_service=_training_service(c.training_service),
             log_level=_present(c.log_level, "log_level"),
+            log_limits=RotationLimits(_int(c.log_max_size, "log_max_size"),
+                                      _present(c.log_files_kept, "log_files_kept")),
             experiment_working_directory=_path(c.experiment_working_directory, "experiment_working_directory"),
             minimizes=c.minimizes,
             with_strategy=with_strategy,
@@ -173,6 +178,12 @@ class ResolvedConfig:
 
 def _not_canonical(name: str, value: Any) -> TypeError:
     return TypeError(f"{name}: {value!r} is not a canonical value (ResolvedConfig needs canonical())")
+
+
+def _int(value: object, name: str) -> int:
+    if not isinstance(value, int):
+        raise _not_canonical(name, value)
+    return value
 
 
 def _present(value: _T | None, name: str) -> _T:

@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m expmgr.dispatcher")
     parser.add_argument("--log-file", type=Path, required=True)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-limits", default=None, help="MAX_BYTES:FILES_KEPT (expmgr.rotation)")
     args = parser.parse_args(argv)
 
     channel_in = os.fdopen(os.dup(0), "rb")
@@ -26,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr
 
     from expmgr.log import setup_dispatcher_logging
-    setup_dispatcher_logging(args.log_file, args.log_level)
+    from expmgr.rotation import UNBOUNDED, RotationLimits
+    # stdout and stderr (a tuner's prints, a traceback) follow dispatcher.log across rotations
+    setup_dispatcher_logging(args.log_file, args.log_level, RotationLimits.from_env(args.log_limits) or UNBOUNDED,
+                             descriptors=(1, 2))
 
     from expmgr.dispatcher.host import serve
     return serve(channel_in, channel_out)

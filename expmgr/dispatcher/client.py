@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from expmgr.dispatcher.protocol import HEADER_SIZE, ProtocolError, chunks, decode_body, decode_length, encode_frame
 from expmgr.logreader import LogFile, RefusedFile, last_bytes
+from expmgr.rotation import UNBOUNDED, RotationLimits
 
 _TAIL_BYTES = 8000
 
@@ -28,9 +29,10 @@ class DispatcherError(Exception):
 class DispatcherClient:
     """One dispatcher process and its channel; see the module docstring."""
 
-    def __init__(self, log_file: Path, log_level: str) -> None:
+    def __init__(self, log_file: Path, log_level: str, log_limits: RotationLimits = UNBOUNDED) -> None:
         self._log_file = log_file
         self._log_level = log_level
+        self._log_limits = log_limits
         self._process: asyncio.subprocess.Process | None = None
         self._pending: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
@@ -60,6 +62,7 @@ class DispatcherClient:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "expmgr.dispatcher",
                 "--log-file", str(self._log_file), "--log-level", self._log_level,
+                "--log-limits", self._log_limits.as_env(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
                 # Its own session: a Ctrl+C at the terminal is the manager's to handle;
                 # the dispatcher ends when the manager closes the channel.

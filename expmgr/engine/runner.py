@@ -557,6 +557,7 @@ class TrialRunner:
             trial_api.ENV_MANAGER_PORT: str(self.port),
             trial_api.ENV_TOKEN: token,
             trial_api.ENV_LOG_LEVEL: self.config.log_level,
+            trial_api.ENV_LOG_LIMITS: self.config.log_limits.as_env(),
         }
         launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=self.config.trial_command,
                              code_directory=self.config.trial_code_directory,

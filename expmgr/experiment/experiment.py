@@ -41,6 +41,7 @@ from expmgr.experiment.listening import check_server_limits, server_sockets
 from expmgr.experiment.queries import ExperimentQueries
 from expmgr.experiment.strategy import TrialHandle
 from expmgr.layout import ExperimentPaths, default_home, make_private_files
+from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
                         experiment_logger, pop_experiment, push_experiment)
 from expmgr.server.auth import DEFAULT_HOST, Access
@@ -60,7 +61,8 @@ _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValue
 def current_experiment() -> "Experiment | None":
     """This thread's current experiment: the innermost one started (``run()``,
     ``start()``) or entered (``with experiment:``) here and not left; threads an
-    experiment starts for its own work have it too."""
+    experiment starts for its own work have it too, and so do threads and thread-pool
+    tasks started where it is current (docs/logging.md, "The current experiment")."""
     exp_id = current_experiment_id()
     return _experiments.get(exp_id) if exp_id is not None else None
 
@@ -137,6 +139,12 @@ class Experiment(ExperimentQueries):
         True after it ended."""
         return self._manager is not None
 
+    @property
+    def log_limits(self) -> RotationLimits:
+        """How its log files are bounded (``logMaxSize``, ``logFilesKept``), once it was started;
+        unbounded before."""
+        return self._resolved.log_limits if self._resolved is not None else UNBOUNDED
+
     def start(self, port: int = 8080, debug: bool = False, *, host: str = DEFAULT_HOST,
               url_prefix: str | None = None, token: str | None = None) -> None:
         """Validate the config, create the experiment on disk and start it.
@@ -190,7 +198,8 @@ class Experiment(ExperimentQueries):
             registry = Registry(home)
             registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                        pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now))
-            self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level)
+            self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level,
+                                                     limits=config.log_limits)
             for note in config.notes:   # e.g. an NNI v1 config converted: the first lines of experiment.log
                 self.logger.info("config: %s", note)
             self._started_on = push_experiment(self.id)
@@ -430,7 +439,8 @@ class Experiment(ExperimentQueries):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the search ends (DONE, STOPPED or ERROR); False if ``timeout``
-        seconds passed first. The server stays until ``stop()``."""
+        seconds passed first. Once it saw the end, the experiment is no longer current in
+        the thread that started it; its server and experiment.log stay until ``stop()``."""
         if self._connected is not None:
             return self._connected.wait(timeout)
         if self._manager is None:

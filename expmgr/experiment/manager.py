@@ -52,7 +52,7 @@ def create_dispatcher(config: "ResolvedConfig", paths: ExperimentPaths) -> Dispa
     has neither (a strategy-only experiment)."""
     if config.tuner is None and config.assessor is None:
         return None
-    return DispatcherClient(paths.dispatcher_log, config.log_level)
+    return DispatcherClient(paths.dispatcher_log, config.log_level, config.log_limits)
 
 
 class Manager:

@@ -26,8 +26,9 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
     service = config.training_service
     if isinstance(service, ResolvedLocalConfig):
         from expmgr.training.local import LocalTrainingService
-        return LocalTrainingService(service, config.trial_gpu_number, events, paths, manager_host=manager_host)
+        return LocalTrainingService(service, config.trial_gpu_number, events, paths, manager_host=manager_host,
+                                    log_limits=config.log_limits)
     if isinstance(service, ResolvedRayConfig):
         from expmgr.training.ray import RayTrainingService
-        return RayTrainingService(service, events, paths, manager_host=manager_host)
+        return RayTrainingService(service, events, paths, manager_host=manager_host, log_limits=config.log_limits)
     raise TrainingServiceError(f"no training service for platform {service.platform!r}")

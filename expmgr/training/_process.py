@@ -10,9 +10,7 @@ import shlex
 import subprocess
 import threading
 
-from expmgr.layout import TrialFiles
 
-_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 _SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
 
 
@@ -31,23 +29,29 @@ def command_argv(command: str) -> tuple[str, ...]:
     return ("/bin/sh", "-c", command)
 
 
-def spawn_trial(command: str, cwd: str | os.PathLike[str], env: dict[str, str], files: TrialFiles) -> subprocess.Popen:
-    """Start ``command`` in its own session, its output appended to the trial's stdout and
-    stderr files; raises OSError if it cannot be started."""
-    out = os.open(files.stdout, _APPEND_FLAGS, 0o644)
+def spawn_trial(command: str, cwd: str | os.PathLike[str], env: dict[str, str], stdout: int,
+                stderr: int) -> subprocess.Popen:
+    """Start ``command`` in its own session, writing to the descriptors ``stdout`` and
+    ``stderr`` (the pipes of its OutputPump); raises OSError if it cannot be started."""
+    spawn = functools.partial(subprocess.Popen, cwd=cwd, env=trial_environment(env), stdin=subprocess.DEVNULL,
+                              stdout=stdout, stderr=stderr, start_new_session=True)
     try:
-        err = os.open(files.stderr, _APPEND_FLAGS, 0o644)
-        try:
-            spawn = functools.partial(subprocess.Popen, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=out, stderr=err, start_new_session=True)
-            try:
-                return spawn(list(command_argv(command)))
-            except FileNotFoundError:  # let the shell say "not found" in stderr, exit 127
-                return spawn(["/bin/sh", "-c", command])
-        finally:
-            os.close(err)
-    finally:
-        os.close(out)
+        return spawn(list(command_argv(command)))
+    except FileNotFoundError:  # let the shell say "not found" in stderr, exit 127
+        return spawn(["/bin/sh", "-c", command])
+
+
+UNBUFFERED_ENV = "PYTHONUNBUFFERED"
+
+
+def trial_environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with Python's output unbuffered, unless it says otherwise (a ``PYTHONUNBUFFERED``
+    of its own, even empty, is the user's choice): a Python trial's prints then reach its
+    stdout file as they are made, and none is lost in a buffer when the trial is killed.
+    Its Python children inherit it; other programs buffer as they do (docs/logging.md)."""
+    if UNBUFFERED_ENV in env:
+        return env
+    return {**env, UNBUFFERED_ENV: "1"}
 
 
 def exit_of(process: subprocess.Popen) -> asyncio.Future:

@@ -7,6 +7,7 @@ group or not, when the trial ends, and every trial when the experiment dies.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import shutil
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
+from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
+from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
 from expmgr.training._process import process_start_time as _process_start_time, spawn_trial
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
@@ -26,6 +29,9 @@ from expmgr.training.watchdog import command as watchdog_command
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedLocalConfig
+
+OUTPUT_DRAIN_TIMEOUT = 5.0
+"""Seconds an ended trial's exit waits for its output to be written (see _wait_for_exit)."""
 
 
 def detect_gpus() -> list[int]:
@@ -70,7 +76,8 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
     """Trials as local processes; see the module docstring."""
 
     def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
-                 paths: ExperimentPaths, manager_host: str = "127.0.0.1") -> None:
+                 paths: ExperimentPaths, manager_host: str = "127.0.0.1",
+                 log_limits: RotationLimits = UNBOUNDED) -> None:
         self._config = config
         self._paths = paths
         self._manager_host = manager_host
@@ -83,11 +90,15 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         self._base_env: dict[str, str] = {}
         self._watchdog: subprocess.Popen | None = None
         self._session = ""
+        self._output = OutputPump(log_limits, on_error=self._output_trouble)
+        # The experiment's folder is named after it: this logger's records are its own.
+        self._log = logging.getLogger(f"nni.{paths.root.name}.training")
 
     async def start(self) -> None:
         # Marks this service's trial processes (watchdog.py); random, so that another
         # experiment's, or an earlier run's, are never taken for ours.
         self._session = secrets.token_hex(8)
+        self._output.start()
         self._watchdog = subprocess.Popen(
             watchdog_command(self._session), stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
@@ -119,32 +130,41 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self._gpu_slots.take(trial.trial_id)))
         elif self._set_visible_devices:
             env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs
+        output: TrialOutput | None = None
         try:
             prepare_folder(files, trial.parameter_record)
-            process = spawn_trial(trial.command, trial.code_directory, env, files)
+            output = self._output.open(files.stdout, files.stderr)
+            process = spawn_trial(trial.command, trial.code_directory, env, output.stdout, output.stderr)
         except OSError as error:
             if self._gpu_slots is not None:
                 self._gpu_slots.release(trial.trial_id)
             raise TrainingServiceError(f"cannot start trial {trial.trial_id}: {error}") from error
+        finally:
+            if output is not None:
+                output.close_child_ends()  # the trial holds its own; the pipes end with it
         self._processes[trial.trial_id] = process
         self._tell_watchdog(f"+{process.pid} {marker}")
         self._events.trial_started(trial.trial_id, trial.attempt, process.pid,
                                    pid_started=_process_start_time(process.pid), host=self._manager_host)
-        waiter = asyncio.get_running_loop().create_task(self._wait(trial, process))
+        waiter = asyncio.get_running_loop().create_task(self._wait(trial, process, output))
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
 
-    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen) -> None:
+    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen, output: TrialOutput) -> None:
         try:
-            await self._wait_for_exit(trial, process)
+            await self._wait_for_exit(trial, process, output)
         except Exception:  # a task's exception would be lost, the trial left RUNNING
             self._events.service_failed(traceback.format_exc())
 
-    async def _wait_for_exit(self, trial: TrialLaunch, process: subprocess.Popen) -> None:
+    async def _wait_for_exit(self, trial: TrialLaunch, process: subprocess.Popen, output: TrialOutput) -> None:
         returncode = await _exit_of(process)
         # The trial's process is gone; children it left in its group go with it.
         _kill_group(process.pid, signals.SIGKILL)
         self._tell_watchdog(f"-{process.pid}")
+        # Its last output reaches its files before its end is told: whoever reads them then
+        # (a test, `expctl log`, the UI) sees all of it. Held longer only by a process that
+        # escaped the group, which the watchdog is ending now.
+        await output.drained(OUTPUT_DRAIN_TIMEOUT)
         self._processes.pop(trial.trial_id, None)
         if self._gpu_slots is not None:
             self._gpu_slots.release(trial.trial_id)
@@ -167,6 +187,7 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
                 for trial_id in list(self._processes):
                     self.signal(trial_id, signals.SIGKILL)
                 await asyncio.wait(still_running)
+        await asyncio.get_running_loop().run_in_executor(None, self._output.stop)
         watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None:
             self._tell(watchdog, "stop")
@@ -181,10 +202,9 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
     def manager_host(self) -> str:
         return self._manager_host
 
-
-
-
-
+    def _output_trouble(self, message: str) -> None:
+        """From the output pump's thread: a trial's file cannot be written (or can again)."""
+        self._log.warning("trial output: %s", message)
 
     def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
         """Kill the group of ``pid`` if it is still the process that started at ``pid_started``
@@ -201,8 +221,6 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             pass
         return True
 
-
-
     def _tell_watchdog(self, line: str) -> None:
         if self._watchdog is not None:
             self._tell(self._watchdog, line)
@@ -216,12 +234,3 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # a dead watchdog must not stop the experiment
-
-
-
-
-
-
-
-
-

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import secrets
 import signal as signals
 import traceback
@@ -22,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
+from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
+from expmgr.training._process import UNBUFFERED_ENV
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
 if TYPE_CHECKING:
@@ -71,8 +74,12 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
     """Trials on a Ray cluster; see the module docstring."""
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
-                 manager_host: str = "127.0.0.1") -> None:
+                 manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED) -> None:
         self._config = config
+        self._log_limits = log_limits
+        # The experiment's own choice of Python's output buffering reaches every node's trials
+        # (without one, each slot makes trials unbuffered: _process.trial_environment).
+        self._forwarded_env = {name: os.environ[name] for name in (UNBUFFERED_ENV,) if name in os.environ}
         self._events = events
         self._paths = paths
         self._manager_host = manager_host
@@ -275,7 +282,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         trial = run.launch
         spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
-                "env": run.env}
+                "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env()}
         if not run.placed:
             waiting_on = run.slot
             try:

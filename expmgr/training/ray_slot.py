@@ -30,6 +30,8 @@ import ray
 
 from expmgr import trial as trial_api
 from expmgr.layout import TrialFiles
+from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of, kill_group, process_start_time, spawn_trial
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
@@ -40,6 +42,7 @@ line in metrics.jsonl, stored when it ends)."""
 _MAX_HEAD_BYTES = 16 * 1024
 _MAX_BODY_BYTES = trial_api.MAX_REPORT_BYTES + 1024
 _READ_TIMEOUT = 10.0
+OUTPUT_DRAIN_TIMEOUT = 5.0
 _ANSWER_TIMEOUT = 25.0  # under the trial's own 30 s, so that the trial hears why
 _DOUBLE_FORK = ("import os, sys\n"
                 "if os.fork():\n    os._exit(0)\n"
@@ -78,6 +81,7 @@ class TrialSlot:
         self._requests: asyncio.Queue[tuple[int, bytes, bytes, bytes]] | None = None
         self._answers: dict[int, asyncio.Future] = {}
         self._next_request = 0
+        self._output: OutputPump | None = None
 
     def host(self) -> str:
         return self._host
@@ -105,18 +109,32 @@ class TrialSlot:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         marker = trial_marker(self._session, trial_id, attempt)
         env[MARKER_ENV] = marker
-        process = spawn_trial(spec["command"], spec["code_directory"], env, files)
+        output = self._output_pump(spec).open(files.stdout, files.stderr)
+        try:
+            process = spawn_trial(spec["command"], spec["code_directory"], env, output.stdout, output.stderr)
+        finally:
+            output.close_child_ends()
         self._process, self._running = process, (trial_id, attempt)
         self._report_path = (env.get(trial_api.ENV_MANAGER_URL_PREFIX, "")
                              + trial_api.METRICS_ROUTE.format(trial_id=trial_id)).encode()
         self._tell_watchdog(f"+{process.pid} {marker}")
-        self._exits[(trial_id, attempt)] = asyncio.ensure_future(self._wait(process))
+        self._exits[(trial_id, attempt)] = asyncio.ensure_future(self._wait(process, output))
         return process.pid, process_start_time(process.pid), self._host, self._node_id
 
-    async def _wait(self, process: subprocess.Popen) -> int:
+    def _output_pump(self, spec: dict[str, Any]) -> OutputPump:
+        """The pump of this slot's trials' output, bounded as the experiment says."""
+        if self._output is None:
+            self._output = OutputPump(RotationLimits.from_env(spec.get("log_limits")) or UNBOUNDED,
+                                      on_error=lambda message: print(f"expmgr: trial output: {message}",
+                                                                     file=sys.stderr, flush=True))
+            self._output.start()
+        return self._output
+
+    async def _wait(self, process: subprocess.Popen, output: TrialOutput) -> int:
         returncode = await exit_of(process)
         kill_group(process.pid, signals.SIGKILL)  # what the trial left in its group goes with it
         self._tell_watchdog(f"-{process.pid}")
+        await output.drained(OUTPUT_DRAIN_TIMEOUT)  # its last output is in its files before its end is told
         if self._process is process:
             self._process, self._running, self._report_path = None, None, b""
         return returncode

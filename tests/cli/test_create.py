@@ -126,20 +126,26 @@ def test_create_foreground_serves_after_done_until_sigterm_as_nni(project: Path)
     from tests.conftest import refuses_connections, rest_call
     (project / "config.yml").write_text(BASE)
     home = project / "home"
-    process = start_create(project, home, foreground_only=True)
+    # Its stdout in a file the test can read while it runs: the registry says DONE a moment
+    # before the outcome is printed, and a SIGTERM in between would cut that short.
+    output = open(project / "stdout", "w+")
+    process = start_create(project, home, foreground_only=True, stdout=output)
     try:
         def done_entry():
             entries = Registry(home).entries() if (home / "registry.sqlite").exists() else []
             return entries and entries[0].status.value == "DONE" and entries[0]
         entry = wait_until(done_entry, timeout=60, what="DONE")
+        wait_until(lambda: "its server stays up" in (project / "stdout").read_text(), what="the outcome printed")
         assert entry.pid == process.pid and process.poll() is None, "it stays after DONE"
         assert rest_call(entry.port, "GET", "check-status") == (200, {"status": "DONE", "errors": []})
         process.send_signal(signal.SIGTERM)
-        stdout, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=60)
+        stdout = (project / "stdout").read_text()
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
+        output.close()
     assert process.returncode == 0, stderr
     assert f"experiment {entry.id} DONE" in stdout and "its server stays up, read-only" in stdout
     assert Registry(home).get(entry.id).pid is None and refuses_connections(entry.port)

@@ -460,3 +460,31 @@ def test_stop_by_port_and_stop_all(project):
     assert expctl(home, cwd, "stop", "--all").stdout == "no experiment is running\n"
     both = expctl(home, cwd, "stop", first, "--all")
     assert both.returncode == 2 and "one of" in both.stderr
+
+
+def test_every_log_of_a_daemon_is_rotated_at_log_max_size(project):
+    """daemon.log, experiment.log and trial.log stay under logMaxSize, whole lines each, with
+    logFilesKept files in all (dispatcher.log: tests/test_log.py, its process logs little here)."""
+    cwd, home = project
+    (cwd / "config.yml").write_text(CONFIG.replace("maxTrialNumber: 4", "maxTrialNumber: 40").replace(
+        "_value: [1, 2, 3, 4]", "_value: " + str(list(range(40)))) + "logLevel: debug\nlogMaxSize: 4000\nlogFilesKept: 3\n")
+    (cwd / "trial.py").write_text(
+        "import logging\nimport expmgr\nx = expmgr.get_next_parameter()['x']\n"
+        "for i in range(300):\n    logging.getLogger('nni.model').info('epoch %d of trial %d', i, x)\n"
+        "expmgr.report_final_result(x)\n")
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--exit-when-done"))
+    wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE and entry(home, exp_id).pid is None,
+               timeout=120, what="DONE and closed")
+    from expmgr.rotation import dropped_bytes, rotated_files
+    logs = home / exp_id / "logs"
+    trial_log = next((home / exp_id / "trials").iterdir()) / "trial.log"
+    for path in (logs / "daemon.log", logs / "experiment.log", trial_log):
+        kept = [path, *rotated_files(path)]
+        assert [p.name for p in kept] == [path.name, path.name + ".1", path.name + ".2"], path
+        assert dropped_bytes(path) > 0 or path.name == "daemon.log", path  # it has INFO and above only
+        for file in kept:
+            data = file.read_bytes()
+            assert len(data) <= 4000 and data.endswith(b"\n"), file
+    assert f"experiment {exp_id} DONE" in (logs / "daemon.log").read_text()
+    assert "is DONE" in (logs / "experiment.log").read_text()
+    assert "epoch 299 of trial" in trial_log.read_text()

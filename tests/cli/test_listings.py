@@ -221,7 +221,7 @@ def run_on_a_terminal(home: Path, cwd: Path, *args: str, **env: str) -> str:
     return output.decode()
 
 
-def test_top_colours_states_on_a_terminal_only_and_not_with_no_color(project):
+def test_top_colours_states_on_a_terminal_only_and_not_with_a_non_empty_no_color(project):
     cwd, home = project
     exp_id = run_to_the_end(cwd, home, "import expmgr, sys\nx = expmgr.get_next_parameter()['x']\n"
                                        "sys.exit(3) if x == 4 else expmgr.report_final_result(x)\n")
@@ -229,5 +229,7 @@ def test_top_colours_states_on_a_terminal_only_and_not_with_no_color(project):
     assert "\x1b[32mDONE\x1b[0m" in coloured
     assert "\x1b[32msucceeded\x1b[0m 3" in coloured and "\x1b[31mfailed\x1b[0m 1" in coloured
     assert "\x1b[" not in run_on_a_terminal(home, cwd, "top", "--once", exp_id, NO_COLOR="1")
+    assert "\x1b[32mDONE\x1b[0m" in run_on_a_terminal(home, cwd, "top", "--once", exp_id, NO_COLOR=""), \
+        "NO_COLOR set but empty does not turn colour off (no-color.org), as in the logs"
     piped = expctl(home, cwd, "top", "--once", exp_id).stdout
     assert "\x1b[" not in piped and "succeeded 3, failed 1" in piped

@@ -516,26 +516,55 @@ def test_registry_tracks_the_running_experiment(gated_experiment):
     assert (entry.status, entry.pid) == (ExperimentState.DONE, None), "stopped: the pid is cleared"
 
 
-def test_experiment_that_ends_leaves_its_thread_and_closes_its_log_once_waited_for(tmp_path: Path, code_dir: Path):
+def _log_files_open(experiment: Experiment) -> list[str]:
     import os
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass  # the descriptor listdir itself used, closed since
+    return [link for link in links if link.startswith(str(experiment.paths.log_dir))]
+
+
+def test_experiment_stopped_from_another_thread_leaves_the_starting_thread_and_closes_its_log(
+        tmp_path: Path, code_dir: Path):
     import threading
     write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
     experiment = Experiment(_config(tmp_path, code_dir, max_trial_number=1, trial_concurrency=1,
                                     trial_grace_period=1))
     experiment.start(port=0)
     assert expmgr.current_experiment() is experiment
-
-    def log_files_open() -> list[str]:
-        return [link for link in (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-                                  if os.path.exists(f"/proc/self/fd/{fd}"))
-                if link.startswith(str(experiment.paths.log_dir))]
-    assert log_files_open()
+    assert _log_files_open(experiment)
     stopper = threading.Thread(target=experiment.stop)  # stopped from another thread...
     stopper.start()
     stopper.join(60)
     assert experiment.wait(timeout=60)
     assert expmgr.current_experiment() is None, "...it still leaves the thread that started it"
-    assert log_files_open() == []
+    assert _log_files_open(experiment) == []
+
+
+def test_wait_seeing_the_end_leaves_the_starting_thread_and_the_log_stays_open_until_stop(
+        tmp_path: Path, code_dir: Path):
+    """Its server stays after the search, and so does its log: experiment.logger after
+    run() or wait() still writes there (and the server's own records); stop() closes it."""
+    import logging
+    config = ExperimentConfig(trial_command="python3 -c pass", trial_code_directory=code_dir, trial_concurrency=1,
+                              max_trial_number=1, experiment_working_directory=tmp_path / "home")
+    experiment = Experiment(config, strategy=lambda experiment: None)  # the search ends at once
+    experiment.start(port=0)
+    assert expmgr.current_experiment() is experiment
+    assert experiment.wait(timeout=60)
+    assert expmgr.current_experiment() is None, "the end seen: it left the thread that started it"
+    assert _log_files_open(experiment), "...while its log stays open with its server"
+    experiment.logger.info("AFTER-WAIT through the experiment's logger")
+    logging.getLogger("nni.search").info("AFTER-WAIT bare, in a thread where it is not current")
+    experiment.stop()
+    assert _log_files_open(experiment) == []
+    experiment.logger.info("AFTER-STOP through the experiment's logger")
+    log = experiment.paths.experiment_log.read_text()
+    assert "AFTER-WAIT through the experiment's logger" in log
+    assert "AFTER-WAIT bare" not in log and "AFTER-STOP" not in log
 
 
 def test_running_experiment_takes_updates_and_refuses_bad_ones(tmp_path: Path, code_dir: Path):

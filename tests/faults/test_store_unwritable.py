@@ -323,3 +323,54 @@ def test_a_locked_registry_neither_stalls_nor_ends_the_experiment(tmp_path: Path
     experiment.stop()
     entry = Registry(tmp_path / "home").get(experiment.id)
     assert entry.status == ExperimentState.DONE, "the last state reached the registry once it was free"
+
+
+PRINTING_DISK_TRIAL = DISK_TRIAL.replace("""
+    for step in range(1,""", """
+    for line in range(200):   # 20 KB, more than the page its stdout has on the full disk
+        print(f"trial {x} line {line} " + "." * 80)
+    open(os.path.join(code, f"printed-{x}"), "w").close()
+    for step in range(1,""")
+
+
+def test_a_full_disk_is_said_once_and_loses_no_log_record_nor_printed_line(
+        tmp_path: Path, code_dir: Path, small_disk: Path, capfd: pytest.CaptureFixture[str]):
+    """Trials print while the disk is full: their output is held, not lost, and neither is a
+    record of experiment.log; the experiment says so once, with no "Logging error" traceback."""
+    write_script(code_dir, "trial.py", PRINTING_DISK_TRIAL)
+    config = _config(tmp_path, code_dir)
+    config.experiment_working_directory = small_disk
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        wait_until(lambda: all((code_dir / f"reported-{x}").exists() for x in range(4)), what="four trials reporting")
+        filler = _fill(small_disk)
+        try:
+            (code_dir / "go").touch()
+            wait_until(lambda: all((code_dir / f"printed-{x}").exists() for x in range(4)),
+                       what="the four trials to print while the disk is full")
+            wait_until(lambda: _check_status(experiment).get("storeUnwritable"), what="launching paused")
+        finally:
+            filler.unlink()
+        assert experiment.wait(timeout=90)
+    finally:
+        experiment.stop()
+    err = capfd.readouterr().err
+    assert "Logging error" not in err and "Traceback" not in err
+    assert err.count(f"cannot write {experiment.paths.experiment_log}") <= 1
+    log = experiment.paths.experiment_log.read_text()
+    # Said (on stdout and in experiment.log, held until it could be written) once for each
+    # file, and once again when it could be written.
+    for x in range(4):
+        trial_id = next(t.trialJobId for t in experiment.list_trial_jobs() if t.parameters["x"] == x)
+        stdout = experiment.paths.trial_dir(trial_id) / "stdout"
+        assert log.count(f"trial output: cannot write {stdout}: No space left on device") == 1, log
+        assert log.count(f"trial output: {stdout} can be written again; no output was lost") == 1
+    trials = experiment.list_trial_jobs()
+    assert experiment.get_status() == "DONE" and len(trials) == 6
+    for trial in trials:
+        assert f"trial {trial.trialJobId} SUCCEEDED" in log
+        x = trial.parameters["x"]
+        printed = (experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text().splitlines()
+        assert printed[-200:] == [f"trial {x} line {line} " + "." * 80 for line in range(200)]
+    assert "records could not be written" not in log

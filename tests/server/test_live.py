@@ -159,6 +159,41 @@ def test_a_client_far_behind_gets_its_changes_in_several_messages(tmp_path, sock
     assert {t["trialJobId"] for m in pushed for t in m["trials"]} == {f"f{n:04d}" for n in range(10)}
 
 
+def test_a_line_a_trial_prints_while_it_waits_reaches_a_follower_of_its_stdout(
+        tmp_path, code_dir, sockets, monkeypatch):
+    """Python buffers a trial's prints unless told not to; the test's machines export
+    PYTHONUNBUFFERED, users' shells do not. The trial waits after printing, for a file the
+    test makes only once the line came over the websocket."""
+    from expmgr import ExperimentConfig
+    from tests.conftest import write_script
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    gate = tmp_path / "go"
+    write_script(code_dir, "trial.py", f"""
+        import os, time
+        import expmgr
+        expmgr.get_next_parameter()
+        print("epoch 1: loss 0.5")
+        while not os.path.exists({str(gate)!r}):
+            time.sleep(0.02)
+        expmgr.report_final_result(1.0)
+    """)
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=1, tuner={"name": "GridSearch"},
+        experiment_working_directory=tmp_path / "home"))
+    try:
+        experiment.start(port=0)
+        trial_id = wait_until(lambda: next((t["trialJobId"] for t in get(experiment.port, "/api/v1/nni/trial-jobs")
+                                            if t["status"] == "RUNNING"), None), what="the running trial")
+        client = sockets(experiment.port)
+        client.send({"type": "follow", "file": "stdout", "trial": trial_id, "offset": 0})
+        wait_until(lambda: "".join(m["text"] for m in client.of_type("tail")) == "epoch 1: loss 0.5\n",
+                   what="the printed line over the websocket while the trial waits")
+    finally:
+        gate.touch()
+        experiment.stop()
+
+
 def lines_of(first: int, count: int, width: int = 12) -> list[bytes]:
     return [f"line {index:06d} {'x' * (index % width)}\n".encode() for index in range(first, first + count)]
 

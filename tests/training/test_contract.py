@@ -18,6 +18,7 @@ import pytest
 from expmgr import trial as trial_api
 from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.rotation import dropped_bytes, rotated_files
 from expmgr.training import TrainingService, TrialLaunch, create_training_service
 from tests.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
 
@@ -252,3 +253,100 @@ def test_a_leftover_process_is_ended_only_when_pid_and_start_time_match(service:
                 leftover.wait()
 
     run_service(service, tmp_path, test)
+
+
+# A trial printing as users' do, with Python's default buffering (no PYTHONUNBUFFERED in the
+# environment it is started from; the machines running these tests export it).
+PRINTING_TRIAL = """
+import os, sys, time
+ending = sys.argv[1]
+for i in range(50):
+    print(f"line {i}")
+print("to stderr", file=sys.stderr)
+folder = os.environ["EXPMGR_TRIAL_DIR"]
+open(os.path.join(folder, "printed"), "w").close()
+if ending == "clean":
+    sys.exit(0)
+if ending == "exception":
+    raise RuntimeError("the trial's own error")
+if ending == "os_exit":
+    os._exit(3)
+while not os.path.exists(os.path.join(folder, "go")):
+    time.sleep(0.05)
+print("after the wait")
+"""
+
+
+@pytest.mark.parametrize("ending", ["clean", "exception", "os_exit", "sigterm", "sigkill"])
+def test_every_printed_line_reaches_the_stdout_file_however_the_trial_ends(
+        service: str, tmp_path: Path, ending: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+
+    async def test(c: Context) -> None:
+        (c.code / "printing.py").write_text(PRINTING_TRIAL)
+        await c.service.launch(c.launch_of("printer", f"python3 printing.py {ending}"))
+        files = TrialFiles(c.paths.trial_dir("printer"))
+        await c.until(lambda: (files.root / "printed").exists(), "the trial to print its lines")
+        if ending in ("sigterm", "sigkill"):
+            c.service.signal("printer", signal.SIGTERM if ending == "sigterm" else signal.SIGKILL)
+        await c.until(lambda: c.events.exit_of("printer"), "its exit")
+        # Its end is told once its output is in its files.
+        assert files.stdout.read_text().splitlines() == [f"line {i}" for i in range(50)]
+        assert files.stderr.read_text().startswith("to stderr\n")
+        if ending == "exception":
+            assert "RuntimeError: the trial's own error" in files.stderr.read_text()
+
+    run_service(service, tmp_path, test)
+
+
+def test_a_line_printed_while_the_trial_waits_is_in_its_file_before_it_goes_on(
+        service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Live output: the trial waits after printing (for a file the test makes only once the
+    lines arrived), so buffered output would never arrive in time."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+
+    async def test(c: Context) -> None:
+        (c.code / "printing.py").write_text(PRINTING_TRIAL)
+        await c.service.launch(c.launch_of("live", "python3 printing.py wait"))
+        files = TrialFiles(c.paths.trial_dir("live"))
+        await c.until(lambda: files.stdout.exists() and files.stdout.read_text().count("\n") == 50,
+                      "the 50 lines while the trial waits")
+        (files.root / "go").touch()
+        await c.until(lambda: c.events.exit_of("live"), "its exit")
+        assert files.stdout.read_text().endswith("line 49\nafter the wait\n")
+        assert c.events.exit_of("live") == ("exited", "live", 1, 0, None)
+
+    run_service(service, tmp_path, test)
+
+
+def test_a_users_own_pythonunbuffered_setting_is_kept(service: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYTHONUNBUFFERED", "")  # set, empty: Python's default buffering, the user's choice
+
+    async def test(c: Context) -> None:
+        (c.code / "env.py").write_text("import os\nprint(repr(os.environ.get('PYTHONUNBUFFERED')))\n")
+        await c.service.launch(c.launch_of("env", "python3 env.py"))
+        await c.until(lambda: c.events.exit_of("env"), "its exit")
+        assert TrialFiles(c.paths.trial_dir("env")).stdout.read_text() == "''\n"
+
+    run_service(service, tmp_path, test)
+
+
+def test_a_trials_output_is_bounded_by_rotation_and_the_trial_is_not_stopped(service: str, tmp_path: Path):
+    async def test(c: Context) -> None:
+        (c.code / "loud.py").write_text(
+            "import sys\nline = 'x' * 99 + '\\n'\nfor i in range(20_000):\n    sys.stdout.write(line)\n"
+            "print('the last line')\n")
+        await c.service.launch(c.launch_of("loud", "python3 loud.py"))
+        await c.until(lambda: c.events.exit_of("loud"), "its exit", timeout=120)
+        assert c.events.exit_of("loud") == ("exited", "loud", 1, 0, None)
+        files = TrialFiles(c.paths.trial_dir("loud"))
+        kept = [files.stdout, *rotated_files(files.stdout)]
+        assert [path.name for path in kept] == ["stdout", "stdout.1", "stdout.2"]
+        assert all(path.stat().st_size <= 100_000 for path in kept)
+        kept_text = "".join(path.read_text() for path in reversed(kept))
+        assert kept_text.endswith("x\nthe last line\n") and set(kept_text.splitlines()[:-1]) == {"x" * 99}
+        assert dropped_bytes(files.stdout) == 20_000 * 100 + len("the last line\n") - sum(
+            path.stat().st_size for path in kept)
+
+    run_service(service, tmp_path, test, log_max_size=100_000, log_files_kept=3)
