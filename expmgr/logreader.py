@@ -1,8 +1,10 @@
 """Reading the log files that expmgr/rotation.py bounds, for ``expctl log``, the server's
 tails and anyone else who shows a log: its kept files in order (``NAME.k`` ... ``NAME.1``,
 ``NAME``), where its last lines start, found by reading backwards from the end (never the
-whole file), and the files that came after a given one, found by inode, so that a reader
-follows a log across its rotations without losing or repeating a byte::
+whole file), and where a reader goes on when the file it read was rotated: the file is
+known by its inode (and by the bytes of the log before it, ``Listing.base``, since a
+deleted file's inode is given to new ones), so a reader follows a log across its
+rotations without losing or repeating a byte::
 
     log = LogFile(paths.root, PurePath("trials/Ab3/stdout"))
     snapshot = open_kept(log)                     # every kept file opened, oldest first

@@ -103,6 +103,8 @@ def _show(log: LogFile, args: argparse.Namespace, ended: Callable[[], bool]) -> 
         place = _print_start(log, args.tail, args.head)
         if args.follow:
             _follow(log, place, ended)
+        elif place is not None:
+            place.file.close()
     except RefusedFile as error:
         raise CliError(f"{error}: expctl reads a log only as a regular file inside the experiment's folder",
                        EXIT_FAILED) from None
