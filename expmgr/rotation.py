@@ -20,7 +20,9 @@ use it for their trial.log, and pay little for it.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; mypy takes it as True
 if TYPE_CHECKING:
@@ -103,10 +105,29 @@ def rotated_files(path: StrPath) -> list[Path]:
 def dropped_bytes(path: StrPath) -> int:
     """How many bytes of ``path``'s stream were deleted by rotations (0 if none, or unknown)."""
     try:
-        with open(os.fspath(path) + DROPPED_SUFFIX, encoding="ascii") as file:
-            return int(file.read(40).strip() or 0)
+        fd = _open_regular(os.fspath(path) + DROPPED_SUFFIX, os.O_RDONLY)
+    except OSError:
+        return 0
+    try:
+        return int(os.read(fd, 40).strip() or 0)
     except (OSError, ValueError):
         return 0
+    finally:
+        os.close(fd)
+
+
+def _open_regular(path: str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a regular file only: a trial may put a symlink or a FIFO where its
+    files go, and the writer must neither follow the one nor block on the other."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _rotated(path: StrPath, index: int) -> str:
@@ -148,8 +169,16 @@ def _add_dropped(path: StrPath, count: int) -> None:
     target = os.fspath(path) + DROPPED_SUFFIX
     temporary = target + ".tmp"
     try:
-        with open(temporary, "w", encoding="ascii") as file:
-            file.write(str(dropped_bytes(path) + count))
+        total = str(dropped_bytes(path) + count).encode()
+        try:
+            os.unlink(temporary)  # whatever is there (a symlink a trial put): made anew below
+        except FileNotFoundError:
+            pass
+        fd = _open_regular(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            os.write(fd, total)
+        finally:
+            os.close(fd)
         os.replace(temporary, target)
     except OSError:
         pass  # the count is for readers' notices; losing it must not stop the writer
@@ -174,7 +203,7 @@ class RotatingWriter:
     def fileno(self) -> int:
         """The descriptor of the current file, opened if it is not yet."""
         if self._fd is None:
-            self._fd = os.open(self.path, _OPEN_FLAGS, self._mode)
+            self._fd = _open_regular(os.fspath(self.path), _OPEN_FLAGS, self._mode)
             self._size = os.fstat(self._fd).st_size
             for descriptor in self._descriptors:
                 os.dup2(self._fd, descriptor)

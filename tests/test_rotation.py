@@ -95,3 +95,29 @@ def test_limits_from_a_bad_environment_value_are_none(text: str | None) -> None:
 def test_limits_round_trip_through_the_environment() -> None:
     limits = RotationLimits(123, keep=4)
     assert RotationLimits.from_env(limits.as_env()) == limits
+
+
+def test_a_fifo_or_symlink_where_a_log_or_its_count_goes_neither_blocks_nor_is_followed(tmp_path: Path) -> None:
+    """A trial may make its own stdout, or stdout.dropped, a FIFO or a symlink: the writer
+    must not block on the one (its thread carries every trial's output) nor write through the
+    other."""
+    import os
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    path = tmp_path / "stdout"
+    os.mkfifo(tmp_path / "stdout.dropped")
+    (tmp_path / "stdout.dropped.tmp").symlink_to(victim)
+    writer = RotatingWriter(path, RotationLimits(10, keep=1))
+    writer.write(b"123456789\n" * 3)  # each rotation deletes a file and counts it
+    writer.close()
+    assert victim.read_text() == "untouched"
+    assert dropped_bytes(path) == 20 and path.read_bytes() == b"123456789\n"  # the FIFO was replaced by a count
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(OSError):  # ENXIO: no reader, and the writer does not wait for one
+        RotatingWriter(path, RotationLimits(10, keep=1)).write(b"x\n")
+    path.unlink()
+    path.symlink_to(victim)
+    with pytest.raises(OSError):
+        RotatingWriter(path, RotationLimits(10, keep=1)).write(b"x\n")
+    assert victim.read_text() == "untouched"
