@@ -116,11 +116,14 @@ def test_trial_files_and_tails_of_a_running_trial_grow_with_it(stepped):
     trial_id = stepped.running()[1]
     tail = wait_until(lambda: (t := get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}"))["size"] and t,
                       what="the trial's first line")
-    assert tail == {"offset": 0, "next": 16, "size": 16, "text": "trial 1 started\n"}
+    inode = (stepped.experiment.paths.trial_dir(trial_id) / "stdout").stat().st_ino
+    assert tail == {"offset": 0, "next": 16, "size": 16, "text": "trial 1 started\n", "inode": inode, "base": 0,
+                    "rotated": 0, "dropped": 0, "skipped": 0}
     stepped.step(1, 0)
     grown = wait_until(lambda: (t := get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}&offset=16"))["text"]
                        and t, what="the trial's step 0")
-    assert grown == {"offset": 16, "next": 23, "size": 23, "text": "step 0\n"}
+    assert grown == {"offset": 16, "next": 23, "size": 23, "text": "step 0\n", "inode": inode, "base": 0,
+                     "rotated": 0, "dropped": 0, "skipped": 0}
     assert get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}&offset=-7")["text"] == "step 0\n"
     assert get(port, f"/api/v1/expmgr/tail?file=stderr&trial={trial_id}&offset=0")["text"] == "step 0\n"
     status, headers, text = get_text(port, f"{API}/trial-file/{trial_id}/stdout")
