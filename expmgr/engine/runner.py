@@ -37,12 +37,13 @@ from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
+from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
 from expmgr.metrics import is_better, metric_number
 from expmgr.store import AttemptRecord, MetricRecord, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
 if TYPE_CHECKING:
     from expmgr.config import AlgorithmConfig, ResolvedConfig
@@ -155,7 +156,8 @@ class TrialRunner:
         self.logger = logger
         self._on_state_change = on_state_change
         self._on_store_unwritable = on_store_unwritable
-        """Told ``store_unwritable`` when launching pauses for it, and None when it goes on."""
+        """Told ``launching_paused`` when launching pauses (the store cannot be written, or
+        trials cannot be started), when why changes, and None when it goes on."""
         self.state = ExperimentState.INITIALIZED
         self._clock = clock
         self.dispatcher = dispatcher
@@ -175,6 +177,8 @@ class TrialRunner:
                                   on_resumed=self._store_resumed, on_failed=self._handler_failed)
         """Every store write goes through it: while the store refuses writes (locked,
         read-only, full) they wait there, in order, and no trial is launched meanwhile."""
+        self._launching = LaunchPause()
+        """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
         self._ended: dict[TrialState, int] = {}
         self._progress = _BestResult(minimize=config.minimizes)
         self._wake = asyncio.Event()
@@ -342,7 +346,8 @@ class TrialRunner:
 
     def _has_free_slot(self) -> bool:
         return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
-                and not self._stop_requested and self._writes.unwritable is None and not self._writes)
+                and not self._stop_requested and self._writes.unwritable is None and not self._writes
+                and self._launching.ready(self._clock()))
 
     async def _fill_slots(self) -> None:
         while self._retries and self._has_free_slot():
@@ -564,8 +569,14 @@ class TrialRunner:
                              parameter_record=self._parameter_record(record), env=env)
         try:
             await self.training.launch(launch)
+        except SystemLaunchError as error:   # not the trial's fault: it waits, launching pauses
+            self._system_kept_from_starting(record.trial_id, attempt, str(error))
         except TrainingServiceError as error:
             self._not_started(record.trial_id, attempt, str(error))
+        else:
+            if self._launching.succeeded():
+                self.logger.info("trial %s started; launching new trials goes on", record.trial_id)
+                self._on_store_unwritable(self.launching_paused)
 
     def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
         """The trial's parameter.json; ``parameter_source`` is NNI's: "customized" for a
@@ -584,6 +595,20 @@ class TrialRunner:
         now = time.time()
         self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
         self._writes.commit(self._launch_failed, live.record, attempt, now)
+        self._wake.set()
+
+    def _system_kept_from_starting(self, trial_id: str, attempt: int, reason: str) -> None:
+        """The attempt could not be started for a reason outside the trial (a full or
+        read-only disk, no free descriptor): nothing is recorded against it. The trial
+        stays WAITING, first in line with the same attempt, counted neither as a failure
+        nor as a new trial; launching pauses (said once) and is tried again with backoff."""
+        live = self._live.pop(trial_id)
+        self._retries.appendleft((live.record, attempt))
+        if self._launching.failed(reason, self._clock()):
+            self.logger.warning("%s", self.launching_paused)
+            self._on_store_unwritable(self.launching_paused)
+        else:
+            self.logger.debug("trial %s still cannot start: %s", trial_id, reason)
         self._wake.set()
 
     def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
@@ -614,6 +639,8 @@ class TrialRunner:
         left = self._experiment_time_left(now)
         if left is not None:
             deadlines.append(now + left)
+        if self._launching.reason is not None and self._retries:
+            deadlines.append(self._launching.next_try)
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _enforce_trial_deadlines(self, now: float) -> None:
@@ -724,20 +751,25 @@ class TrialRunner:
     # -- writes the store refuses, and handlers that fail ------------------------------
 
     @property
-    def store_unwritable(self) -> str | None:
-        """What users are told while the store cannot be written (launching is paused
-        meanwhile), or None: check-status, the web UI and experiment.log say this."""
-        if self._writes.unwritable is None:
-            return None
-        return f"launching new trials is paused: {self.store.path} cannot be written ({self._writes.unwritable})"
+    def launching_paused(self) -> str | None:
+        """What users are told while launching is paused, or None: the store cannot be
+        written, or trials cannot be started for a reason outside them (a full or read-only
+        disk, no free file descriptor). check-status (``storeUnwritable``), the web UI and
+        experiment.log say this."""
+        if self._writes.unwritable is not None:
+            return f"launching new trials is paused: {self.store.path} cannot be written ({self._writes.unwritable})"
+        if self._launching.reason is not None:
+            return (f"launching new trials is paused: {self._launching.reason}; not the trial's fault: it waits, "
+                    f"and a launch is tried again (every {LAUNCH_RETRY_MAX:g} s at most) until one succeeds")
+        return None
 
     def _store_paused(self, reason: str) -> None:
-        self.logger.warning("%s; retrying until it can", self.store_unwritable)
-        self._on_store_unwritable(self.store_unwritable)
+        self.logger.warning("%s; retrying until it can", self.launching_paused)
+        self._on_store_unwritable(self.launching_paused)
 
     def _store_resumed(self) -> None:
         self.logger.info("%s can be written again; launching new trials goes on", self.store.path)
-        self._on_store_unwritable(None)
+        self._on_store_unwritable(self.launching_paused)
         self._wake.set()
 
     def _handler_failed(self, handler: str) -> None:

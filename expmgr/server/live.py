@@ -234,8 +234,9 @@ class LiveHub:
 
     def tell_store_unwritable(self, notice: str | None) -> None:
         """Tell every client that launching is paused because the store cannot be written
-        (``notice``, the runner's words), or that it goes on (None). No commit announces
-        this, as no write succeeds meanwhile: it is its own message."""
+        or trials cannot be started (``notice``, the runner's words), or that it goes on
+        (None). No commit announces this (no write may succeed meanwhile): it is its own
+        message."""
         self._store_unwritable = notice
         message = json.dumps({"type": "store", "unwritable": notice})
         for socket in list(self._sockets):

@@ -150,8 +150,8 @@ class ImportDataHandler(_Handler):
 class CheckStatusHandler(_Handler):
     def get(self) -> None:
         view = views.check_status_view(self.store)
-        if self.runner is not None and self.runner.store_unwritable is not None:
-            view["storeUnwritable"] = self.runner.store_unwritable
+        if self.runner is not None and self.runner.launching_paused is not None:
+            view["storeUnwritable"] = self.runner.launching_paused
         self.send_json(view)
 
 

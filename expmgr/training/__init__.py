@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from expmgr.training.base import TrialEvents, TrialLaunch, TrainingService, TrainingServiceError
+from expmgr.training.base import (SystemLaunchError, TrialEvents, TrialLaunch, TrainingService,
+                                  TrainingServiceError)
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
     from expmgr.layout import ExperimentPaths
 
-__all__ = ["TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError", "create_training_service"]
+__all__ = ["SystemLaunchError", "TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError",
+           "create_training_service"]
 
 
 def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",

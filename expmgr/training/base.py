@@ -17,6 +17,7 @@ the suite it must pass (docs/architecture.md, "Training services").
 from __future__ import annotations
 
 import abc
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Protocol
@@ -24,6 +25,34 @@ from typing import Any, Iterable, Protocol
 
 class TrainingServiceError(Exception):
     """A trial could not be launched, or the service cannot run with this config."""
+
+
+class SystemLaunchError(TrainingServiceError):
+    """A launch failed for a reason outside the trial: the machine's (no free file
+    descriptor, a full, read-only or failing disk, no memory, no process left) or its
+    experiment folder's (missing, not writable). The trial never ran, so nothing says it
+    would fail: the runner leaves it WAITING, pauses launching and tries again (see
+    ``launch_error``, the one rule that tells the two apart)."""
+
+
+SYSTEM_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EROFS, errno.EDQUOT,
+                           errno.ENOMEM, errno.EAGAIN, errno.EIO})
+"""OSError numbers that are the machine's trouble wherever a launch meets them."""
+_FOLDER_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOENT})
+"""Also the system's when met making the trial's folder or its files (the experiment's
+folder was removed or made unwritable); met starting the command (a code directory that
+is gone, a program that cannot be run), they are the trial's."""
+
+
+def launch_error(trial_id: str, error: OSError, *, in_trial_folder: bool) -> TrainingServiceError:
+    """The error a service raises from ``launch()`` for ``error``, met while making the
+    trial's folder and files (``in_trial_folder``) or while starting its command: a
+    SystemLaunchError when the cause is outside the trial, else a TrainingServiceError
+    (the attempt ends FAILED). A command that is not found is neither: the shell runs it
+    and exits 127, the trial's own failure."""
+    system = error.errno in SYSTEM_ERRNOS or (in_trial_folder and error.errno in _FOLDER_ERRNOS)
+    kind = SystemLaunchError if system else TrainingServiceError
+    return kind(f"cannot start trial {trial_id}: {error}")
 
 
 @dataclass(frozen=True)
@@ -81,7 +110,8 @@ class TrainingService(abc.ABC):
     @abc.abstractmethod
     async def launch(self, trial: TrialLaunch) -> None:
         """Start an attempt, in the trial's folder made ready (see TrialLaunch); its end is
-        reported through ``TrialEvents.trial_exited``."""
+        reported through ``TrialEvents.trial_exited``. Raises TrainingServiceError if it
+        cannot, SystemLaunchError (``launch_error``) when the cause is not the trial's."""
 
     @abc.abstractmethod
     def signal(self, trial_id: str, signum: int) -> bool:

@@ -23,7 +23,7 @@ from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
 from expmgr.training._process import process_start_time as _process_start_time, spawn_trial
-from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch, launch_error
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
 
@@ -131,14 +131,16 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         elif self._set_visible_devices:
             env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs
         output: TrialOutput | None = None
+        in_trial_folder = True  # an OSError there is the system's (launch_error), not the trial's
         try:
             prepare_folder(files, trial.parameter_record)
             output = self._output.open(files.stdout, files.stderr)
+            in_trial_folder = False
             process = spawn_trial(trial.command, trial.code_directory, env, output.stdout, output.stderr)
         except OSError as error:
             if self._gpu_slots is not None:
                 self._gpu_slots.release(trial.trial_id)
-            raise TrainingServiceError(f"cannot start trial {trial.trial_id}: {error}") from error
+            raise launch_error(trial.trial_id, error, in_trial_folder=in_trial_folder) from error
         finally:
             if output is not None:
                 output.close_child_ends()  # the trial holds its own; the pipes end with it

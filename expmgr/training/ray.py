@@ -26,7 +26,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
-from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch, launch_error
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedRayConfig, ResolvedTrialResources
@@ -188,7 +188,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         try:
             prepare_folder(files, trial.parameter_record)
         except OSError as error:
-            raise TrainingServiceError(f"cannot prepare trial {trial.trial_id}'s folder: {error}") from error
+            raise launch_error(trial.trial_id, error, in_trial_folder=True) from error
         env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
         host = env.get(trial_api.ENV_MANAGER_HOST, self._manager_host)
         url = (f"http://{f'[{host}]' if ':' in host else host}:{env.get(trial_api.ENV_MANAGER_PORT, '0')}")

@@ -19,7 +19,8 @@ from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import ExperimentProfile, ExperimentStore, create_store
-from expmgr.training import TrainingService, TrialEvents, TrialLaunch
+from expmgr.engine.launching import RETRY_FIRST, RETRY_MAX
+from expmgr.training import SystemLaunchError, TrainingService, TrialEvents, TrialLaunch
 
 DEADLINE = 2.0
 """Real seconds a test waits for the runner to do what it must (it takes milliseconds)."""
@@ -37,6 +38,10 @@ class FakeTrainingService(TrainingService):
         self.output_time: dict[str, float] = {}
         self.start_on_launch = True
         """Report trial_started from launch() (as the local service does); False: the test decides."""
+        self.system_trouble: str | None = None
+        """While set, launch() raises SystemLaunchError with it (a full disk, no descriptor)."""
+        self.refused: list[tuple[str, int]] = []
+        """(trial id, attempt) of each launch refused so."""
 
     async def start(self) -> None:
         pass
@@ -45,6 +50,9 @@ class FakeTrainingService(TrainingService):
         return True
 
     async def launch(self, trial: TrialLaunch) -> None:
+        if self.system_trouble is not None:
+            self.refused.append((trial.trial_id, trial.attempt))
+            raise SystemLaunchError(self.system_trouble)
         self.launched.append(trial)
         self.running[trial.trial_id] = trial.attempt
         self.most_running = max(self.most_running, len(self.running))
@@ -322,6 +330,63 @@ def test_a_launch_that_fails_after_it_returned_ends_the_trial_failed(tmp_path: P
         await h.until(lambda: len(h.service.launched) == 2, "the next trial's launch")
 
     run_with(tmp_path, [{"x": 0}, {"x": 1}], test, max_trial_number=2)
+
+
+def test_a_launch_the_system_refuses_leaves_the_trial_waiting_and_pauses_launching_with_backoff(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    """No free descriptor, a full disk: the trial never ran, so it is not FAILED, uses no
+    retry and no budget; launching pauses (said once), the same attempt is tried again
+    after RETRY_FIRST s, doubling to RETRY_MAX, and once a launch succeeds it goes on."""
+    caplog.set_level(logging.DEBUG, logger="test-runner")
+
+    async def test(h: Harness) -> None:
+        h.service.system_trouble = "cannot start trial: [Errno 24] Too many open files"
+        await h.until(lambda: h.service.refused, "the first launch refused")
+        trial_id = h.service.refused[0][0]
+        assert h.status(trial_id) == TrialState.WAITING and h.store.attempts(trial_id) == []
+        notice = h.runner.launching_paused
+        assert notice is not None and notice.startswith("launching new trials is paused: ") \
+            and "Too many open files" in notice
+        wait = RETRY_FIRST
+        for tries in range(2, 9):
+            h.advance(wait * 0.9)
+            await asyncio.sleep(0.01)
+            assert len(h.service.refused) == tries - 1, f"no launch is tried before the next try ({wait} s)"
+            h.advance(wait * 0.1)
+            await h.until(lambda: len(h.service.refused) == tries, f"launch try {tries}")
+            wait = min(2 * wait, RETRY_MAX)
+        assert wait == RETRY_MAX, "the wait doubled up to its cap"
+        assert set(h.service.refused) == {(trial_id, 1)}, "the same trial and attempt each time, no new trial"
+        assert h.status(trial_id) == TrialState.WAITING and h.store.attempts(trial_id) == []
+        h.service.system_trouble = None
+        h.advance(wait)
+        await h.until(lambda: h.service.launched, "the launch once the trouble cleared")
+        assert (h.service.launched[0].trial_id, h.service.launched[0].attempt) == (trial_id, 1)
+        assert h.runner.launching_paused is None
+        h.service.exit(trial_id, 0)
+        await h.until(lambda: len(h.service.launched) == 2, "the second trial")
+        h.service.exit(h.service.launched[1].trial_id, 0)
+        await h.until(lambda: h.runner.state == ExperimentState.DONE, "DONE")
+
+    final = run_with(tmp_path, [{"x": 0}, {"x": 1}], test, max_trial_number=2)
+    assert final == ExperimentState.DONE
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("launching new trials is paused" in m for m in messages) == 1, "said once, not per try"
+    assert sum("launching new trials goes on" in m for m in messages) == 1
+
+
+def test_a_stop_while_launching_is_paused_leaves_the_trial_for_a_resume(tmp_path: Path):
+    from expmgr.engine.runner import _REQUEUED_ON_RESUME
+
+    async def test(h: Harness) -> None:
+        h.service.system_trouble = "cannot start trial: [Errno 28] No space left on device"
+        await h.until(lambda: h.service.refused, "the launch refused")
+        h.runner.request_stop()
+        trial_id = h.service.refused[0][0]
+        await h.until(lambda: h.status(trial_id) == TrialState.USER_CANCELED, "the waiting trial cancelled")
+        assert TrialState.USER_CANCELED in _REQUEUED_ON_RESUME, "a resume runs it"
+
+    assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.STOPPED
 
 
 def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_path: Path):
