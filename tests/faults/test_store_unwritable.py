@@ -4,10 +4,8 @@ trials keep reporting, launching pauses and says so, and once the store takes wr
 again every report is stored and the experiment goes on to DONE."""
 from __future__ import annotations
 
-import errno
 import json
 import os
-import subprocess
 import sqlite3
 import threading
 import time
@@ -20,6 +18,7 @@ from expmgr import Experiment, ExperimentConfig
 from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until, write_script
+from tests.faults.conftest import fill as _fill
 from tests.server.conftest import SocketClient
 
 REPORTS = 5  # per trial: 4 intermediate, 1 final
@@ -156,35 +155,6 @@ DISK_TRIAL = f"""
     expmgr.report_final_result(x * 10)
     open(os.path.join(code, f"done-{{x}}"), "w").close()
 """
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 16 MiB tmpfs mounted for this test (root only): a disk that can fill up."""
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mountpoint)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); the locked-store test covers the pause")
-    try:
-        yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    """Write zeros into ``disk`` until it is full (ENOSPC)."""
-    filler = disk / "filler"
-    chunk = bytes(64 * 1024)
-    with open(filler, "wb", buffering=0) as file:
-        try:
-            while True:
-                file.write(chunk)
-        except OSError as error:
-            if error.errno != errno.ENOSPC:
-                raise
-    return filler
 
 
 def test_a_full_disk_pauses_launching_and_loses_no_report_until_space_is_freed(
