@@ -16,6 +16,7 @@ from typing import Iterator
 
 from expmgr.layout import PRIVATE_FILE_MODE, REGISTRY_FILE, make_private_dir
 from expmgr.states import ExperimentState
+from expmgr.store._disk import machine_trouble
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS experiments (
 
 
 class RegistryError(Exception):
-    """``registry.sqlite`` cannot be read or written: damaged, overwritten, or busy."""
+    """``registry.sqlite`` cannot be read or written: damaged, overwritten, busy, or kept
+    from being used by the machine (a full or read-only disk, no free file descriptor)."""
 
 
 @dataclass
@@ -70,20 +72,24 @@ class Registry:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection for one call; SQLite's errors become a RegistryError naming the file."""
+        """A connection for one call; SQLite's errors, and the system's in making the file,
+        become a RegistryError naming the file."""
         conn = None
         try:
             conn = self._connect()
             yield conn
-        except sqlite3.DatabaseError as error:
+        except (sqlite3.DatabaseError, OSError) as error:
             raise self._error(error) from None
         finally:
             if conn is not None:
                 conn.close()
 
-    def _error(self, error: sqlite3.DatabaseError) -> RegistryError:
+    def _error(self, error: sqlite3.DatabaseError | OSError) -> RegistryError:
         if getattr(error, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             return RegistryError(f"{self.path}: busy ({error}); another process holds it, try again")
+        trouble = machine_trouble(self.path, error)   # a full disk is no reason to move it aside
+        if trouble is not None or isinstance(error, OSError):
+            return RegistryError(trouble or f"{self.path}: cannot be used ({error})")
         return RegistryError(f"{self.path}: not a valid expmgr registry ({error}); move it aside and a new, "
                              f"empty one is made (the experiments' folders in {self.path.parent} are kept, "
                              "but no longer listed)")

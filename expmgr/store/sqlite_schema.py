@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from expmgr.metrics import metric_number
 from expmgr.states import ExperimentState, TrialState
+from expmgr.store._disk import machine_trouble
 from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, StoreUnreadable, TrialRecord
 
 SCHEMA_VERSION = 4
@@ -93,6 +94,9 @@ def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadabl
     naming the file, what SQLite said and what to do."""
     if getattr(error, "sqlite_errorname", None) in _BUSY:
         return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
+    trouble = machine_trouble(path, error)   # a full disk is no reason to restore or delete it
+    if trouble is not None:
+        return StoreUnreadable(trouble)
     return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
                            "or delete the experiment (expctl experiment delete ID)")
 

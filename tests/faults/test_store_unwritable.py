@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import sqlite3
 import threading
 import time
@@ -15,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.store.registry import Registry
+from expmgr.store.registry import Registry, RegistryEntry
 from expmgr.states import ExperimentState
-from tests.conftest import wait_until, write_script
+from tests.conftest import REPO, wait_until, write_script
 from tests.faults.conftest import fill as _fill
 from tests.server.conftest import SocketClient
 
@@ -344,3 +346,24 @@ def test_a_full_disk_is_said_once_and_loses_no_log_record_nor_printed_line(
         printed = (experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text().splitlines()
         assert printed[-200:] == [f"trial {x} line {line} " + "." * 80 for line in range(200)]
     assert "records could not be written" not in log
+
+
+def test_a_registry_on_a_full_disk_says_the_disk_is_full_not_to_move_it_aside(small_disk: Path):
+    """SQLite says "disk I/O error" or "database or disk is full" there: the registry is not
+    damaged, and moving it aside would lose the list of experiments for nothing."""
+    home = small_disk / "home"
+    Registry(home).add(RegistryEntry(id="ab12cd34", name=None, dir=str(home / "ab12cd34"), port=None, pid=None,
+                                     status=ExperimentState.DONE, start_time=time.time()))
+    filler = _fill(small_disk)
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    try:
+        for command in (("experiment", "list", "--all"), ("trial", "ls", "ab12cd34")):
+            result = subprocess.run([sys.executable, "-m", "expmgr.cli", *command], env=env, capture_output=True,
+                                    text=True, timeout=120)
+            assert result.returncode == 1 and "Traceback" not in result.stderr, (command, result.stderr)
+            assert f"{home / 'registry.sqlite'}: cannot be used now (" in result.stderr, result.stderr
+            assert f"the disk holding {home} is full; free some space there" in result.stderr, result.stderr
+            assert "not a valid expmgr registry" not in result.stderr and "move it aside and" not in result.stderr
+    finally:
+        filler.unlink()
+    assert [entry.id for entry in Registry(home).entries()] == ["ab12cd34"], "readable again once there is room"
