@@ -42,9 +42,10 @@ def _attempts(experiment: Experiment) -> list[tuple[str, str]]:
         conn.close()
 
 
-def test_a_trial_folder_that_cannot_be_made_pauses_launching_fails_no_trial_and_goes_on_once_it_can(
-        tmp_path: Path, code_dir: Path, tmpfs: Callable[[str], Path]):
-    disk = tmpfs("size=64m,nr_inodes=4000")
+def _start_until_paused(code_dir: Path, disk: Path) -> tuple[Experiment, Path]:
+    """Start 6 trials (2 at a time) on ``disk``, use up its inodes once the first two made
+    their files, let them end, and wait until launching is paused and tried again twice:
+    the experiment, and the folder of fillers to remove to free the disk."""
     write_script(code_dir, "trial.py", TRIAL)
     experiment = Experiment(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": list(range(6))}}, trial_command="python3 trial.py",
@@ -52,29 +53,50 @@ def test_a_trial_folder_that_cannot_be_made_pauses_launching_fails_no_trial_and_
         tuner={"name": "GridSearch"}, trial_grace_period=1, log_level="debug", experiment_working_directory=disk))
     experiment.start(port=0)
     log = experiment.paths.experiment_log
-    try:
-        wait_until(lambda: all((code_dir / f"reported-{x}").exists() for x in range(2)), what="two trials reporting")
-        fillers = use_up_inodes(disk)
-        try:
-            (code_dir / "go").touch()   # the two end; the next launches cannot make their folders
-            wait_until(lambda: "launching new trials is paused" in log.read_text(), what="the pause in experiment.log")
-            notice = _check_status(experiment)["storeUnwritable"]
-            assert notice.startswith("launching new trials is paused") and "No space left on device" in notice, notice
-            wait_until(lambda: log.read_text().count("still cannot start") >= 2, what="two launches tried again")
-            statuses = sorted(t.status for t in experiment.list_trial_jobs())
-            assert statuses == ["SUCCEEDED", "SUCCEEDED", "WAITING"], "one trial waits; none is FAILED nor made anew"
-        finally:
-            shutil.rmtree(fillers)
-        assert experiment.wait(timeout=90)
-    finally:
-        experiment.stop()
+    wait_until(lambda: all((code_dir / f"reported-{x}").exists() for x in range(2)), what="two trials reporting")
+    fillers = use_up_inodes(disk)
+    (code_dir / "go").touch()   # the two end; the next launches cannot make their folders
+    wait_until(lambda: "launching new trials is paused" in log.read_text(), what="the pause in experiment.log")
+    notice = _check_status(experiment)["storeUnwritable"]
+    assert notice.startswith("launching new trials is paused") and "No space left on device" in notice, notice
+    wait_until(lambda: log.read_text().count("still cannot start") >= 2, what="two launches tried again")
+    statuses = sorted(t.status for t in experiment.list_trial_jobs())
+    assert statuses == ["SUCCEEDED", "SUCCEEDED", "WAITING"], "one trial waits; none is FAILED nor made anew"
+    return experiment, fillers
+
+
+def _assert_all_succeeded_once(experiment: Experiment) -> None:
     assert experiment.get_status() == "DONE", experiment.get_error()
     trials = experiment.list_trial_jobs()
     assert len(trials) == 6 and all(t.status == "SUCCEEDED" for t in trials), [t.status for t in trials]
     assert sorted(t.finalMetric for t in trials) == [0, 10, 20, 30, 40, 50]
     assert sorted(status for _, status in _attempts(experiment)) == ["SUCCEEDED"] * 6, \
         "one attempt a trial: the refused launches are no attempt, no retry"
-    text = log.read_text()
+
+
+def test_a_trial_folder_that_cannot_be_made_pauses_launching_fails_no_trial_and_goes_on_once_it_can(
+        code_dir: Path, tmpfs: Callable[[str], Path]):
+    experiment, fillers = _start_until_paused(code_dir, tmpfs("size=64m,nr_inodes=4000"))
+    try:
+        shutil.rmtree(fillers)
+        assert experiment.wait(timeout=90)
+    finally:
+        experiment.stop()
+    _assert_all_succeeded_once(experiment)
+    text = experiment.paths.experiment_log.read_text()
     assert text.count("launching new trials is paused") == 1, "said once, not per try"
     assert text.count("launching new trials goes on") == 1
     assert "could not start" not in text and " FAILED" not in text
+
+
+def test_a_trial_kept_waiting_by_a_full_disk_when_the_experiment_stops_runs_on_resume(
+        code_dir: Path, tmpfs: Callable[[str], Path]):
+    disk = tmpfs("size=64m,nr_inodes=4000")
+    experiment, fillers = _start_until_paused(code_dir, disk)
+    try:
+        experiment.stop()
+    finally:
+        shutil.rmtree(fillers)
+    assert sorted(t.status for t in experiment.list_trial_jobs()) == ["SUCCEEDED", "SUCCEEDED", "USER_CANCELED"]
+    resumed = Experiment.resume(experiment.id, port=0, home=disk)
+    _assert_all_succeeded_once(resumed)
