@@ -602,7 +602,10 @@ class TrialRunner:
         read-only disk, no free descriptor): nothing is recorded against it. The trial
         stays WAITING, first in line with the same attempt, counted neither as a failure
         nor as a new trial; launching pauses (said once) and is tried again with backoff."""
-        live = self._live.pop(trial_id)
+        live = self._live.get(trial_id)
+        if live is None or live.attempt != attempt:
+            return  # not this attempt (it ended already)
+        del self._live[trial_id]
         self._retries.appendleft((live.record, attempt))
         if self._launching.failed(reason, self._clock()):
             self.logger.warning("%s", self.launching_paused)
@@ -639,8 +642,8 @@ class TrialRunner:
         left = self._experiment_time_left(now)
         if left is not None:
             deadlines.append(now + left)
-        if self._launching.reason is not None and self._retries:
-            deadlines.append(self._launching.next_try)
+        if self._launching.reason is not None and self._retries and self._launching.next_try > now:
+            deadlines.append(self._launching.next_try)   # once past, a slot freeing wakes the loop
         return max(0.0, min(deadlines) - now) if deadlines else None
 
     def _enforce_trial_deadlines(self, now: float) -> None:
