@@ -771,7 +771,8 @@ class TrialRunner:
         self._on_store_unwritable(self.launching_paused)
 
     def _store_resumed(self) -> None:
-        self.logger.info("%s can be written again; launching new trials goes on", self.store.path)
+        self.logger.info("%s can be written again%s", self.store.path,
+                         "" if self._launching.reason else "; launching new trials goes on")
         self._on_store_unwritable(self.launching_paused)
         self._wake.set()
 
