@@ -573,10 +573,6 @@ class TrialRunner:
             self._system_kept_from_starting(record.trial_id, attempt, str(error))
         except TrainingServiceError as error:
             self._not_started(record.trial_id, attempt, str(error))
-        else:
-            if self._launching.succeeded():
-                self.logger.info("trial %s started; launching new trials goes on", record.trial_id)
-                self._on_store_unwritable(self.launching_paused)
 
     def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
         """The trial's parameter.json; ``parameter_source`` is NNI's: "customized" for a
@@ -797,6 +793,10 @@ class TrialRunner:
         self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")
+        if self._launching.succeeded():   # a trial started: the trouble that paused launching is over
+            self.logger.info("trial %s started; launching new trials goes on", trial_id)
+            self._on_store_unwritable(self.launching_paused)
+            self._wake.set()
 
     @_loop_handler
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
@@ -806,8 +806,11 @@ class TrialRunner:
         self._wake.set()
 
     @_loop_handler
-    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
-        self._not_started(trial_id, attempt, reason)
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
+        if system:
+            self._system_kept_from_starting(trial_id, attempt, reason)
+        else:
+            self._not_started(trial_id, attempt, reason)
 
     @_loop_handler
     def service_failed(self, error: str) -> None:

@@ -50,9 +50,14 @@ def launch_error(trial_id: str, error: OSError, *, in_trial_folder: bool) -> Tra
     SystemLaunchError when the cause is outside the trial, else a TrainingServiceError
     (the attempt ends FAILED). A command that is not found is neither: the shell runs it
     and exits 127, the trial's own failure."""
-    system = error.errno in SYSTEM_ERRNOS or (in_trial_folder and error.errno in _FOLDER_ERRNOS)
-    kind = SystemLaunchError if system else TrainingServiceError
+    kind = SystemLaunchError if is_system_error(error, in_trial_folder=in_trial_folder) else TrainingServiceError
     return kind(f"cannot start trial {trial_id}: {error}")
+
+
+def is_system_error(error: BaseException, *, in_trial_folder: bool) -> bool:
+    """Whether ``error``, met launching a trial, is outside the trial (see ``launch_error``)."""
+    return isinstance(error, OSError) and (
+        error.errno in SYSTEM_ERRNOS or (in_trial_folder and error.errno in _FOLDER_ERRNOS))
 
 
 @dataclass(frozen=True)
@@ -84,10 +89,11 @@ class TrialEvents(Protocol):
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None) -> None:
         """The attempt's process ended: with ``exit_code``, or killed by ``signal``."""
 
-    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
         """An attempt whose ``launch()`` returned could not be started after all (a remote
         service's placement failed), told instead of ``trial_started``; it ends FAILED as
-        if ``launch()`` had raised."""
+        if ``launch()`` had raised, or, with ``system`` (``is_system_error``: no free
+        descriptor, a full disk on its node), the trial waits as after a SystemLaunchError."""
 
     def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
         """The attempt can no longer be reached: with ``preempted`` its node was taken away

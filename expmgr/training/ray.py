@@ -26,7 +26,8 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
-from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch, launch_error
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.base import is_system_error, launch_error
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedRayConfig, ResolvedTrialResources
@@ -349,7 +350,9 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
             self._events.trial_lost(trial.trial_id, trial.attempt, "stopped before it started",
                                     preempted=self._stop_signal == signals.SIGUSR1)
         else:
-            self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error))
+            # The slot's own OSError (no descriptor, a full disk on its node) is the system's.
+            system = is_system_error(getattr(error, "cause", None) or error, in_trial_folder=False)
+            self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error), system=system)
 
     def _release(self, slot: _Slot, preempted: bool = False) -> None:
         """A slot whose trial ended goes to a trial waiting for a slot Ray has not placed yet

@@ -389,6 +389,36 @@ def test_a_stop_while_launching_is_paused_leaves_the_trial_for_a_resume(tmp_path
     assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.STOPPED
 
 
+def test_a_late_launch_failure_the_system_caused_leaves_the_trial_waiting_until_it_starts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    """A remote service's slot that could not start the trial for want of descriptors or
+    room on its node (``trial_launch_failed(system=True)``): as a SystemLaunchError, and
+    launching goes on once a trial's process starts, not when a launch merely returns."""
+    caplog.set_level(logging.INFO, logger="test-runner")
+
+    async def test(h: Harness) -> None:
+        h.service.start_on_launch = False
+        await h.until(lambda: h.service.launched, "the launch")
+        trial_id = h.service.launched[0].trial_id
+        h.service.running.pop(trial_id)
+        h.service.events.trial_launch_failed(trial_id, 1, "[Errno 24] Too many open files", system=True)
+        await h.until(lambda: h.runner.launching_paused is not None, "launching paused")
+        assert h.status(trial_id) == TrialState.WAITING and h.store.attempts(trial_id) == []
+        h.advance(RETRY_FIRST)
+        await h.until(lambda: len(h.service.launched) == 2, "the same attempt launched again")
+        assert (h.service.launched[1].trial_id, h.service.launched[1].attempt) == (trial_id, 1)
+        assert h.runner.launching_paused is not None, "a launch that returned is not yet a trial started"
+        h.service.events.trial_started(trial_id, 1, 4242, host="node-2")
+        await h.until(lambda: h.runner.launching_paused is None, "launching goes on")
+        h.service.exit(trial_id, 0)
+        await h.until(lambda: h.status(trial_id) == TrialState.SUCCEEDED, "SUCCEEDED")
+
+    run_with(tmp_path, [{"x": 0}], test, max_trial_number=1)
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("launching new trials is paused" in m for m in messages) == 1
+    assert sum("launching new trials goes on" in m for m in messages) == 1
+
+
 def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_path: Path):
     async def test(h: Harness) -> None:
         await h.until(lambda: len(h.service.launched) == 1, "the first launch")

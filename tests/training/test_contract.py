@@ -49,7 +49,7 @@ class Recorder:
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None) -> None:
         self.events.append(("exited", trial_id, attempt, exit_code, signal))
 
-    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str) -> None:
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
         self.events.append(("launch_failed", trial_id, attempt, reason))
 
     def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
