@@ -100,6 +100,8 @@ class FakeDispatcher:
         pass
 
     async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        if cmd != "generate":
+            self.told.append((cmd, fields))
         if cmd == "generate":
             return {"parameters": [{"parameters": self._parameters.pop(0)}] if self._parameters else []}
         return {}
@@ -336,7 +338,7 @@ def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_p
         h.runner.update_config("maxExperimentDuration", "1h")
         assert h.runner.config.max_experiment_duration == 3600.0
         space = {"x": {"_type": "choice", "_value": [0, 1, 2]}}
-        h.runner.update_config("searchSpace", space)
+        await h.runner.update_config("searchSpace", space)
         assert ("update_search_space", {"search_space": space}) in h.dispatcher.told
         assert h.store.profile().config == {**stored, "trialConcurrency": 2, "maxExperimentDuration": 3600.0,
                                             "searchSpace": space}

@@ -65,7 +65,7 @@ NONSENSE = [
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "randint", "_value": [0, 100000000000000000000000]}}',
      "searchSpace.x._value[1]: randint bounds must fit a 64-bit integer"),
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "randint", "_value": [0, 10000000]}}',
-     "searchSpace: GridSearch tuner: the grid has more than 1,000,000 combinations"),
+     "searchSpace.x: GridSearch tuner: the grid has more than 1,000,000 combinations"),
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "uniform", "_value": [0, 1e999]}}',
      "searchSpace.x._value[1]: uniform needs finite numbers"),
 ]
