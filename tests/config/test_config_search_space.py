@@ -219,3 +219,72 @@ def test_validate_search_space_raises_with_field_prefix() -> None:
 def test_validate_search_space_rejects_non_mapping() -> None:
     with pytest.raises(ConfigError, match="expected a mapping"):
         validate_search_space([{"_type": "choice"}])
+
+
+# The issue-21 probes: spaces the type rules took, whose draws then ended the experiment.
+# (entry, field below searchSpace.x, message fragment)
+OVERFLOWING = {
+    "quniform_q_tiny_for_its_range": ("{_type: quniform, _value: [0, 1.0e+300, 1.0e-300]}", "_value[2]",
+                                      "q = 1e-300 is too small for the range"),
+    "qloguniform_q_tiny_for_its_range": ("{_type: qloguniform, _value: [1.0e-300, 1.0e+300, 1.0e-300]}", "_value[2]",
+                                         "q = 1e-300 is too small for the range"),
+    "qnormal_q_tiny_for_its_sigma": ("{_type: qnormal, _value: [0, 1, 1.0e-300]}", "_value[2]",
+                                     "too small for the range"),
+    "qlognormal_exp_overflows": ("{_type: qlognormal, _value: [700, 10, 1]}", "_value",
+                                 "exp(mu + 10 sigma) overflows a floating-point number"),
+    "lognormal_exp_overflows": ("{_type: lognormal, _value: [700, 10]}", "_value",
+                                "exp(mu + 10 sigma) overflows a floating-point number"),
+    "normal_sigma_beyond_floats": ("{_type: normal, _value: [0, 1.0e+308]}", "_value",
+                                   "mu ± 10 sigma, where values are drawn, overflows"),
+    "randint_full_int64": ("{_type: randint, _value: [-9223372036854775808, 9223372036854775807]}", "_value",
+                           "upper - lower must be at most 9223372036854775807"),
+}
+
+
+@pytest.mark.parametrize("tuner", ["TPE", "Random", "GridSearch", "Evolution"])
+@pytest.mark.parametrize("entry,subfield,fragment", OVERFLOWING.values(), ids=OVERFLOWING.keys())
+def test_a_space_whose_draws_overflow_is_refused_at_load_naming_the_parameter(
+        tmp_path: Path, tuner: str, entry: str, subfield: str, fragment: str) -> None:
+    path = tmp_path / "config.yml"
+    text = HEAD.replace("name: TPE", f"name: {tuner}") + f"  x: {entry}\n"
+    err = load_error(path, text)
+    assert (err.file, err.line, err.field) == (path, 5, f"searchSpace.x.{subfield}"), str(err)
+    assert fragment in err.message, str(err)
+
+
+def test_spaces_near_the_overflow_limits_are_accepted_and_drawn_from(tmp_path: Path) -> None:
+    from expmgr.algorithms import create_tuner
+
+    space = {
+        "q": {"_type": "quniform", "_value": [0, 1e6, 1e-9]},
+        "ln": {"_type": "lognormal", "_value": [600, 10]},
+        "n": {"_type": "normal", "_value": [0, 1e306]},
+        "r": {"_type": "randint", "_value": [0, 2**63 - 1]},
+    }
+    validate_search_space(space)
+    for name in ("TPE", "Random", "Evolution", "Anneal"):
+        tuner = create_tuner(name, {"seed": 1})
+        tuner.update_search_space(space)
+        for parameter_id in range(5):
+            json.dumps(tuner.generate_parameters(parameter_id), allow_nan=False)
+
+
+def test_a_built_in_tuner_that_cannot_draw_refuses_the_space_at_load_naming_the_parameter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the type rules do not foresee, the tuner's own draw finds (Tuner.check_search_space)."""
+    from expmgr.algorithms.search_space import ParameterSpec
+
+    real_sample = ParameterSpec.sample
+
+    def sample(spec: ParameterSpec, rng):
+        if spec.name == "y":
+            raise OverflowError("math range error")
+        return real_sample(spec, rng)
+
+    monkeypatch.setattr(ParameterSpec, "sample", sample)
+    space = {"x": {"_type": "uniform", "_value": [0, 1]}, "y": {"_type": "uniform", "_value": [0, 1]}}
+    (tmp_path / "space.json").write_text(json.dumps(space))
+    text = HEAD.replace("name: TPE", "name: Random").replace("searchSpace:\n", "searchSpaceFile: space.json\n")
+    err = load_error(tmp_path / "config.yml", text)
+    assert (err.file.name, err.line, err.field) == ("space.json", 1, "searchSpace.y"), str(err)
+    assert err.message == "tuner Random: cannot draw from this search space (OverflowError: math range error)"
