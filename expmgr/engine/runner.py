@@ -463,7 +463,7 @@ class TrialRunner:
             try:
                 await self.dispatcher.request("update_search_space", search_space=space)
             except DispatcherError as error:
-                if self.dispatcher.failure is not None:   # it ended: the loop ends the experiment
+                if error.fatal:   # it ended: the loop ends the experiment
                     raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
                 raise UpdateRefused(RefusalKind.INVALID, f"searchSpace: the tuner cannot use it, so the old search "
                                                           f"space stays: {error}") from None
