@@ -5,6 +5,7 @@ for each new trial and ``receive_trial_result`` / ``trial_end`` as trials finish
 """
 from __future__ import annotations
 
+import copy
 import enum
 import math
 from typing import Any
@@ -66,6 +67,21 @@ def extract_scalar_reward(value: Any) -> float:
             f"a final metric must be a number or a dict with a numeric 'default', got {value!r}"
         )
     return float(value)
+
+
+def search_space_refusal(tuner: Any, search_space: dict) -> str | None:
+    """What ``tuner``, built for this alone, says when it checks (a copy of) ``search_space``
+    (``Tuner.check_search_space``), or None if it takes it. Any exception counts, since it
+    would end the experiment if the running tuner raised it. A tuner not derived from
+    ``Tuner`` (an NNI custom tuner) is only given the space."""
+    check = getattr(tuner, "check_search_space", None) or tuner.update_search_space
+    try:
+        check(copy.deepcopy(search_space))
+    except Exception as error:   # the tuner's fault or the space's: refused either way
+        if isinstance(error, AlgorithmError):
+            return str(error)
+        return f"cannot use this search space ({type(error).__name__}: {error})"
+    return None
 
 
 def _first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:

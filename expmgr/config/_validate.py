@@ -67,20 +67,6 @@ _PARAMETERS_TRIED_ALONE = 100
 alone to name the one at fault (each try builds the tuner again)."""
 
 
-def _tuner_refusal(tuner: Any, space: dict[str, Any]) -> str | None:
-    """What ``tuner`` says when it checks (a copy of) ``space``, None if it takes it. Any
-    exception counts: an overflow in a tuner's draw would end the experiment."""
-    from expmgr.algorithms import AlgorithmError
-
-    try:
-        tuner.check_search_space(copy.deepcopy(space))
-    except Exception as error:   # the tuner's own fault or the space's: refused either way
-        if isinstance(error, AlgorithmError):
-            return str(error)
-        return f"cannot draw from this search space ({type(error).__name__}: {error})"
-    return None
-
-
 def _to_error(problem: Problem, config: ExperimentConfig) -> ConfigError:
     if problem.source is not None:
         return problem.source.error(problem)
@@ -163,17 +149,17 @@ class _Canonicalizer:
     def _check_tuner_space(self, spec: AlgorithmConfig, tuner: Any, space: dict[str, Any]) -> None:
         """The tuner takes the space and draws from it once (``Tuner.check_search_space``); if
         that fails, the refusal names the first top-level parameter it fails on alone."""
-        from expmgr.algorithms import create_tuner
+        from expmgr.algorithms import create_tuner, search_space_refusal
 
         assert spec.name is not None
-        said = _tuner_refusal(tuner, space)
+        said = search_space_refusal(tuner, space)
         if said is None:
             return
         path: tuple[PathSegment, ...] = (Key("search_space"),)
         if len(space) == 1:
             path += tuple(space)
         for name in list(space)[:_PARAMETERS_TRIED_ALONE] if len(space) > 1 else ():
-            alone = _tuner_refusal(create_tuner(spec.name, spec.class_args), {name: space[name]})
+            alone = search_space_refusal(create_tuner(spec.name, spec.class_args), {name: space[name]})
             if alone is not None:
                 path, said = path + (name,), alone
                 break

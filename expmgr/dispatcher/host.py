@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class
+from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class, search_space_refusal
 from expmgr.algorithms.assessor import AssessResult
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 from expmgr.dispatcher.protocol import FrameTooLarge, ProtocolError, read_frame, write_frame
@@ -46,17 +46,6 @@ def _build(spec: dict[str, Any] | None, create_builtin: Callable) -> Any:
 
 class SpaceRefused(Exception):
     """The tuner cannot use a new search space; it keeps the old one and the dispatcher goes on."""
-
-
-def _refusal(tuner: Any, space: dict[str, Any]) -> str | None:
-    """What ``tuner`` (built for this alone) raises when it checks ``space``, None if nothing.
-    A tuner not derived from ``Tuner`` (an NNI custom tuner) is only given the space."""
-    check = getattr(tuner, "check_search_space", None) or tuner.update_search_space
-    try:
-        check(copy.deepcopy(space))
-    except Exception as error:   # whatever it raises would have ended the experiment
-        return str(error) if isinstance(error, AlgorithmError) else f"{type(error).__name__}: {error}"
-    return None
 
 
 @dataclass
@@ -117,7 +106,7 @@ class DispatcherHost:
         if self.tuner is None:
             return
         space = message["search_space"]
-        said = _refusal(_build(self._tuner_spec, create_tuner), space)
+        said = search_space_refusal(_build(self._tuner_spec, create_tuner), space)
         if said is not None:
             raise SpaceRefused(said)
         self._take_back_ahead()
@@ -131,7 +120,7 @@ class DispatcherHost:
             if kept is None:
                 raise   # the tuner may be half-changed: the experiment cannot go on with it
             self.tuner = kept
-            raise SpaceRefused(f"{type(error).__name__}: {error}") from None
+            raise SpaceRefused(f"cannot use this search space ({type(error).__name__}: {error})") from None
 
     def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
         """Parameters for each id; stops early with ``no_more`` (never any more) or

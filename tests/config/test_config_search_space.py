@@ -287,4 +287,4 @@ def test_a_built_in_tuner_that_cannot_draw_refuses_the_space_at_load_naming_the_
     text = HEAD.replace("name: TPE", "name: Random").replace("searchSpace:\n", "searchSpaceFile: space.json\n")
     err = load_error(tmp_path / "config.yml", text)
     assert (err.file.name, err.line, err.field) == ("space.json", 1, "searchSpace.y"), str(err)
-    assert err.message == "tuner Random: cannot draw from this search space (OverflowError: math range error)"
+    assert err.message == "tuner Random: cannot use this search space (OverflowError: math range error)"

@@ -285,6 +285,7 @@ def test_a_tuner_that_raises_on_an_update_keeps_the_old_space_and_the_experiment
         # Refused by a tuner built afresh to check it; then by the running tuner itself.
         for name, said in (("bad", "ValueError: PickyTuner takes no parameter named bad"),
                            ("stale", "RuntimeError: PickyTuner cannot change to stale after it began")):
+            said = f"cannot use this search space ({said})"
             space = json.dumps({name: {"_type": "choice", "_value": [1]}})
             status, answer = put_raw(port, "SEARCH_SPACE", f'{{"params": {{"searchSpace": {space}}}}}')
             assert status == 400, answer
