@@ -288,3 +288,24 @@ def test_a_built_in_tuner_that_cannot_draw_refuses_the_space_at_load_naming_the_
     err = load_error(tmp_path / "config.yml", text)
     assert (err.file.name, err.line, err.field) == ("space.json", 1, "searchSpace.y"), str(err)
     assert err.message == "tuner Random: cannot use this search space (OverflowError: math range error)"
+
+
+@pytest.mark.parametrize("indent", [None, 2, "\t"])
+def test_a_json_file_is_located_as_ruamel_locates_it_without_parsing_it_again(indent) -> None:
+    """Positions in a JSON search-space file come from the json scanner (fast on a huge
+    file); they are those the ruamel document gave."""
+    from expmgr.config._errors import Key
+    from expmgr.config._loader import Source, parse_yaml
+
+    space = {"batch_size": {"_type": "choice", "_value": [16, 32, {"nested": [1, {"a": 2}]}]},
+             "m\u00e9": {"_type": "choice", "_value": [{"_name": "mlp", "hidden": {"_type": "randint",
+                                                                              "_value": [8, 64]}}, "linear"]},
+             "lr": {"_type": "uniform", "_value": [0.1, 0.01]}}
+    text = json.dumps(space, indent=indent)
+    fast, slow = Source(Path("s.json"), json_text=text), Source(Path("s.json"), parse_yaml(text, Path("s.json")))
+    paths = [(), ("lr",), ("lr", "_value"), ("lr", "_value", 1), ("lr", "_value", 5), ("nowhere",),
+             ("m\u00e9", "_value", 0, "hidden", "_value", 0), ("m\u00e9", "_value", 1),
+             ("batch_size", "_value", 2, "nested", 1, "a"), ("batch_size", "_type"), (Key("lr"), "_value")]
+    for path in paths:
+        for at_key in (False, True):
+            assert fast.locate(path, at_key) == slow.locate(path, at_key), (path, at_key)
