@@ -425,6 +425,28 @@ def sample(space: dict, rng: Draws) -> dict:
     return format_parameters(flat, specs)
 
 
+def check_each_draw(space: dict, seed: int = 0) -> None:
+    """Draw every parameter of ``space`` once, nested ones included, as the tuners' random
+    draws do (with ``make_stdlib_rng``: no numpy in the process that checks a config); raise
+    ``SpaceDrawError`` naming the first whose draw fails or is not a finite number."""
+    rng = make_stdlib_rng(seed)
+    for spec in parse_search_space(space):
+        try:
+            value = spec.sample(rng)
+        except Exception as error:   # an overflow, a bound numpy refuses: the space's fault
+            raise SpaceDrawError(spec.key, f"cannot draw from it ({type(error).__name__}: {error})") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpaceDrawError(spec.key, f"drew {value!r}, which is not a finite number")
+
+
+class SpaceDrawError(AlgorithmError):
+    """A parameter that cannot be drawn from; ``key`` is its flat key (see ``Key``)."""
+
+    def __init__(self, key: Key, message: str) -> None:
+        super().__init__(f"parameter {'.'.join(map(str, key))!r}: {message}")
+        self.key = key
+
+
 class NumpyDraws:
     """Mixed into a tuner that draws with numpy: ``self._rng`` is the Generator of the seed
     given to ``_keep_seed`` (checked there), made at its first use. So building the tuner,

@@ -67,6 +67,15 @@ _PARAMETERS_TRIED_ALONE = 100
 alone to name the one at fault (each try builds the tuner again)."""
 
 
+def _space_path(key: tuple) -> tuple[PathSegment, ...]:
+    """The config path of a parameter's flat key: ``("model", 0, "k")`` is
+    ``searchSpace.model._value[0].k``."""
+    path: list[PathSegment] = [Key("search_space"), key[0]]
+    for index, name in zip(key[1::2], key[2::2]):
+        path += ["_value", index, name]
+    return tuple(path)
+
+
 def _to_error(problem: Problem, config: ExperimentConfig) -> ConfigError:
     if problem.source is not None:
         return problem.source.error(problem)
@@ -150,8 +159,16 @@ class _Canonicalizer:
         """The tuner takes the space and draws from it once (``Tuner.check_search_space``); if
         that fails, the refusal names the first top-level parameter it fails on alone."""
         from expmgr.algorithms import create_tuner, search_space_refusal
+        from expmgr.algorithms.search_space import SpaceDrawError, check_each_draw
 
         assert spec.name is not None
+        try:
+            check_each_draw(space)
+        except SpaceDrawError as error:
+            problem = Problem(_space_path(error.key), f"tuner {spec.name}: {error}")
+            if self.space_source is not None:
+                problem.source, problem.skip = self.space_source, 1
+            raise problem from None
         said = search_space_refusal(tuner, space)
         if said is None:
             return

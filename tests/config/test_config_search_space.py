@@ -272,22 +272,50 @@ def test_spaces_near_the_overflow_limits_are_accepted_and_drawn_from(tmp_path: P
 def test_a_built_in_tuner_that_cannot_draw_refuses_the_space_at_load_naming_the_parameter(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the type rules do not foresee, the tuner's own draw finds (Tuner.check_search_space)."""
-    from expmgr.algorithms.search_space import ParameterSpec
+    from expmgr.algorithms import random_tuner
 
-    real_sample = ParameterSpec.sample
+    real_sample = random_tuner.sample
 
-    def sample(spec: ParameterSpec, rng):
-        if spec.name == "y":
+    def sample(space: dict, rng):
+        if "y" in space:
             raise OverflowError("math range error")
-        return real_sample(spec, rng)
+        return real_sample(space, rng)
 
-    monkeypatch.setattr(ParameterSpec, "sample", sample)
+    monkeypatch.setattr(random_tuner, "sample", sample)
     space = {"x": {"_type": "uniform", "_value": [0, 1]}, "y": {"_type": "uniform", "_value": [0, 1]}}
     (tmp_path / "space.json").write_text(json.dumps(space))
     text = HEAD.replace("name: TPE", "name: Random").replace("searchSpace:\n", "searchSpaceFile: space.json\n")
     err = load_error(tmp_path / "config.yml", text)
     assert (err.file.name, err.line, err.field) == ("space.json", 1, "searchSpace.y"), str(err)
     assert err.message == "tuner Random: cannot use this search space (OverflowError: math range error)"
+
+
+def test_every_parameter_is_drawn_once_at_load_nested_ones_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A parameter of an option the tuner's own draw may not choose is drawn too, and named
+    where it is written."""
+    from expmgr.algorithms.search_space import ParameterSpec
+
+    real_sample = ParameterSpec.sample
+
+    def sample(spec: ParameterSpec, rng):
+        if spec.name == "k":
+            raise OverflowError("math range error")
+        return real_sample(spec, rng)
+
+    monkeypatch.setattr(ParameterSpec, "sample", sample)
+    path = tmp_path / "config.yml"
+    text = HEAD + """\
+  model:
+    _type: choice
+    _value:
+      - _name: linear
+      - _name: cnn
+        k: {_type: uniform, _value: [0, 1]}
+"""
+    err = load_error(path, text)
+    assert (err.line, err.field) == (10, "searchSpace.model._value[1].k"), str(err)
+    assert err.message == ("tuner TPE: parameter 'model.1.k': cannot draw from it "
+                           "(OverflowError: math range error)")
 
 
 @pytest.mark.parametrize("indent", [None, 2, "\t"])
