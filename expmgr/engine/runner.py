@@ -465,8 +465,8 @@ class TrialRunner:
             except DispatcherError as error:
                 if error.fatal:   # it ended: the loop ends the experiment
                     raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
-                raise UpdateRefused(RefusalKind.INVALID, f"searchSpace: the tuner cannot use it, so the old search "
-                                                          f"space stays: {error}") from None
+                raise UpdateRefused(RefusalKind.INVALID,
+                                    f"searchSpace: {error}; the tuner keeps the old search space") from None
             # A tuner that had no more trials (a used-up grid) or waited may have new points now.
             self._no_more_trials = self._tuner_waiting = False
             # Made again from the config now: another field may have changed meanwhile.

@@ -289,10 +289,15 @@ def test_a_tuner_that_raises_on_an_update_keeps_the_old_space_and_the_experiment
             space = json.dumps({name: {"_type": "choice", "_value": [1]}})
             status, answer = put_raw(port, "SEARCH_SPACE", f'{{"params": {{"searchSpace": {space}}}}}')
             assert status == 400, answer
-            assert answer["error"] == f"searchSpace: the tuner cannot use it, so the old search space stays: {said}"
+            assert answer["error"] == f"searchSpace: {said}; the tuner keeps the old search space"
             assert get(port, "experiment")["params"]["searchSpace"] == SPACE
         with pytest.raises(ExperimentError, match="PickyTuner takes no parameter named bad"):
             experiment.update_search_space({"bad": {"_type": "choice", "_value": [1]}})
+        (tmp_path / "bad.json").write_text(json.dumps({"bad": {"_type": "choice", "_value": [1]}}))
+        env = {**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+        result = subprocess.run([sys.executable, "-m", "expmgr.cli", "update", experiment.id, "searchspace",
+                                 str(tmp_path / "bad.json")], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and "PickyTuner takes no parameter named bad" in result.stderr, result
         assert put_raw(port, "TRIAL_CONCURRENCY", '{"params": {"trialConcurrency": 2}}') == (200, {})
         wait_until(lambda: len(get(port, "trial-jobs")) == 2, what="a second trial, from the old space")
         drawn = [json.loads(t["hyperParameters"][0])["parameters"] for t in get(port, "trial-jobs")]
