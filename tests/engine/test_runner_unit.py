@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable, Iterable
 import pytest
 
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.engine.errors import UpdateRefused
+from expmgr.dispatcher.client import DispatcherError
+from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState, TrialState
@@ -95,6 +96,8 @@ class FakeDispatcher:
         self.told: list[tuple[str, dict[str, Any]]] = []
         self.exited = asyncio.Event()
         self.failure = None
+        self.refuse_spaces = False
+        """Answer ``update_search_space`` as a tuner refusing the space does (not fatal)."""
 
     async def start(self) -> None:
         pass
@@ -102,6 +105,8 @@ class FakeDispatcher:
     async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
         if cmd != "generate":
             self.told.append((cmd, fields))
+        if cmd == "update_search_space" and self.refuse_spaces:
+            raise DispatcherError("cannot use this search space (ValueError: no)", fatal=False)
         if cmd == "generate":
             return {"parameters": [{"parameters": self._parameters.pop(0)}] if self._parameters else []}
         return {}
@@ -344,3 +349,18 @@ def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_p
                                             "searchSpace": space}
 
     run_with(tmp_path, [{"x": 0}, {"x": 1}], test)
+
+
+def test_a_space_the_tuner_refuses_is_an_update_refused_and_the_config_keeps_the_old_one(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the first launch")
+        stored = h.store.profile().config
+        h.dispatcher.refuse_spaces = True
+        with pytest.raises(UpdateRefused, match=r"^searchSpace: cannot use this search space \(ValueError: no\); "
+                                                r"the tuner keeps the old search space$") as refused:
+            await h.runner.update_config("searchSpace", {"y": {"_type": "choice", "_value": [1]}})
+        assert refused.value.kind is RefusalKind.INVALID
+        assert h.runner.config.search_space == {"x": {"_type": "choice", "_value": [0]}}
+        assert h.store.profile().config == stored and h.runner.state == ExperimentState.RUNNING
+
+    run_with(tmp_path, [{"x": 0}, {"x": 0}], test)
