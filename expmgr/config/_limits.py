@@ -5,6 +5,8 @@ change made while the experiment runs (REST, ``expctl update``, ``Experiment.upd
 """
 from __future__ import annotations
 
+from expmgr.algorithms.search_space import SIGMAS_DRAWN   # the tuners' own bound, re-exported
+
 MAX_TRIAL_CONCURRENCY = 10_000
 MAX_TRIAL_NUMBER = 10**9
 MAX_TRIAL_RETRIES = 1_000
@@ -35,9 +37,9 @@ MAX_Q_STEPS = 2.0**53
 """Steps of q in a q type's range (``(high - low) / q``; for qnormal and qlognormal the range
 where values are drawn): beyond 2**53 the steps are not distinct floating-point numbers, and
 tuners that count or enumerate them overflow."""
-SIGMAS_DRAWN = 10
-"""Normal types are drawn from ``mu ± SIGMAS_DRAWN * sigma`` (a draw beyond it has odds below
-1e-22): that range, and ``exp`` of it for lognormal and qlognormal, must be finite numbers."""
+# SIGMAS_DRAWN (imported above): normal types are drawn from ``mu ± SIGMAS_DRAWN * sigma``
+# (tuners keep their draws there); that range, and ``exp`` of it for lognormal and qlognormal,
+# must be finite numbers.
 MAX_LOG_EXPONENT = 709.78
 """The largest x whose ``exp(x)`` is a finite 64-bit float (log(1.797e308) = 709.7827...)."""
 MAX_LOG_FILES_KEPT = 1_000
