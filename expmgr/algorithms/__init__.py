@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from expmgr.algorithms.assessor import AssessResult, Assessor
-from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError, Tuner
+from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError, Tuner, search_space_refusal
 
 # name -> "module:ClassName"; the modules are imported only when used, so the
 # config can check names without importing any algorithm.
@@ -92,6 +92,7 @@ __all__ = [
     "NNI_CLASS_NAMES",
     "NoMoreTrialError",
     "NoTrialYetError",
+    "search_space_refusal",
     "TUNER_ALIASES",
     "Tuner",
     "create_assessor",

@@ -29,7 +29,6 @@ Suggestions already handed out or imported are not repeated::
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,4 +128,4 @@ class AnnealTuner(NumpyDraws, SpaceTuner):
             half = 0.5 * (hi - lo) * shrink
             centre = min(max(centre, lo + half), hi - half)
             z = self._rng.uniform(centre - half, centre + half)
-        return spec.finish(math.exp(z) if spec.log else z)
+        return spec.from_model(z)

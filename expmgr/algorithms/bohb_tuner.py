@@ -204,7 +204,7 @@ def _from_unit(spec: ParameterSpec, u: float) -> float | int:
         low, high = spec.bounds()
         lo, hi = (math.log(low), math.log(high)) if spec.log else (low, high)
         z = lo + u * (hi - lo)
-    return spec.finish(math.exp(z) if spec.log else z)
+    return spec.from_model(z)
 
 
 @dataclass

@@ -27,7 +27,6 @@ out or imported are not suggested again::
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +147,7 @@ class EvolutionTuner(NumpyDraws, SpaceTuner):
         else:
             lo, hi = spec.model_bounds()
             z = _reflect(self._rng.normal(centre, LOCAL_STEP * (hi - lo)), lo, hi)
-        return spec.finish(math.exp(z) if spec.log else z)
+        return spec.from_model(z)
 
 
 def _reflect(z: float, lo: float, hi: float) -> float:

@@ -39,6 +39,10 @@ LOGNORMAL = "lognormal"
 QLOGNORMAL = "qlognormal"
 
 _TINY = 1e-300
+SIGMAS_DRAWN = 10
+"""Normal types are drawn within ``mu ± SIGMAS_DRAWN * sigma`` (beyond it a draw's odds are
+below 1e-22); the config refuses a space where that range, or ``exp`` of it for the log
+types, is not finite (expmgr.config._limits)."""
 
 _Q_TYPES = {QUNIFORM, QLOGUNIFORM, QNORMAL, QLOGNORMAL}
 _LOG_TYPES = {LOGUNIFORM, QLOGUNIFORM, LOGNORMAL, QLOGNORMAL}
@@ -161,6 +165,15 @@ class ParameterSpec:
             return math.log(max(float(value), self.q / 2 if self.q else _TINY))
         return float(value)
 
+    def from_model(self, z: float) -> float | int:
+        """The value of ``z`` in the model space (``to_model``'s inverse), finished: ``exp``
+        for log types. A normal type's ``z`` is kept within ``mu ± SIGMAS_DRAWN sigma``,
+        where the config lets values be drawn, so that ``exp`` never overflows."""
+        if self.normal:
+            reach = SIGMAS_DRAWN * self.sigma
+            z = min(max(z, self.mu - reach), self.mu + reach)
+        return self.finish(math.exp(z) if self.log else float(z))
+
     def is_active(self, flat: dict[Key, Any]) -> bool:
         """Whether this parameter exists given the choices already made in ``flat``."""
         return self.parent_key is None or flat.get(self.parent_key) == self.parent_index
@@ -191,7 +204,7 @@ class ParameterSpec:
         else:
             low, high = self.bounds()
             z = rng.uniform(low, high)
-        return self.finish(math.exp(z) if self.log else z)
+        return self.from_model(z)
 
     def index_of(self, value: Any) -> int:
         """The index of the choice option ``value`` (matched by ``_name`` for sub-spaces)."""
@@ -314,15 +327,17 @@ def grid_size(specs: list[ParameterSpec]) -> int:
             if spec.type == CHOICE:
                 count = sum(combinations(spec.key + (index,)) for index in range(len(spec.values)))
             else:
-                count = _grid_count(spec)
+                count = grid_count(spec)
             total = min(total * count, GRID_LIMIT + 1)
         return total
 
     return combinations(())
 
 
-def _grid_count(spec: ParameterSpec) -> int:
+def grid_count(spec: ParameterSpec) -> int:
     """How many values ``grid_values(spec)`` has at most, without listing them."""
+    if spec.type == CHOICE:
+        return len(spec.values)
     if spec.type == RANDINT:
         return int(spec.values[1]) - int(spec.values[0])
     if spec.type in (QUNIFORM, QLOGUNIFORM):
@@ -423,6 +438,28 @@ def sample(space: dict, rng: Draws) -> dict:
         if spec.is_active(flat):
             flat[spec.key] = spec.sample(rng)
     return format_parameters(flat, specs)
+
+
+def check_each_draw(space: dict, seed: int = 0) -> None:
+    """Draw every parameter of ``space`` once, nested ones included, as the tuners' random
+    draws do (with ``make_stdlib_rng``: no numpy in the process that checks a config); raise
+    ``SpaceDrawError`` naming the first whose draw fails or is not a finite number."""
+    rng = make_stdlib_rng(seed)
+    for spec in parse_search_space(space):
+        try:
+            value = spec.sample(rng)
+        except Exception as error:   # an overflow, a bound numpy refuses: the space's fault
+            raise SpaceDrawError(spec.key, f"cannot draw from it ({type(error).__name__}: {error})") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpaceDrawError(spec.key, f"drew {value!r}, which is not a finite number")
+
+
+class SpaceDrawError(AlgorithmError):
+    """A parameter that cannot be drawn from; ``key`` is its flat key (see ``Key``)."""
+
+    def __init__(self, key: Key, message: str) -> None:
+        super().__init__(f"parameter {'.'.join(map(str, key))!r}: {message}")
+        self.key = key
 
 
 class NumpyDraws:

@@ -151,7 +151,7 @@ class _NumericKernels:
             draws[outside] = rng.normal(mus[outside], sigmas[outside])
         draws = np.clip(draws, self.lo, self.hi)
         spec = self.spec
-        return [spec.finish(math.exp(z) if spec.log else float(z)) for z in draws]
+        return [spec.from_model(float(z)) for z in draws]
 
     def log_pdf(self, values: list[float]) -> np.ndarray:
         """log p(value) under each component, shape (candidates, components): a density, or for

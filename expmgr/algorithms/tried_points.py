@@ -20,6 +20,7 @@ from expmgr.algorithms.search_space import (
     ParameterSpec,
     deformat_parameters,
     format_parameters,
+    grid_count,
     grid_values,
 )
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, extract_scalar_reward
@@ -130,8 +131,8 @@ class TriedPoints:
             if spec.key in current or not spec.is_active(current):
                 yield from walk(i + 1)
                 return
-            if spec.type not in _FINITE_TYPES:
-                raise _Unlisted
+            if spec.type not in _FINITE_TYPES or grid_count(spec) > LISTING_LIMIT:
+                raise _Unlisted   # counted first: a q type's values are listed in full (2**53 of them at most)
             for value in grid_values(spec):
                 current[spec.key] = value
                 yield from walk(i + 1)

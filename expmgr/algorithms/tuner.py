@@ -5,7 +5,9 @@ for each new trial and ``receive_trial_result`` / ``trial_end`` as trials finish
 """
 from __future__ import annotations
 
+import copy
 import enum
+import math
 from typing import Any
 
 
@@ -67,6 +69,38 @@ def extract_scalar_reward(value: Any) -> float:
     return float(value)
 
 
+def search_space_refusal(tuner: Any, search_space: dict) -> str | None:
+    """What ``tuner``, built for this alone, says when it checks (a copy of) ``search_space``
+    (``Tuner.check_search_space``), or None if it takes it. Any exception counts, since it
+    would end the experiment if the running tuner raised it. A tuner not derived from
+    ``Tuner`` (an NNI custom tuner) is only given the space."""
+    check = getattr(tuner, "check_search_space", None) or tuner.update_search_space
+    try:
+        check(copy.deepcopy(search_space))
+    except Exception as error:   # the tuner's fault or the space's: refused either way
+        if isinstance(error, AlgorithmError):
+            return str(error)
+        return f"cannot use this search space ({type(error).__name__}: {error})"
+    return None
+
+
+def _first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """The first (dotted name, value) in ``value`` that is a NaN or an infinity, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _first_non_finite(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_non_finite(item, path)
+            if found is not None:
+                return found
+    return None
+
+
 TRIAL_CHECKPOINT_DIR = "${trial_checkpoint_dir}"
 """A parameter value the manager replaces, before storing the trial, with the new trial's
 checkpoint folder as the trial sees it (where ``expmgr.get_checkpoint_dir()`` points, holding
@@ -93,6 +127,24 @@ class Tuner:
     def update_search_space(self, search_space: dict) -> None:
         """Receive the (validated) search space; called before any ``generate_parameters``."""
         raise NotImplementedError(f"{type(self).__name__} must implement update_search_space")
+
+    def check_search_space(self, search_space: dict) -> None:
+        """Raise what using ``search_space`` would raise, before it is used: called on a tuner
+        built for the check alone (when the config is loaded, and on each search space
+        update), never on the one running. By default it takes the space and draws once
+        (``generate_parameters``), which draws every active parameter: a draw that overflows,
+        or a value that is not a finite JSON number, is an AlgorithmError. Waiting for trials
+        (``NoTrialYetError``) or an exhausted space (``NoMoreTrialError``) is no fault of the
+        space. A tuner whose draw is expensive may override it with a cheaper check."""
+        self.update_search_space(search_space)
+        try:
+            parameters = self.generate_parameters(0)
+        except (NoMoreTrialError, NoTrialYetError):
+            return
+        bad = _first_non_finite(parameters)
+        if bad is not None:
+            raise AlgorithmError(f"{type(self).__name__} drew {bad[1]!r} for parameter {bad[0]!r}, "
+                                 f"which is not a finite number")
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict:
         """Parameters for a new trial; raise ``NoMoreTrialError`` when there are no more."""

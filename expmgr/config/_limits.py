@@ -5,6 +5,8 @@ change made while the experiment runs (REST, ``expctl update``, ``Experiment.upd
 """
 from __future__ import annotations
 
+from expmgr.algorithms.search_space import SIGMAS_DRAWN   # the tuners' own bound, re-exported
+
 MAX_TRIAL_CONCURRENCY = 10_000
 MAX_TRIAL_NUMBER = 10**9
 MAX_TRIAL_RETRIES = 1_000
@@ -30,5 +32,14 @@ MAX_CHOICE_OPTIONS = 100_000
 MAX_NESTING = 16
 """Levels of choices nested in choices."""
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
-"""``randint`` bounds must fit a 64-bit integer, which tuners sample with."""
+"""``randint`` bounds must fit a 64-bit integer, which tuners sample with; so must ``upper - lower``."""
+MAX_Q_STEPS = 2.0**53
+"""Steps of q in a q type's range (``(high - low) / q``; for qnormal and qlognormal the range
+where values are drawn): beyond 2**53 the steps are not distinct floating-point numbers, and
+tuners that count or enumerate them overflow."""
+# SIGMAS_DRAWN (imported above): normal types are drawn from ``mu ± SIGMAS_DRAWN * sigma``
+# (tuners keep their draws there); that range, and ``exp`` of it for lognormal and qlognormal,
+# must be finite numbers.
+MAX_LOG_EXPONENT = 709.78
+"""The largest x whose ``exp(x)`` is a finite 64-bit float (log(1.797e308) = 709.7827...)."""
 MAX_LOG_FILES_KEPT = 1_000

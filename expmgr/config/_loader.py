@@ -5,6 +5,8 @@ A ``Source`` remembers the parsed document so that a field path such as
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +22,9 @@ class Source:
 
     file: Path
     doc: Any = None
+    json_text: str | None = None
+    """The text of a JSON file, located by ``_locate_json`` instead of a ruamel document (a
+    round-trip parse of a large JSON file, done only for positions, takes seconds)."""
     # top-level field values right after loading; a field changed since then is reported
     # without a file position
     snapshot: dict[str, Any] = field(default_factory=dict)
@@ -43,6 +48,8 @@ class Source:
         When the path leads to a mapping or list, or stops early (a missing key), the position
         is that of the last key found; with nothing found, the start of the document.
         """
+        if self.json_text is not None:
+            return _locate_json(self.json_text, path, at_key)
         node = self.doc
         if node is None or not hasattr(node, "lc"):
             return None, None
@@ -84,6 +91,62 @@ class Source:
 
 
 _MISSING = object()
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _locate_json(text: str, path: tuple[PathSegment, ...], at_key: bool) -> tuple[int | None, int | None]:
+    """``Source.locate`` in JSON text, walking it with the json module's own scanner: only
+    the containers on the path are read key by key; the values beside it are skipped whole
+    (``raw_decode``, at C speed)."""
+    decoder = json.JSONDecoder()
+
+    def skip(i: int) -> int:
+        return cast(re.Match, _JSON_SPACE.match(text, i)).end()
+
+    def line_of(i: int) -> int:
+        return text.count("\n", 0, i)
+
+    def after_item(i: int) -> int:
+        i = skip(decoder.raw_decode(text, i)[1])
+        return skip(i + 1) if text.startswith(",", i) else i
+
+    try:
+        pos = key_pos = skip(0)
+        for index, seg in enumerate(path):
+            last = index == len(path) - 1
+            if isinstance(seg, int) and not isinstance(seg, bool):
+                if not text.startswith("[", pos):
+                    pos = key_pos
+                    break
+                i, n = skip(pos + 1), 0
+                while not text.startswith("]", i) and n < seg:
+                    i, n = after_item(i), n + 1
+                if text.startswith("]", i):
+                    pos = key_pos
+                    break
+                key_pos = pos = i
+                continue
+            if not text.startswith("{", pos):
+                pos = key_pos
+                break
+            i, found = skip(pos + 1), None
+            while text.startswith('"', i):
+                key, after_key = json.decoder.scanstring(text, i + 1)   # type: ignore[attr-defined]
+                value_at = skip(skip(after_key) + 1)   # past the colon
+                if _find_key({key: None}, seg) is not _MISSING:
+                    found = (i, value_at)
+                    break
+                i = after_item(value_at)
+            if found is None:
+                pos = key_pos
+                break
+            key_pos = found[0]
+            pos = key_pos if at_key and last else found[1]
+            if text.startswith(("{", "["), pos) and line_of(pos) != line_of(key_pos):
+                pos = key_pos   # a block below its key: point at the key
+    except (ValueError, IndexError):   # cannot happen for text json.loads read; no position then
+        return None, None
+    return line_of(pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
 def _find_key(mapping: dict, seg: PathSegment) -> Any:
@@ -232,8 +295,6 @@ def type_name(node: Any) -> str:
 
 def read_search_space_file(real: Path) -> tuple[Any, Source]:
     """The content of a search-space file (.json as JSON, .yml/.yaml as YAML) and its Source."""
-    import json
-
     shown = display_path(real)
     try:
         text = read_text(real, "search space file", MAX_SEARCH_SPACE_BYTES)
@@ -253,11 +314,7 @@ def read_search_space_file(real: Path) -> tuple[Any, Source]:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"invalid JSON: {exc.msg}", file=shown, line=exc.lineno,
                               column=exc.colno) from None
-        try:   # JSON is YAML enough for positions; without them errors just name the file
-            doc = parse_yaml(text, shown)
-        except ConfigError:
-            doc = None
-        return value, Source(shown, doc)
+        return value, Source(shown, json_text=text)
     doc = parse_yaml(text, shown)
     if doc is None:
         raise ConfigError("search space file is empty", file=shown)

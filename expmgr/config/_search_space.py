@@ -10,7 +10,8 @@ from typing import Any
 
 from ._errors import ConfigError, PathSegment, Problem, format_path
 from ._keys import unknown_message
-from ._limits import INT64_MAX, INT64_MIN, MAX_CHOICE_OPTIONS, MAX_NESTING, MAX_PARAMETERS
+from ._limits import (INT64_MAX, INT64_MIN, MAX_CHOICE_OPTIONS, MAX_LOG_EXPONENT, MAX_NESTING, MAX_PARAMETERS,
+                      MAX_Q_STEPS, SIGMAS_DRAWN)
 
 # _type -> names of the _value items
 SEARCH_SPACE_TYPES: dict[str, tuple[str, ...]] = {
@@ -119,6 +120,40 @@ def _check_entry(entry: object, path: tuple[PathSegment, ...], count: _Count, de
         raise Problem(vpath + (1,), f"{kind} needs sigma > 0, got sigma = {args['sigma']!r}")
     if "q" in args and args["q"] <= 0:
         raise Problem(vpath + (len(names) - 1,), f"{kind} needs q > 0, got q = {args['q']!r}")
+    _check_reach(kind, args, value, vpath)
+
+
+def _check_reach(kind: str, args: dict[str, Any], value: list, vpath: tuple[PathSegment, ...]) -> None:
+    """What tuners compute from the values must stay a finite number: a randint's width an
+    int64 (numpy draws offsets below it), a normal type's draws within ``mu ± SIGMAS_DRAWN
+    sigma`` finite (for a log type, ``exp`` of them), a q type at most MAX_Q_STEPS steps."""
+    if kind == "randint":
+        if args["upper"] - args["lower"] > INT64_MAX:
+            raise Problem(vpath, f"randint: upper - lower must be at most {INT64_MAX} (a 64-bit integer, "
+                                 f"which tuners draw offsets with), got {_shown(value)}")
+        return
+    if "mu" in args:
+        mu, sigma = float(args["mu"]), float(args["sigma"])
+        low, high = mu - SIGMAS_DRAWN * sigma, mu + SIGMAS_DRAWN * sigma
+        if kind in ("lognormal", "qlognormal"):
+            if high > MAX_LOG_EXPONENT:
+                raise Problem(vpath, f"{kind}: exp(mu + {SIGMAS_DRAWN:g} sigma) overflows a floating-point "
+                                     f"number (mu + {SIGMAS_DRAWN:g} sigma = {high:g}, the most is "
+                                     f"{MAX_LOG_EXPONENT:.2f}); lower mu or sigma")
+            low, high = math.exp(low), math.exp(high)
+        elif not (math.isfinite(low) and math.isfinite(high)):
+            raise Problem(vpath, f"{kind}: mu ± {SIGMAS_DRAWN:g} sigma, where values are drawn, "
+                                 f"overflows a floating-point number; lower sigma")
+    else:
+        low, high = float(args["low"]), float(args["high"])
+    if "q" in args:
+        steps = (high - low) / float(args["q"])
+        if not steps <= MAX_Q_STEPS:
+            count = f"about {steps:.3g} steps" if math.isfinite(steps) else "more steps than a float can count"
+            raise Problem(vpath + (len(value) - 1,),
+                          f"{kind}: q = {args['q']!r} is too small for the range: {count}, "
+                          f"the most is {MAX_Q_STEPS:.3g} (2**53: finer steps are not distinct "
+                          f"floating-point numbers); raise q")
 
 
 def _check_choice(value: object, vpath: tuple[PathSegment, ...], count: _Count, depth: int) -> None:

@@ -62,6 +62,20 @@ def canonicalize(config: ExperimentConfig, *, with_strategy: bool = False) -> Ex
         raise _to_error(problem, config) from None
 
 
+_PARAMETERS_TRIED_ALONE = 100
+"""When a tuner refuses a search space, this many top-level parameters at most are tried
+alone to name the one at fault (each try builds the tuner again)."""
+
+
+def _space_path(key: tuple) -> tuple[PathSegment, ...]:
+    """The config path of a parameter's flat key: ``("model", 0, "k")`` is
+    ``searchSpace.model._value[0].k``."""
+    path: list[PathSegment] = [Key("search_space"), key[0]]
+    for index, name in zip(key[1::2], key[2::2]):
+        path += ["_value", index, name]
+    return tuple(path)
+
+
 def _to_error(problem: Problem, config: ExperimentConfig) -> ConfigError:
     if problem.source is not None:
         return problem.source.error(problem)
@@ -89,6 +103,8 @@ class _Canonicalizer:
         self.base = Path.cwd()
         self.style = "snake" if config._origin == "python" else "camel"
         self.read_from: str | None = None
+        self.space_source: Any = None
+        """The Source of a search space read from its own file (errors in it name that file)."""
 
     def run(self) -> ExperimentConfig:
         config = self.config
@@ -137,12 +153,37 @@ class _Canonicalizer:
             except AlgorithmError as error:
                 raise Problem(apath, str(error)) from None
             if kind == "tuner" and out.get("search_space") is not None:
-                try:
-                    algorithm.update_search_space(copy.deepcopy(out["search_space"]))
-                except (AlgorithmError, ValueError) as error:
-                    said = str(error)   # tuners' messages usually name them already
-                    raise Problem((Key("search_space"),),
-                                  said if said.startswith(spec.name) else f"{kind} {spec.name}: {said}") from None
+                self._check_tuner_space(spec, algorithm, out["search_space"])
+
+    def _check_tuner_space(self, spec: AlgorithmConfig, tuner: Any, space: dict[str, Any]) -> None:
+        """The tuner takes the space and draws from it once (``Tuner.check_search_space``); if
+        that fails, the refusal names the first top-level parameter it fails on alone."""
+        from expmgr.algorithms import create_tuner, search_space_refusal
+        from expmgr.algorithms.search_space import SpaceDrawError, check_each_draw
+
+        assert spec.name is not None
+        try:
+            check_each_draw(space)
+        except SpaceDrawError as error:
+            problem = Problem(_space_path(error.key), f"tuner {spec.name}: {error}")
+            if self.space_source is not None:
+                problem.source, problem.skip = self.space_source, 1
+            raise problem from None
+        said = search_space_refusal(tuner, space)
+        if said is None:
+            return
+        path: tuple[PathSegment, ...] = (Key("search_space"),)
+        if len(space) == 1:
+            path += tuple(space)
+        for name in list(space)[:_PARAMETERS_TRIED_ALONE] if len(space) > 1 else ():
+            alone = search_space_refusal(create_tuner(spec.name, spec.class_args), {name: space[name]})
+            if alone is not None:
+                path, said = path + (name,), alone
+                break
+        problem = Problem(path, said if said.startswith(spec.name) else f"tuner {spec.name}: {said}")
+        if self.space_source is not None:
+            problem.source, problem.skip = self.space_source, 1
+        raise problem
 
     def _check_argument_names(self, kind: str, spec: AlgorithmConfig, apath: tuple[PathSegment, ...]) -> None:
         from expmgr.algorithms import accepted_arguments, builtin_class
@@ -188,7 +229,7 @@ class _Canonicalizer:
         except Problem as problem:
             problem.source, problem.skip = source, 1
             raise
-        self.read_from = str(real)
+        self.read_from, self.space_source = str(real), source
         return {"search_space": space, "search_space_file": real}
 
     def _refuse_nni_only_tuner(self) -> None:

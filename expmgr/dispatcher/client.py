@@ -23,7 +23,12 @@ _TAIL_BYTES = 8000
 
 
 class DispatcherError(Exception):
-    """The dispatcher failed; ``str()`` holds its traceback when it sent one."""
+    """The dispatcher failed; ``str()`` holds its traceback when it sent one. ``fatal`` is
+    False for a request it refused and went on from (a search space its tuner cannot use)."""
+
+    def __init__(self, message: str, fatal: bool = True) -> None:
+        super().__init__(message)
+        self.fatal = fatal
 
 
 class DispatcherClient:
@@ -147,7 +152,7 @@ class DispatcherClient:
                     else:
                         self.refusals.append(str(reply["error"]))
                     if future is not None and not future.done():
-                        future.set_exception(DispatcherError(reply["error"]))
+                        future.set_exception(DispatcherError(reply["error"], fatal=reply.get("fatal", True)))
                 elif future is not None and not future.done():
                     future.set_result(reply)
         except asyncio.IncompleteReadError:

@@ -4,7 +4,8 @@ Each request is handled in order; an exception in the tuner or assessor is
 answered with its traceback and ends the process with status 1, since the
 experiment cannot go on without its tuner. A frame that cannot be used (too large,
 not JSON, an unknown command) is answered with an error marked ``"fatal": false``
-and the dispatcher goes on: it changed nothing.
+and the dispatcher goes on: it changed nothing. So is a search space update the tuner
+cannot use: the tuner keeps the old space (``SpaceRefused``).
 
 Asking ahead: right after it answered a ``generate``, the dispatcher computes the next
 parameters of a tuner that declares it harmless (``Tuner.ask_ahead_safe``: Random,
@@ -17,13 +18,14 @@ back to the tuner (``take_back``).
 """
 from __future__ import annotations
 
+import copy
 import logging
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class
+from expmgr.algorithms import create_assessor, create_tuner, instantiate, load_custom_class, search_space_refusal
 from expmgr.algorithms.assessor import AssessResult
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 from expmgr.dispatcher.protocol import FrameTooLarge, ProtocolError, read_frame, write_frame
@@ -40,6 +42,10 @@ def _build(spec: dict[str, Any] | None, create_builtin: Callable) -> Any:
         cls = load_custom_class(spec["className"], Path(code_directory) if code_directory else None)
         return instantiate(cls, class_args, f"className {spec['className']!r}")
     return create_builtin(spec["name"], class_args)
+
+
+class SpaceRefused(Exception):
+    """The tuner cannot use a new search space; it keeps the old one and the dispatcher goes on."""
 
 
 @dataclass
@@ -65,6 +71,8 @@ class DispatcherHost:
 
     def __init__(self) -> None:
         self.tuner: Any = None
+        self._tuner_spec: dict[str, Any] | None = None
+        """The tuner's config section, to build it again (a search space update is checked so)."""
         self.assessor: Any = None
         self._asks_ahead = False
         """Whether the tuner's class declares asking ahead harmless (its own ``ask_ahead_safe``)."""
@@ -79,7 +87,8 @@ class DispatcherHost:
         return handler(message) or {}
 
     def _cmd_initialize(self, message: dict[str, Any]) -> None:
-        self.tuner = _build(message.get("tuner"), create_tuner)
+        self._tuner_spec = message.get("tuner")
+        self.tuner = _build(self._tuner_spec, create_tuner)
         self.assessor = _build(message.get("assessor"), create_assessor)
         if self.tuner is not None:
             self.tuner.update_search_space(message["search_space"])
@@ -91,9 +100,27 @@ class DispatcherHost:
             _logger.info("assessor %s ready", type(self.assessor).__name__)
 
     def _cmd_update_search_space(self, message: dict[str, Any]) -> None:
-        if self.tuner is not None:
-            self._take_back_ahead()
-            self.tuner.update_search_space(message["search_space"])
+        """Take a new search space. A space the tuner cannot use is refused (``SpaceRefused``)
+        and the tuner keeps the old one: a tuner built afresh checks it first, and the
+        running tuner, should it still fail, is put back as it was (when it can be copied)."""
+        if self.tuner is None:
+            return
+        space = message["search_space"]
+        said = search_space_refusal(_build(self._tuner_spec, create_tuner), space)
+        if said is not None:
+            raise SpaceRefused(said)
+        self._take_back_ahead()
+        try:
+            kept = copy.deepcopy(self.tuner)
+        except Exception:   # a tuner holding what cannot be copied (a lock, a process) is not kept
+            kept = None
+        try:
+            self.tuner.update_search_space(space)
+        except Exception as error:
+            if kept is None:
+                raise   # the tuner may be half-changed: the experiment cannot go on with it
+            self.tuner = kept
+            raise SpaceRefused(f"cannot use this search space ({type(error).__name__}: {error})") from None
 
     def _cmd_generate(self, message: dict[str, Any]) -> dict[str, Any]:
         """Parameters for each id; stops early with ``no_more`` (never any more) or
@@ -185,7 +212,7 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
             return 0
         try:
             reply = host.handle(message)
-        except ProtocolError as error:
+        except (ProtocolError, SpaceRefused) as error:
             _refuse(channel_out, message.get("id"), error)
             continue
         except Exception:  # any failure of user or tuner code ends the experiment
@@ -202,7 +229,7 @@ def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         host.work_ahead()  # while the manager starts the trial it was given
 
 
-def _refuse(channel_out: BinaryIO, request_id: Any, error: ProtocolError) -> None:
+def _refuse(channel_out: BinaryIO, request_id: Any, error: ProtocolError | SpaceRefused) -> None:
     """Answer a frame that could not be used; nothing changed, so the dispatcher goes on."""
     _logger.error("refused a command (id %s): %s", request_id, error)
     write_frame(channel_out, {"id": request_id, "error": str(error), "fatal": False})

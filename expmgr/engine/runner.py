@@ -29,7 +29,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
@@ -182,6 +182,8 @@ class TrialRunner:
         self._ended: dict[TrialState, int] = {}
         self._progress = _BestResult(minimize=config.minimizes)
         self._wake = asyncio.Event()
+        self._space_updates = asyncio.Lock()
+        """Held while the dispatcher is asked to take a new search space."""
         self._stop_requested = False
         self._preempted = False
         self._no_more_trials = False
@@ -433,23 +435,51 @@ class TrialRunner:
 
     # -- changes while running (expctl update, trial kill) ---------------------------
 
-    def update_config(self, field: str, value: Any) -> None:
+    def update_config(self, field: str, value: Any) -> Awaitable[None] | None:
         """Change ``field`` (camelCase, one of UPDATABLE_FIELDS) to ``value``, validated as
-        in a config file; the loop acts on it at once. Raises UpdateRefused."""
+        in a config file; the loop acts on it at once. Raises UpdateRefused. A new search
+        space is the tuner's to accept too: then this returns an awaitable, done once the
+        dispatcher took it, that raises UpdateRefused if the tuner refused it (the old
+        space stays, the experiment goes on)."""
+        config = self._updated(field, value)
+        if field == "searchSpace" and self.dispatcher is not None and self.config.tuner is not None:
+            assert config.search_space is not None   # an update gives one
+            return self._update_search_space(config.search_space)
+        self._commit_update(field, config)
+        return None
+
+    def _updated(self, field: str, value: Any) -> ResolvedConfig:
+        """The config with ``field`` set to ``value``; UpdateRefused when it cannot be."""
         from expmgr.config import ConfigError
         if field not in UPDATABLE_FIELDS:
             raise UpdateRefused(RefusalKind.INVALID, f"{field}: cannot be changed while running; "
                                                       f"one of {', '.join(UPDATABLE_FIELDS)} can")
         self._refuse_unless_running()
         try:
-            self.config = self.config.with_update(field, value)
+            return self.config.with_update(field, value)
         except ConfigError as error:
             raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
-        new_value = getattr(self.config, UPDATABLE_FIELDS[field])
-        if field == "searchSpace" and self.dispatcher is not None and self.config.tuner is not None:
-            self.dispatcher.notify("update_search_space", search_space=new_value)
+
+    async def _update_search_space(self, space: dict[str, Any]) -> None:
+        """Tell the tuner the new (validated) space and wait for its answer; only a space it
+        took becomes the config's. One update at a time, so that they apply in order."""
+        assert self.dispatcher is not None
+        async with self._space_updates:
+            try:
+                await self.dispatcher.request("update_search_space", search_space=space)
+            except DispatcherError as error:
+                if error.fatal:   # it ended: the loop ends the experiment
+                    raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
+                raise UpdateRefused(RefusalKind.INVALID,
+                                    f"searchSpace: {error}; the tuner keeps the old search space") from None
             # A tuner that had no more trials (a used-up grid) or waited may have new points now.
             self._no_more_trials = self._tuner_waiting = False
+            # Made again from the config now: another field may have changed meanwhile.
+            self._commit_update("searchSpace", self._updated("searchSpace", space))
+
+    def _commit_update(self, field: str, config: ResolvedConfig) -> None:
+        self.config = config
+        new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
         if self.state == ExperimentState.NO_MORE_TRIAL and self._tuner_may_submit():

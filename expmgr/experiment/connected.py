@@ -77,7 +77,7 @@ class Connection:
                 return False
             time.sleep(0.1)
 
-    def change(self, method: Callable[..., None], *args: Any) -> None:
+    def change(self, method: Callable[..., object], *args: Any) -> None:
         """What ``method`` of its runner would do (kill a trial, update a field), through its REST API."""
         from expmgr.config import UPDATABLE_FIELDS
         try:

@@ -517,7 +517,7 @@ class Experiment(ExperimentQueries):
     def _update(self, field: str, value: Any) -> None:
         self._change(TrialRunner.update_config, field, value)
 
-    def _change(self, method: Callable[..., None], *args: Any) -> None:
+    def _change(self, method: Callable[..., object], *args: Any) -> None:
         if self._connected is not None:
             self._connected.change(method, *args)
             return

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import inspect
 import logging
 import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 import tornado.httpserver
 
@@ -252,9 +253,22 @@ class Manager:
 
         def run() -> None:
             try:
-                future.set_result(function(runner, *args))
+                result = function(runner, *args)
             except BaseException as error:  # handed to the calling thread
                 future.set_exception(error)
+                return
+            if inspect.isawaitable(result):   # a change the loop completes (a search space update)
+                asyncio.ensure_future(result).add_done_callback(_hand_over)
+            else:
+                future.set_result(result)
+
+        def _hand_over(task: asyncio.Future) -> None:
+            if task.cancelled():
+                future.set_exception(RuntimeError(f"experiment {self.exp_id} is not running"))
+            elif task.exception() is not None:
+                future.set_exception(cast(BaseException, task.exception()))
+            else:
+                future.set_result(task.result())
 
         try:
             loop.call_soon_threadsafe(run)

@@ -186,7 +186,10 @@ class ExperimentHandler(_Handler):
         params = body.get("params", body) if isinstance(body, dict) else None
         if not isinstance(params, dict) or field not in params:
             raise RequestError(RefusalKind.INVALID, f"body: expected a JSON object with params.{field}")
-        self.apply_change(lambda runner: runner.update_config(field, params[field]))
+        pending = self.writable_runner().update_config(field, params[field])
+        if pending is not None:   # a search space: answered once the tuner took it (or refused it)
+            await pending
+        self.send_json({})
 
 
 

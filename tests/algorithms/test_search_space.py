@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
@@ -116,3 +117,53 @@ def test_deformat_rejects_parameters_outside_the_space():
         deformat_parameters({"model": "transformer"}, specs)
     with pytest.raises(ValueError, match="'model.kernel' is missing"):
         deformat_parameters({"model": {"_name": "cnn", "lr": 0.1}}, specs)
+
+
+def test_a_normal_type_is_never_drawn_beyond_ten_sigma_so_exp_never_overflows():
+    from expmgr.algorithms.search_space import SIGMAS_DRAWN, ParameterSpec
+
+    spec = ParameterSpec(("x",), "qlognormal", [600, 10, 1])
+    assert spec.from_model(1e6) == spec.finish(math.exp(600 + SIGMAS_DRAWN * 10))
+    assert spec.from_model(-1e6) == spec.finish(math.exp(600 - SIGMAS_DRAWN * 10))
+    assert ParameterSpec(("x",), "normal", [0, 1]).from_model(-50.0) == -10.0
+
+
+@pytest.mark.parametrize("name", ["TPE", "Anneal", "Evolution", "BOHB"])
+def test_model_based_tuners_draw_a_lognormal_near_the_float_limit_without_overflow(name):
+    import logging
+
+    from expmgr.algorithms import NoMoreTrialError, create_tuner
+
+    logging.getLogger("nni.tuner").disabled = True   # repeats are expected here: q is huge
+    try:
+        for seed in range(5):
+            tuner = create_tuner(name, {"seed": seed, "optimize_mode": "maximize"})
+            tuner.update_search_space({"x": {"_type": "qlognormal", "_value": [600, 10, 1e300]}})
+            for parameter_id in range(12):
+                try:
+                    parameters = tuner.generate_parameters(parameter_id)
+                except NoMoreTrialError:   # few distinct values: an end, not a failure
+                    break
+                tuner.receive_trial_result(parameter_id, parameters, float(parameter_id % 3))
+                tuner.trial_end(parameter_id, True)
+    finally:
+        logging.getLogger("nni.tuner").disabled = False
+
+
+def test_a_q_type_with_more_values_than_a_listing_takes_is_never_listed(monkeypatch: pytest.MonkeyPatch):
+    """Tried points list the untried ones only in a space small enough; a q type's values are
+    counted before (listing the 2**53 values the config allows took all memory)."""
+    from expmgr.algorithms import tried_points
+    from expmgr.algorithms.search_space import parse_search_space
+
+    real = tried_points.grid_values
+
+    def grid_values(spec):
+        assert tried_points.grid_count(spec) <= tried_points.LISTING_LIMIT, f"{spec.key} listed in full"
+        return real(spec)
+
+    monkeypatch.setattr(tried_points, "grid_values", grid_values)
+    tried = tried_points.TriedPoints("test")
+    tried.update_search_space(parse_search_space({"x": {"_type": "quniform", "_value": [0, 1e7, 1]}}))
+    tried.add({"x": 3.0})
+    assert not tried.exhausted({})

@@ -135,7 +135,7 @@ def test_experiment_working_directory_that_is_a_file_is_refused_at_its_line(tmp_
     ("working directory is a file", BASE + "experimentWorkingDirectory: trial.py\n", None, "config.yml:7:29"),
     ("randint beyond int64", BASE, {"x": {"_type": "randint", "_value": [0, 2**64]}}, "space.json:1:42"),
     ("huge grid", BASE.replace("name: Random", "name: GridSearch"),
-     {"x": {"_type": "randint", "_value": [0, 10**12]}}, "config.yml:1:1"),
+     {"x": {"_type": "randint", "_value": [0, 10**12]}}, "space.json:1:7"),
 ])
 def test_expctl_create_refuses_each_with_file_line_column_exit_2_and_nothing_on_disk(tmp_path: Path, name, config,
                                                                                        space, where):

@@ -50,7 +50,7 @@ def test_gp_without_scikit_learn_is_a_config_error_saying_what_to_install(tmp_pa
 @needs_sklearn
 def test_a_search_space_type_metis_does_not_take_is_an_error_naming_the_parameter(tmp_path: Path):
     err = load_error(tmp_path / "config.yml", good_with("  name: TPE", "  name: Metis"))
-    assert err.field == "searchSpace" and "parameter 'lr' has type 'loguniform'" in err.message, str(err)
+    assert err.field == "searchSpace.lr" and "parameter 'lr' has type 'loguniform'" in err.message, str(err)
     make({"name": "GP"}, {"lr": {"_type": "loguniform", "_value": [1e-4, 0.1]}}).canonical()   # GP takes it
 
 

@@ -219,3 +219,121 @@ def test_validate_search_space_raises_with_field_prefix() -> None:
 def test_validate_search_space_rejects_non_mapping() -> None:
     with pytest.raises(ConfigError, match="expected a mapping"):
         validate_search_space([{"_type": "choice"}])
+
+
+# The issue-21 probes: spaces the type rules took, whose draws then ended the experiment.
+# (entry, field below searchSpace.x, message fragment)
+OVERFLOWING = {
+    "quniform_q_tiny_for_its_range": ("{_type: quniform, _value: [0, 1.0e+300, 1.0e-300]}", "_value[2]",
+                                      "q = 1e-300 is too small for the range"),
+    "qloguniform_q_tiny_for_its_range": ("{_type: qloguniform, _value: [1.0e-300, 1.0e+300, 1.0e-300]}", "_value[2]",
+                                         "q = 1e-300 is too small for the range"),
+    "qnormal_q_tiny_for_its_sigma": ("{_type: qnormal, _value: [0, 1, 1.0e-300]}", "_value[2]",
+                                     "too small for the range"),
+    "qlognormal_exp_overflows": ("{_type: qlognormal, _value: [700, 10, 1]}", "_value",
+                                 "exp(mu + 10 sigma) overflows a floating-point number"),
+    "lognormal_exp_overflows": ("{_type: lognormal, _value: [700, 10]}", "_value",
+                                "exp(mu + 10 sigma) overflows a floating-point number"),
+    "normal_sigma_beyond_floats": ("{_type: normal, _value: [0, 1.0e+308]}", "_value",
+                                   "mu ± 10 sigma, where values are drawn, overflows"),
+    "randint_full_int64": ("{_type: randint, _value: [-9223372036854775808, 9223372036854775807]}", "_value",
+                           "upper - lower must be at most 9223372036854775807"),
+}
+
+
+@pytest.mark.parametrize("tuner", ["TPE", "Random", "GridSearch", "Evolution"])
+@pytest.mark.parametrize("entry,subfield,fragment", OVERFLOWING.values(), ids=OVERFLOWING.keys())
+def test_a_space_whose_draws_overflow_is_refused_at_load_naming_the_parameter(
+        tmp_path: Path, tuner: str, entry: str, subfield: str, fragment: str) -> None:
+    path = tmp_path / "config.yml"
+    text = HEAD.replace("name: TPE", f"name: {tuner}") + f"  x: {entry}\n"
+    err = load_error(path, text)
+    assert (err.file, err.line, err.field) == (path, 5, f"searchSpace.x.{subfield}"), str(err)
+    assert fragment in err.message, str(err)
+
+
+def test_spaces_near_the_overflow_limits_are_accepted_and_drawn_from(tmp_path: Path) -> None:
+    from expmgr.algorithms import create_tuner
+
+    space = {
+        "q": {"_type": "quniform", "_value": [0, 1e6, 1e-9]},
+        "ln": {"_type": "lognormal", "_value": [600, 10]},
+        "n": {"_type": "normal", "_value": [0, 1e306]},
+        "r": {"_type": "randint", "_value": [0, 2**63 - 1]},
+    }
+    validate_search_space(space)
+    for name in ("TPE", "Random", "Evolution", "Anneal"):
+        tuner = create_tuner(name, {"seed": 1})
+        tuner.update_search_space(space)
+        for parameter_id in range(5):
+            json.dumps(tuner.generate_parameters(parameter_id), allow_nan=False)
+
+
+def test_a_built_in_tuner_that_cannot_draw_refuses_the_space_at_load_naming_the_parameter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the type rules do not foresee, the tuner's own draw finds (Tuner.check_search_space)."""
+    from expmgr.algorithms import random_tuner
+
+    real_sample = random_tuner.sample
+
+    def sample(space: dict, rng):
+        if "y" in space:
+            raise OverflowError("math range error")
+        return real_sample(space, rng)
+
+    monkeypatch.setattr(random_tuner, "sample", sample)
+    space = {"x": {"_type": "uniform", "_value": [0, 1]}, "y": {"_type": "uniform", "_value": [0, 1]}}
+    (tmp_path / "space.json").write_text(json.dumps(space))
+    text = HEAD.replace("name: TPE", "name: Random").replace("searchSpace:\n", "searchSpaceFile: space.json\n")
+    err = load_error(tmp_path / "config.yml", text)
+    assert (err.file.name, err.line, err.field) == ("space.json", 1, "searchSpace.y"), str(err)
+    assert err.message == "tuner Random: cannot use this search space (OverflowError: math range error)"
+
+
+def test_every_parameter_is_drawn_once_at_load_nested_ones_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A parameter of an option the tuner's own draw may not choose is drawn too, and named
+    where it is written."""
+    from expmgr.algorithms.search_space import ParameterSpec
+
+    real_sample = ParameterSpec.sample
+
+    def sample(spec: ParameterSpec, rng):
+        if spec.name == "k":
+            raise OverflowError("math range error")
+        return real_sample(spec, rng)
+
+    monkeypatch.setattr(ParameterSpec, "sample", sample)
+    path = tmp_path / "config.yml"
+    text = HEAD + """\
+  model:
+    _type: choice
+    _value:
+      - _name: linear
+      - _name: cnn
+        k: {_type: uniform, _value: [0, 1]}
+"""
+    err = load_error(path, text)
+    assert (err.line, err.field) == (10, "searchSpace.model._value[1].k"), str(err)
+    assert err.message == ("tuner TPE: parameter 'model.1.k': cannot draw from it "
+                           "(OverflowError: math range error)")
+
+
+@pytest.mark.parametrize("indent", [None, 2, "\t"])
+def test_a_json_file_is_located_as_ruamel_locates_it_without_parsing_it_again(indent) -> None:
+    """Positions in a JSON search-space file come from the json scanner (fast on a huge
+    file); they are those the ruamel document gave."""
+    from expmgr.config._errors import Key
+    from expmgr.config._loader import Source, parse_yaml
+
+    space = {"batch_size": {"_type": "choice", "_value": [16, 32, {"nested": [1, {"a": 2}]}]},
+             "m\u00e9": {"_type": "choice", "_value": [{"_name": "mlp", "hidden": {"_type": "randint",
+                                                                              "_value": [8, 64]}}, "linear"]},
+             "lr": {"_type": "uniform", "_value": [0.1, 0.01]}}
+    text = json.dumps(space, indent=indent)
+    fast, slow = Source(Path("s.json"), json_text=text), Source(Path("s.json"), parse_yaml(text, Path("s.json")))
+    paths = [(), ("lr",), ("lr", "_value"), ("lr", "_value", 1), ("lr", "_value", 5), ("nowhere",),
+             ("m\u00e9", "_value", 0, "hidden", "_value", 0), ("m\u00e9", "_value", 1),
+             ("batch_size", "_value", 2, "nested", 1, "a"), ("batch_size", "_type"), (Key("lr"), "_value")]
+    for path in paths:
+        for at_key in (False, True):
+            assert fast.locate(path, at_key) == slow.locate(path, at_key), (path, at_key)

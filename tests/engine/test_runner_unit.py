@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable, Iterable
 import pytest
 
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.engine.errors import UpdateRefused
+from expmgr.dispatcher.client import DispatcherError
+from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState, TrialState
@@ -103,11 +104,17 @@ class FakeDispatcher:
         self.told: list[tuple[str, dict[str, Any]]] = []
         self.exited = asyncio.Event()
         self.failure = None
+        self.refuse_spaces = False
+        """Answer ``update_search_space`` as a tuner refusing the space does (not fatal)."""
 
     async def start(self) -> None:
         pass
 
     async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        if cmd != "generate":
+            self.told.append((cmd, fields))
+        if cmd == "update_search_space" and self.refuse_spaces:
+            raise DispatcherError("cannot use this search space (ValueError: no)", fatal=False)
         if cmd == "generate":
             return {"parameters": [{"parameters": self._parameters.pop(0)}] if self._parameters else []}
         return {}
@@ -431,9 +438,24 @@ def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_p
         h.runner.update_config("maxExperimentDuration", "1h")
         assert h.runner.config.max_experiment_duration == 3600.0
         space = {"x": {"_type": "choice", "_value": [0, 1, 2]}}
-        h.runner.update_config("searchSpace", space)
+        await h.runner.update_config("searchSpace", space)
         assert ("update_search_space", {"search_space": space}) in h.dispatcher.told
         assert h.store.profile().config == {**stored, "trialConcurrency": 2, "maxExperimentDuration": 3600.0,
                                             "searchSpace": space}
 
     run_with(tmp_path, [{"x": 0}, {"x": 1}], test)
+
+
+def test_a_space_the_tuner_refuses_is_an_update_refused_and_the_config_keeps_the_old_one(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: len(h.service.launched) == 1, "the first launch")
+        stored = h.store.profile().config
+        h.dispatcher.refuse_spaces = True
+        with pytest.raises(UpdateRefused, match=r"^searchSpace: cannot use this search space \(ValueError: no\); "
+                                                r"the tuner keeps the old search space$") as refused:
+            await h.runner.update_config("searchSpace", {"y": {"_type": "choice", "_value": [1]}})
+        assert refused.value.kind is RefusalKind.INVALID
+        assert h.runner.config.search_space == {"x": {"_type": "choice", "_value": [0]}}
+        assert h.store.profile().config == stored and h.runner.state == ExperimentState.RUNNING
+
+    run_with(tmp_path, [{"x": 0}, {"x": 0}], test)

@@ -65,7 +65,7 @@ NONSENSE = [
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "randint", "_value": [0, 100000000000000000000000]}}',
      "searchSpace.x._value[1]: randint bounds must fit a 64-bit integer"),
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "randint", "_value": [0, 10000000]}}',
-     "searchSpace: GridSearch tuner: the grid has more than 1,000,000 combinations"),
+     "searchSpace.x: GridSearch tuner: the grid has more than 1,000,000 combinations"),
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "uniform", "_value": [0, 1e999]}}',
      "searchSpace.x._value[1]: uniform needs finite numbers"),
 ]
@@ -207,5 +207,104 @@ def test_a_used_up_grid_given_a_new_search_space_runs_its_new_points(tmp_path: P
         assert experiment.wait(60)
         finals = sorted(json.loads(t["finalMetricData"][0]["data"]) for t in get(port, "trial-jobs"))
         assert finals == ["1", "2"]  # NNI sends the value as JSON text inside the JSON string
+    finally:
+        experiment.stop()
+
+
+# The issue-21 probes: each was answered 200 and the experiment was in ERROR 2 s later.
+OVERFLOWING = [
+    ('{"x": {"_type": "quniform", "_value": [0, 1e300, 1e-300]}}', "searchSpace.x._value[2]: quniform: q = 1e-300"),
+    ('{"x": {"_type": "qlognormal", "_value": [700, 10, 1]}}', "searchSpace.x._value: qlognormal: exp(mu + 10 sigma)"),
+    ('{"x": {"_type": "randint", "_value": [-9223372036854775808, 9223372036854775807]}}',
+     "searchSpace.x._value: randint: upper - lower must be at most"),
+]
+
+
+@pytest.mark.parametrize("tuner", ["Random", "TPE", "Evolution"])
+def test_a_space_whose_draws_overflow_is_a_400_and_the_experiment_runs_on(tmp_path: Path, code_dir: Path,
+                                                                           tuner: str):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    experiment = Experiment(ExperimentConfig(
+        search_space=SPACE, trial_command="python3 trial.py", trial_code_directory=code_dir,
+        trial_concurrency=1, max_trial_number=None, tuner={"name": tuner}, trial_grace_period=1,
+        experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        port = experiment.port
+        wait_until(lambda: [t["status"] for t in get(port, "trial-jobs")] == ["RUNNING"], what="the first trial")
+        for space, message in OVERFLOWING:
+            status, answer = put_raw(port, "SEARCH_SPACE", f'{{"params": {{"searchSpace": {space}}}}}')
+            assert (status, answer["error"].startswith(message)) == (400, True), (space, answer)
+        assert put_raw(port, "TRIAL_CONCURRENCY", '{"params": {"trialConcurrency": 2}}') == (200, {})
+        wait_until(lambda: [t["status"] for t in get(port, "trial-jobs")] == ["RUNNING", "RUNNING"],
+                   what="a second trial: the tuner still works")
+        profile = get(port, "experiment")
+        assert profile["status"] == "RUNNING" and profile["params"]["searchSpace"] == SPACE
+    finally:
+        experiment.stop()
+
+
+PICKY_TUNER = """
+    from expmgr.algorithms import Tuner
+
+    class PickyTuner(Tuner):
+        '''Refuses a space with a parameter "bad" always, one with "stale" once it has generated.'''
+
+        def __init__(self):
+            self.generated = 0
+
+        def update_search_space(self, search_space):
+            if "bad" in search_space:
+                raise ValueError("PickyTuner takes no parameter named bad")
+            if "stale" in search_space and self.generated:
+                raise RuntimeError("PickyTuner cannot change to stale after it began")
+            self.space = search_space
+
+        def generate_parameters(self, parameter_id, **kwargs):
+            self.generated += 1
+            return {name: parameter_id for name in self.space}
+
+        def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
+            pass
+"""
+
+
+def test_a_tuner_that_raises_on_an_update_keeps_the_old_space_and_the_experiment_runs(tmp_path: Path,
+                                                                                       code_dir: Path):
+    write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
+    write_script(code_dir, "picky.py", PICKY_TUNER)
+    experiment = Experiment(ExperimentConfig(
+        search_space=SPACE, trial_command="python3 trial.py", trial_code_directory=code_dir,
+        trial_concurrency=1, max_trial_number=None, trial_grace_period=1,
+        tuner={"className": "picky.PickyTuner", "codeDirectory": str(code_dir)},
+        experiment_working_directory=tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        port = experiment.port
+        wait_until(lambda: [t["status"] for t in get(port, "trial-jobs")] == ["RUNNING"], what="the first trial")
+        # Refused by a tuner built afresh to check it; then by the running tuner itself.
+        for name, said in (("bad", "ValueError: PickyTuner takes no parameter named bad"),
+                           ("stale", "RuntimeError: PickyTuner cannot change to stale after it began")):
+            said = f"cannot use this search space ({said})"
+            space = json.dumps({name: {"_type": "choice", "_value": [1]}})
+            status, answer = put_raw(port, "SEARCH_SPACE", f'{{"params": {{"searchSpace": {space}}}}}')
+            assert status == 400, answer
+            assert answer["error"] == f"searchSpace: {said}; the tuner keeps the old search space"
+            assert get(port, "experiment")["params"]["searchSpace"] == SPACE
+        with pytest.raises(ExperimentError, match="PickyTuner takes no parameter named bad"):
+            experiment.update_search_space({"bad": {"_type": "choice", "_value": [1]}})
+        (tmp_path / "bad.json").write_text(json.dumps({"bad": {"_type": "choice", "_value": [1]}}))
+        env = {**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+        result = subprocess.run([sys.executable, "-m", "expmgr.cli", "update", experiment.id, "searchspace",
+                                 str(tmp_path / "bad.json")], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0 and "PickyTuner takes no parameter named bad" in result.stderr, result
+        assert put_raw(port, "TRIAL_CONCURRENCY", '{"params": {"trialConcurrency": 2}}') == (200, {})
+        wait_until(lambda: len(get(port, "trial-jobs")) == 2, what="a second trial, from the old space")
+        drawn = [json.loads(t["hyperParameters"][0])["parameters"] for t in get(port, "trial-jobs")]
+        assert sorted(drawn, key=str) == [{"x": 0}, {"x": 1}], drawn
+        assert get(port, "experiment")["status"] == "RUNNING"
+        good = {"y": {"_type": "choice", "_value": [1]}}
+        experiment.update_search_space(good)
+        assert get(port, "experiment")["params"]["searchSpace"] == good
     finally:
         experiment.stop()
