@@ -270,8 +270,6 @@ def test_a_flood_of_idle_and_slow_connections_leaves_the_trials_their_descriptor
                    == TRIALS, timeout=300, what="every trial ended")
         states = _trial_states(database)
         assert states == ["SUCCEEDED"] * TRIALS, (states, experiment_log.read_text()[-3000:])
-        assert stalled is None, f"the server stopped accepting after {len(held)} connections: {stalled}"
-        assert kept <= cap and files < DAEMON_FILES, (kept, files)
         # The held connections are still open on the test's side; the server answers once
         # places are free (at the latest when the header timeout closed the held ones).
         wait_until(lambda: _check_status(port), timeout=180, what="check-status answered")
@@ -282,7 +280,9 @@ def test_a_flood_of_idle_and_slow_connections_leaves_the_trials_their_descriptor
         text = daemon_log.read_text() + experiment_log.read_text()
         assert "Too many open files" not in text
         assert grown[0] + grown[1] < 20 * TRIALS, f"{grown} lines for {len(held)} connections"
-        assert text.count("refused") <= 10
+        assert 1 <= text.count("refused") <= 10
+        assert stalled is None, f"the server stopped accepting after {len(held)} connections: {stalled}"
+        assert kept <= cap and files < DAEMON_FILES, (kept, files)
     finally:
         for sock in held:
             sock.close()
