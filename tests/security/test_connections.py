@@ -221,11 +221,13 @@ def _server_connections(pid: int, port: int) -> int:
                if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED)
 
 
-def _check_status(port: int) -> bool:
+def _check_status(port: int) -> str | None:
+    """The experiment's status by ``GET check-status``; None when no answer came."""
     try:
-        return rest_call(port, "GET", "check-status")[0] == 200
+        status, answer = rest_call(port, "GET", "check-status")
     except (urllib.error.URLError, OSError):
-        return False
+        return None
+    return answer["status"] if status == 200 and isinstance(answer, dict) else None
 
 
 def test_a_flood_of_idle_and_slow_connections_leaves_the_trials_their_descriptors(tmp_path: Path, many_files):
@@ -272,7 +274,7 @@ def test_a_flood_of_idle_and_slow_connections_leaves_the_trials_their_descriptor
         assert states == ["SUCCEEDED"] * TRIALS, (states, experiment_log.read_text()[-3000:])
         # The held connections are still open on the test's side; the server answers once
         # places are free (at the latest when the header timeout closed the held ones).
-        wait_until(lambda: _check_status(port), timeout=180, what="check-status answered")
+        wait_until(lambda: _check_status(port) == "DONE", timeout=180, what="check-status answered DONE")
         process.send_signal(signal.SIGTERM)
         process.wait(120)
         assert process.returncode == 0, daemon_log.read_text()[-3000:]
