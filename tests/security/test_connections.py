@@ -5,9 +5,6 @@ after its header timeout, and logs refusals once in a while, not once each."""
 from __future__ import annotations
 
 import asyncio
-import errno
-import logging
-import os
 import resource
 import select
 import signal
@@ -23,7 +20,6 @@ from typing import Iterator
 import psutil
 import pytest
 import tornado.httpserver
-import tornado.ioloop
 import tornado.netutil
 import tornado.web
 
@@ -294,57 +290,56 @@ def test_a_flood_of_idle_and_slow_connections_leaves_the_trials_their_descriptor
         output.close()
 
 
-CLIENTS = """
-import socket, sys
-port, count = int(sys.argv[1]), int(sys.argv[2])
-sys.stdin.readline()
-held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(count)]
-print(len(held), flush=True)
-sys.stdin.read()
+SMALL_SERVER = """
+import asyncio, logging, resource, sys
+import tornado.httpserver, tornado.netutil, tornado.web
+from expmgr.server.connections import Listener
+from expmgr.server.guard import Guard, GuardedApplication, ServerLimits, allowed_hosts
+
+class Hello(tornado.web.RequestHandler):
+    def get(self):
+        self.write({"hello": True})
+
+async def main():
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    guard = Guard(allowed_hosts([s.getsockname()[:2] for s in sockets]), ServerLimits(header_timeout=3600))
+    server = tornado.httpserver.HTTPServer(GuardedApplication([("/", Hello)], guard), **guard.server_settings())
+    Listener(server, sockets, 10_000).start()  # no cap: the descriptors run out first
+    print(sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
 """
 
 
-def test_running_out_of_descriptors_pauses_accepting_without_a_log_line_per_try():
+def test_running_out_of_descriptors_pauses_accepting_without_a_log_line_per_try(tmp_path: Path):
     """Accepting with no descriptor left (EMFILE) is logged once and retried a while later,
     not in a loop on the still-readable socket; the waiting connections are taken once
-    descriptors are free again."""
-    server = _Server(ServerLimits(header_timeout=3600), cap=10_000)
-    records: list[str] = []
-
-    class Records(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record.getMessage())
-
-    handler = Records()
-    connections._log.addHandler(handler)
-    # The clients are another process's, so that only the server runs out of descriptors here.
-    clients = subprocess.Popen([sys.executable, "-c", CLIENTS, str(server.port), "30"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    spare: list[int] = []
+    descriptors are free again. The server is a process of its own with 64 descriptors."""
+    log = tmp_path / "server.log"
+    with open(log, "w") as stderr:
+        server = subprocess.Popen([sys.executable, "-c", SMALL_SERVER], stdout=subprocess.PIPE, stderr=stderr,
+                                  text=True)
+    held: list[socket.socket] = []
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (psutil.Process().num_fds() + 64, hard))
-        try:
-            with open(os.devnull) as null:
-                while True:  # every descriptor taken
-                    try:
-                        spare.append(os.dup(null.fileno()))
-                    except OSError as error:
-                        assert error.errno == errno.EMFILE
-                        break
-            assert clients.stdin is not None and clients.stdout is not None
-            clients.stdin.write("go\n")
-            clients.stdin.flush()
-            assert clients.stdout.readline().strip() == "30"  # in the server's backlog
-            wait_until(lambda: any("could not accept" in r for r in records), what="the EMFILE logged")
-        finally:
-            for fd in spare:
-                os.close(fd)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        wait_until(lambda: server.listener.open_connections == 30, what="the waiting connections accepted")
-        assert sum("could not accept" in r for r in records) == 1, records
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        held += [_connect(port) for _ in range(100)]  # more than 64: the last ones wait in the backlog
+        wait_until(lambda: "Too many open files" in log.read_text(), what="the EMFILE logged")
+        for sock in held[:60]:
+            sock.close()
+        wait_until(lambda: _answered(port), what="an answer once descriptors are free")
+        assert server.poll() is None
+        server.terminate()
+        server.wait(30)
+        text = log.read_text()
+        assert text.count("Too many open files") == 1, f"{len(text)} characters of log, ending: {text[-1500:]}"
+        assert text.count("could not accept") == 1
     finally:
-        connections._log.removeHandler(handler)
-        clients.kill()
-        clients.communicate()
-        server.close()
+        for sock in held:
+            sock.close()
+        if server.poll() is None:
+            server.kill()
+        server.communicate()
