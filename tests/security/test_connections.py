@@ -243,6 +243,7 @@ def test_a_flood_of_idle_and_slow_connections_leaves_the_trials_their_descriptor
         wait_until(lambda: (home / "registry.sqlite").exists() and Registry(home).entries()
                    and Registry(home).entries()[0].port, timeout=120, what="the experiment listed with its port")
         port = Registry(home).entries()[0].port
+        assert port is not None
         database = next(home.glob("*/db/experiment.sqlite"))
         experiment_log = next(home.glob("*/logs/experiment.log"))
         wait_until(lambda: _trial_states(database).count("RUNNING") == 4, timeout=120, what="4 running trials")
