@@ -16,7 +16,6 @@ read from it; refusals are logged at most once per LOG_INTERVAL.
 """
 from __future__ import annotations
 
-import errno
 import logging
 import resource
 import socket
@@ -39,10 +38,9 @@ HIGHEST_SOFT_LIMIT = 1 << 20
 LOG_INTERVAL = 60.0
 """Refused connections and accept errors are logged at most once per this many seconds."""
 ACCEPT_PAUSE = 0.5
-"""Out of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM): accepting stops for this long."""
+"""Accepting failed (EMFILE, ENFILE, ENOBUFS, ENOMEM, ...): it stops for this long."""
 ACCEPTS_PER_TURN = 128
 """Connections accepted in one turn of the event loop, so that a flood does not starve it."""
-_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 _log = logging.getLogger("nni.manager")
 
@@ -184,14 +182,12 @@ class Listener:
                 except ConnectionAbortedError:
                     continue
                 except OSError as error:
-                    # Out of descriptors (or memory): the connection stays in the backlog and the
-                    # socket stays readable; without a pause this would spin.
+                    # Out of descriptors (or memory, or another error): the connection stays in
+                    # the backlog and the socket stays readable; without a pause this would spin.
                     reason = error.strerror or str(error)
                     occupancy.errors[reason] = occupancy.errors.get(reason, 0) + 1
-                    if error.errno in _OUT_OF_RESOURCES:
-                        self._pause(sock)
-                        return
-                    continue
+                    self._pause(sock)
+                    return
                 if occupancy.open >= occupancy.cap:
                     connection.close()
                     occupancy.refused += 1
