@@ -33,6 +33,7 @@ from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
 from expmgr.server.auth import Access
+from expmgr.server.connections import Listener, connection_cap, raise_open_files_limit
 from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
@@ -138,7 +139,8 @@ class Manager:
             app = make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
                            url_prefix=self.access.url_prefix)
             server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
-            server.add_sockets(self._sockets)
+            listener = Listener(server, self._sockets, connection_cap(raise_open_files_limit()))
+            listener.start()
         except BaseException:
             if dispatcher is not None:   # started early: nothing else would stop it
                 await dispatcher.stop()
@@ -163,7 +165,7 @@ class Manager:
             if not stopped:
                 await self._close.wait()
         finally:
-            server.stop()
+            listener.stop()
             await hub.stop()
             await server.close_all_connections()
             self._store.close()

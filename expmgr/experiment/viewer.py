@@ -17,6 +17,7 @@ import tornado.httpserver
 from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.layout import ExperimentPaths
 from expmgr.server.auth import Access
+from expmgr.server.connections import Listener, connection_cap, raise_open_files_limit
 from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.server.live import LiveHub
 from expmgr.server.rest import make_app
@@ -63,13 +64,14 @@ class Viewer:
         server = tornado.httpserver.HTTPServer(
             make_app(store, self.paths, None, hub, guard, token=self.access.token, url_prefix=self.access.url_prefix),
             **guard.server_settings())
-        server.add_sockets(self._sockets)
+        listener = Listener(server, self._sockets, connection_cap(raise_open_files_limit()))
+        listener.start()
         self._stopped = asyncio.Event()
         self._started.set()
         try:
             await self._stopped.wait()
         finally:
-            server.stop()
+            listener.stop()
             await hub.stop()
             await server.close_all_connections()
             store.close()

@@ -63,7 +63,16 @@ class ServerLimits:
     max_follows: int = 16
     """Files one websocket connection may follow at a time."""
     max_sockets_per_address: int = 256
-    """Websocket connections from one client address at a time."""
+    """Websocket connections from one client at a time; every loopback address is one client
+    (see peer_of)."""
+    header_timeout: int = 30
+    """Seconds a connection may take to send a request's start line and headers, counted from
+    the connection's start or the end of its previous answer: idle and slow-header
+    (slowloris) connections are closed after it."""
+    body_timeout: int = 120
+    """Seconds a request's body may take to arrive once its headers did."""
+    max_header_size: int = 64 * KiB
+    """A request's start line and headers; more closes the connection."""
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -187,7 +196,25 @@ class Guard:
     def server_settings(self) -> dict[str, Any]:
         """HTTPServer arguments: an outer bound on any body and buffer, above every route's limit."""
         largest = max(self.limits.max_body, self.limits.max_import_body, self.limits.max_report_body)
-        return {"max_body_size": largest, "max_buffer_size": largest + MiB}
+        return {"max_body_size": largest, "max_buffer_size": largest + MiB,
+                "idle_connection_timeout": float(self.limits.header_timeout),
+                "body_timeout": float(self.limits.body_timeout),
+                "max_header_size": self.limits.max_header_size}
+
+
+def peer_of(address: str | None) -> str | None:
+    """The client a connection's address counts for: every loopback address (127.0.0.0/8,
+    ::1, ::ffff:127.x.y.z) is one client, ``loopback``, since any local user can pick among
+    them; another address is itself."""
+    if address is None:
+        return None
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return "loopback" if ip.is_loopback else str(ip)
 
 
 def _bare_delete(method: str | None, headers: tornado.httputil.HTTPHeaders) -> bool:

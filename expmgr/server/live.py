@@ -30,7 +30,7 @@ from expmgr.engine.errors import RefusalKind
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, views
 from expmgr.server.facts import ExperimentFacts
-from expmgr.server.guard import Guard, ServerLimits
+from expmgr.server.guard import Guard, ServerLimits, peer_of
 from expmgr.server.reader import StoreReader
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.store import Changes, Store
@@ -247,8 +247,9 @@ class LiveHub:
         self._update_follow_timer()
 
     def sockets_from(self, address: str | None) -> int:
-        """How many clients are connected from ``address``."""
-        return sum(1 for socket in self._sockets if socket.request.remote_ip == address)
+        """How many clients are connected from the client (guard.peer_of) at ``address``."""
+        peer = peer_of(address)
+        return sum(1 for socket in self._sockets if peer_of(socket.request.remote_ip) == peer)
 
     def follow(self, socket: LiveSocket, file: str, trial: str | None, offset: int, inode: int | None = None,
                base: int | None = None) -> None:
@@ -338,7 +339,7 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
         if self.hub.sockets_from(address) >= self.hub.limits.max_sockets_per_address:
             send_refusal(self, RequestError(RefusalKind.TOO_MANY, f"{address} already has "
                                             f"{self.hub.limits.max_sockets_per_address} websocket connections, "
-                                            "the most one address may"))
+                                            "the most one address may (all loopback addresses count as one)"))
 
     def open(self) -> None:
         self.hub.connected(self, self.get_query_argument("since", None))

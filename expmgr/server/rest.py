@@ -16,7 +16,8 @@ Origin, JSON, body size) before a handler runs::
     guard = Guard(allowed_hosts([s.getsockname()[:2] for s in sockets]), limits)
     hub = LiveHub(store, paths, read_only=runner is None, limits=limits); hub.start()
     app = make_app(store, paths, runner, hub, guard)
-    server = tornado.httpserver.HTTPServer(app, **guard.server_settings()); server.add_sockets(sockets)
+    server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
+    Listener(server, sockets, connection_cap()).start()    # expmgr.server.connections
 """
 from __future__ import annotations
 

@@ -146,3 +146,31 @@ def test_following_a_file_again_replaces_its_follow_instead_of_adding_one(served
     wait_until(lambda: any("step 1" in tail["text"] for tail in client.of_type("tail")), what="the next step pushed")
     pushed = [tail for tail in client.of_type("tail")[3:] if tail["text"]]
     assert [tail["text"].count("step") for tail in pushed] in ([1, 1], [2]), "each line pushed once"
+
+
+def test_connections_from_every_loopback_address_count_as_one_client(served):
+    """127.0.0.2 (or any of 127.0.0.0/8) is no way around the limit of one client's websockets."""
+    limit = ServerLimits().max_sockets_per_address
+    url = f"ws://127.0.0.1:{served.port}/api/v1/expmgr/ws"
+
+    def request(source: str) -> tornado.httpclient.HTTPRequest:
+        return tornado.httpclient.HTTPRequest(url, network_interface=source)
+
+    async def scenario() -> None:
+        opened = []
+        try:
+            for index in range(limit):
+                opened.append(await tornado.websocket.websocket_connect(request(f"127.0.0.{1 + index % 2}")))
+            try:
+                extra = await tornado.websocket.websocket_connect(request("127.0.0.3"))
+            except tornado.httpclient.HTTPClientError as error:
+                assert error.code == 429
+            else:
+                extra.close()
+                raise AssertionError("a websocket from 127.0.0.3 was let in over the limit")
+        finally:
+            for connection in opened:
+                connection.close()
+            await asyncio.sleep(0.2)
+
+    asyncio.run(scenario())
