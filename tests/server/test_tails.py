@@ -115,13 +115,14 @@ def test_a_reader_passing_the_inode_reads_on_across_rotations_every_byte_once_as
         writer.close()
         done.set()
 
-    # The file exists before the reader's first look (else, on a loaded machine, the writer
-    # may have rotated it before then, and a reader with no inode starts at the current file).
+    # The reader's first look comes before the writer goes on (else, on a loaded machine, the
+    # writer may have rotated the first file away from the name before it, and a reader with
+    # no inode yet starts at the current file).
     writer.write(lines[0])
-    thread = threading.Thread(target=write)
-    thread.start()
     got, tail = [], read_tail(log(path), 0, max_bytes=700)
     got.append(tail.text)
+    thread = threading.Thread(target=write)
+    thread.start()
     deadline = time.monotonic() + 60
     while not (done.is_set() and tail.next == tail.size and tail.inode == os.stat(path).st_ino):
         assert time.monotonic() < deadline, "the reader did not catch up"
