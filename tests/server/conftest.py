@@ -24,15 +24,20 @@ STEPPED_TRIAL = """
     import expmgr
     x = expmgr.get_next_parameter()["x"]
     gates = os.environ["GATE_DIR"]
-    print(f"trial {x} started", flush=True)
+    # Whole lines in one write each: an unbuffered print() is two (the text, then its end),
+    # and the tests count the followed file's messages.
+    sys.stdout.write(f"trial {x} started\\n")
+    sys.stdout.flush()
     step, deadline = 0, time.monotonic() + 60
     # One intermediate result (and a line on stdout and stderr) per file step<n>-<x> the
     # test creates; the file "release" ends every trial.
     while time.monotonic() < deadline and not os.path.exists(os.path.join(gates, "release")):
         if os.path.exists(os.path.join(gates, f"step{step}-{x}")):
             expmgr.report_intermediate_result(x * 10 + step)
-            print(f"step {step}", flush=True)
-            print(f"step {step}", file=sys.stderr, flush=True)
+            sys.stdout.write(f"step {step}\\n")
+            sys.stdout.flush()
+            sys.stderr.write(f"step {step}\\n")
+            sys.stderr.flush()
             step += 1
         else:
             time.sleep(0.01)

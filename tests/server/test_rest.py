@@ -114,14 +114,15 @@ def test_an_experiment_in_error_shows_its_error_in_the_profile(tmp_path: Path):
 def test_trial_files_and_tails_of_a_running_trial_grow_with_it(stepped):
     port = stepped.port
     trial_id = stepped.running()[1]
-    tail = wait_until(lambda: (t := get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}"))["size"] and t,
-                      what="the trial's first line")
+    # An unbuffered print is two writes (the text, then its end): wait for the whole line.
+    tail = wait_until(lambda: (t := get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}"))["text"]
+                      .endswith("\n") and t, what="the trial's first line")
     inode = (stepped.experiment.paths.trial_dir(trial_id) / "stdout").stat().st_ino
     assert tail == {"offset": 0, "next": 16, "size": 16, "text": "trial 1 started\n", "inode": inode, "base": 0,
                     "rotated": 0, "dropped": 0, "skipped": 0}
     stepped.step(1, 0)
     grown = wait_until(lambda: (t := get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}&offset=16"))["text"]
-                       and t, what="the trial's step 0")
+                       .endswith("\n") and t, what="the trial's step 0")
     assert grown == {"offset": 16, "next": 23, "size": 23, "text": "step 0\n", "inode": inode, "base": 0,
                      "rotated": 0, "dropped": 0, "skipped": 0}
     assert get(port, f"/api/v1/expmgr/tail?file=stdout&trial={trial_id}&offset=-7")["text"] == "step 0\n"

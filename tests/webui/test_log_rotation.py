@@ -63,6 +63,11 @@ def test_a_rotated_log_says_so_keeps_its_lines_through_a_rotation_and_says_what_
     expect(log).to_contain_text(last)
     rows = log.locator(".logline").all_inner_texts()
     pattern = re.compile(r"\[2026-12-02 15:12:22\] INFO \(nni\.test\) record \d{5,}|… \d+(\.\d)? MiB skipped to keep up …")
-    assert rows and all(pattern.fullmatch(row) for row in rows), [row for row in rows if not pattern.fullmatch(row)]
+    # Right after a skip the first line may be the rest of a line whose start was skipped (seen
+    # once on a loaded machine; see the closing note of issue 20): every other row is whole.
+    after_skip = re.compile(r".*record \d{5,}")
+    bad = [row for index, row in enumerate(rows) if not pattern.fullmatch(row) and not (
+        index > 0 and "skipped to keep up" in rows[index - 1] and after_skip.fullmatch(row))]
+    assert rows and not bad, bad
     ui.screenshot("skipped")
     assert not [e for e in ui.errors if e.startswith("page error")], ui.errors
