@@ -5,11 +5,12 @@ A ``Source`` remembers the parsed document so that a field path such as
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Iterator, cast
 
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import norm
@@ -25,6 +26,9 @@ class Source:
     json_text: str | None = None
     """The text of a JSON file, located by ``_locate_json`` instead of a ruamel document (a
     round-trip parse of a large JSON file, done only for positions, takes seconds)."""
+    nodes: Any = None
+    """The composed node tree of a large YAML file (``parse_yaml_fast``), located by
+    ``_locate_nodes`` instead of a round-trip document."""
     # top-level field values right after loading; a field changed since then is reported
     # without a file position
     snapshot: dict[str, Any] = field(default_factory=dict)
@@ -50,6 +54,8 @@ class Source:
         """
         if self.json_text is not None:
             return _locate_json(self.json_text, path, at_key)
+        if self.nodes is not None:
+            return _locate_nodes(self.nodes, path, at_key)
         node = self.doc
         if node is None or not hasattr(node, "lc"):
             return None, None
@@ -149,6 +155,44 @@ def _locate_json(text: str, path: tuple[PathSegment, ...], at_key: bool) -> tupl
     return line_of(pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
+def _locate_nodes(root: Any, path: tuple[PathSegment, ...], at_key: bool) -> tuple[int | None, int | None]:
+    """``Source.locate`` in a composed YAML node tree, by the same rules."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    def at(node: Any) -> tuple[int, int]:
+        return node.start_mark.line, node.start_mark.column
+
+    node = root
+    pos = key_pos = at(node)
+    for index, seg in enumerate(path):
+        last = index == len(path) - 1
+        if (isinstance(seg, Key) and isinstance(node, SequenceNode) and len(node.value) == 1
+                and isinstance(node.value[0], MappingNode)):
+            node = node.value[0]   # trainingService given as a list of one
+        if isinstance(seg, int) and not isinstance(seg, bool):
+            if not isinstance(node, SequenceNode) or not 0 <= seg < len(node.value):
+                pos = key_pos
+                break
+            node = node.value[seg]
+            key_pos = pos = at(node)
+            continue
+        found = None
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, ScalarNode) and _find_key({key_node.value: None}, seg) is not _MISSING:
+                    found = key_node, value_node
+                    break
+        if found is None:
+            pos = key_pos
+            break
+        key_pos = at(found[0])
+        node = found[1]
+        pos = key_pos if at_key and last else at(node)
+        if isinstance(node, (MappingNode, SequenceNode)) and pos[0] != key_pos[0]:
+            pos = key_pos   # a block mapping/list below its key: point at the key
+    return pos[0] + 1, pos[1] + 1
+
+
 def _find_key(mapping: dict, seg: PathSegment) -> Any:
     if isinstance(seg, Key):
         for k in mapping:
@@ -196,13 +240,55 @@ def read_text(real: Path, what: str = "config file", limit: int = MAX_CONFIG_BYT
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}") from None
 
 
+FAST_YAML_BYTES = 64 * 1024
+"""YAML texts at least this long are parsed by libyaml (ruamel.yaml.clib) into plain values
+and located through their node tree: ruamel's round-trip parser, pure Python, takes tens of
+seconds over a 100,000-option ``choice`` on a loaded machine; libyaml takes a tenth of that."""
+
+
+def load_yaml(text: str, shown: Path) -> tuple[Any, Source]:
+    """The document of ``text`` (a round-trip ruamel document, or plain values when it is
+    long) and a Source that locates paths in it; YAML errors become ConfigError at their
+    position."""
+    with _yaml_errors(shown):
+        fast = _fast_yaml() if len(text) >= FAST_YAML_BYTES else None
+        if fast is None:
+            doc = _round_trip_yaml().load(text)
+            source = Source(shown, doc)
+        else:
+            nodes = fast.compose(text)
+            doc = None if nodes is None else fast.constructor.construct_document(nodes)
+            source = Source(shown, nodes=nodes)
+    _check_alias_expansion(doc, shown)
+    return doc, source
+
+
 def parse_yaml(text: str, shown: Path) -> Any:
-    """The round-trip ruamel document of ``text``; YAML errors become ConfigError at their position."""
+    """The document of ``text``, as ``load_yaml``."""
+    return load_yaml(text, shown)[0]
+
+
+def _round_trip_yaml() -> Any:
     from ruamel.yaml import YAML
+    return YAML(typ="rt")
+
+
+def _fast_yaml() -> Any:
+    """A safe loader on libyaml's parser, or None without ruamel.yaml.clib."""
+    try:
+        import _ruamel_yaml  # noqa: F401  (ruamel.yaml.clib)
+    except ImportError:
+        return None
+    from ruamel.yaml import YAML
+    return YAML(typ="safe")
+
+
+@contextlib.contextmanager
+def _yaml_errors(shown: Path) -> Iterator[None]:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     try:
-        doc = YAML(typ="rt").load(text)
+        yield
     except RecursionError:
         raise ConfigError("invalid YAML: nested too deeply", file=shown) from None
     except ValueError as exc:   # e.g. an integer of more than 4,300 digits
@@ -216,8 +302,6 @@ def parse_yaml(text: str, shown: Path) -> Any:
         raise ConfigError(f"invalid YAML: {problem}", file=shown, line=line, column=column) from None
     except YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=shown) from None
-    _check_alias_expansion(doc, shown)
-    return doc
 
 
 def _check_alias_expansion(doc: Any, shown: Path) -> None:
@@ -315,7 +399,7 @@ def read_search_space_file(real: Path) -> tuple[Any, Source]:
             raise ConfigError(f"invalid JSON: {exc.msg}", file=shown, line=exc.lineno,
                               column=exc.colno) from None
         return value, Source(shown, json_text=text)
-    doc = parse_yaml(text, shown)
+    doc, source = load_yaml(text, shown)
     if doc is None:
         raise ConfigError("search space file is empty", file=shown)
-    return to_plain(doc), Source(shown, doc)
+    return to_plain(doc), source

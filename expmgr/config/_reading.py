@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, unknown_message
-from ._loader import Source, parse_yaml, read_text, to_plain, type_name
+from ._loader import load_yaml, read_text, to_plain, type_name
 from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
 from ._sections import TRAINING_SERVICE_SECTIONS, AlgorithmConfig, TrainingServiceSection, public_fields
 
@@ -149,16 +149,14 @@ def load_config(cls: type[ExperimentConfig], path: str | os.PathLike[str]) -> Ex
     except ConfigError as exc:
         exc.file = shown
         raise
-    doc = parse_yaml(text, shown)
+    doc, source = load_yaml(text, shown)
     if doc is None:
         raise ConfigError("config file is empty; expected a mapping of config keys "
                           "(trialCommand, trialConcurrency, ...)", file=shown)
     if not isinstance(doc, dict):
-        line = doc.lc.line + 1 if hasattr(doc, "lc") else 1
-        column = doc.lc.col + 1 if hasattr(doc, "lc") else 1
+        line, column = source.locate(())
         raise ConfigError(f"the top level must be a mapping of config keys, got {type_name(doc)}",
-                          file=shown, line=line, column=column)
-    source = Source(shown, doc)
+                          file=shown, line=line or 1, column=column or 1)
     try:
         raw = to_plain(doc)
         notes: list[str] = []

@@ -337,3 +337,37 @@ def test_a_json_file_is_located_as_ruamel_locates_it_without_parsing_it_again(in
     for path in paths:
         for at_key in (False, True):
             assert fast.locate(path, at_key) == slow.locate(path, at_key), (path, at_key)
+
+
+def test_a_long_yaml_file_is_located_through_libyaml_as_ruamel_locates_it() -> None:
+    """A YAML text past FAST_YAML_BYTES is read by libyaml into plain values; positions come
+    from its node tree and are those the round-trip document gives."""
+    from expmgr.config._errors import Key
+    from expmgr.config._loader import FAST_YAML_BYTES, Source, _round_trip_yaml, load_yaml
+
+    text = ("batch_size:\n  _type: choice\n  _value: [16, 32, {nested: [1, {a: 2}]}]\n"
+            "m\u00e9:\n  _type: choice\n  _value:\n    - _name: mlp\n      hidden: {_type: randint, _value: [8, 64]}\n"
+            "    - linear\n"
+            "lr:\n  _type: uniform\n  _value:\n  - 0.1\n  - 0.01\n"
+            "padding:\n  _type: choice\n  _value: [" + ", ".join(["0"] * (FAST_YAML_BYTES // 3)) + "]\n")
+    assert len(text) >= FAST_YAML_BYTES
+    doc, fast = load_yaml(text, Path("s.yaml"))
+    assert fast.nodes is not None and type(doc) is dict, "a long text takes the libyaml path"
+    slow = Source(Path("s.yaml"), _round_trip_yaml().load(text))
+    assert doc == slow.doc
+    paths = [(), ("lr",), ("lr", "_value"), ("lr", "_value", 1), ("lr", "_value", 5), ("nowhere",),
+             ("m\u00e9", "_value", 0, "hidden", "_value", 0), ("m\u00e9", "_value", 1), ("padding", "_value", 7),
+             ("batch_size", "_value", 2, "nested", 1, "a"), ("batch_size", "_type"), (Key("lr"), "_value")]
+    for path in paths:
+        for at_key in (False, True):
+            assert fast.locate(path, at_key) == slow.locate(path, at_key), (path, at_key)
+
+
+def test_a_choice_of_too_many_options_in_a_long_yaml_file_is_refused_at_its_line(tmp_path: Path) -> None:
+    from expmgr.config._limits import MAX_CHOICE_OPTIONS
+
+    (tmp_path / "space.yaml").write_text("lr: {_type: uniform, _value: [0, 1]}\nx:\n  _type: choice\n  _value: ["
+                                         + ", ".join(map(str, range(MAX_CHOICE_OPTIONS + 1))) + "]\n")
+    err = load_error(tmp_path / "config.yml", HEAD.split("searchSpace:")[0] + "searchSpaceFile: space.yaml\n")
+    assert (Path(str(err.file)).name, err.line, err.column) == ("space.yaml", 4, 11), str(err)
+    assert f"at most {MAX_CHOICE_OPTIONS:,} options" in err.message
