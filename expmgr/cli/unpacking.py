@@ -41,18 +41,18 @@ class Member:
         return self.info.is_dir()
 
 
-def checked_members(archive: zipfile.ZipFile) -> list[Member]:
+def checked_members(archive: zipfile.ZipFile, max_members: int = MAX_MEMBERS,
+                    max_bytes: int = MAX_UNPACKED_BYTES) -> list[Member]:
     """The archive's members; UnsafeArchive, before anything is unpacked, for too many of
-    them or too many bytes (MAX_MEMBERS, MAX_UNPACKED_BYTES), an absolute name, a ``..``,
-    a symbolic link (or device, pipe), an encrypted member, a name given twice, or a name
-    that is both a file and a folder."""
+    them or too many bytes, an absolute name, a ``..``, a symbolic link (or device, pipe),
+    an encrypted member, a name given twice, or a name that is both a file and a folder."""
     infos = archive.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise UnsafeArchive(f"{len(infos)} members; an archive may have at most {MAX_MEMBERS}")
+    if len(infos) > max_members:
+        raise UnsafeArchive(f"{len(infos)} members; an archive may have at most {max_members}")
     unpacked_bytes = sum(info.file_size for info in infos)
-    if unpacked_bytes > MAX_UNPACKED_BYTES:
-        raise UnsafeArchive(f"its members hold {unpacked_bytes} bytes unpacked; at most {MAX_UNPACKED_BYTES} "
-                            f"({MAX_UNPACKED_BYTES // 2**30} GiB) are unpacked")
+    if unpacked_bytes > max_bytes:
+        raise UnsafeArchive(f"its members hold {unpacked_bytes} bytes unpacked; at most {max_bytes} "
+                            f"({max_bytes / 2**30:g} GiB) are unpacked")
     members: dict[tuple[str, ...], Member] = {}
     for info in infos:
         member = Member(info, _name_parts(info.filename))
@@ -110,7 +110,7 @@ def unpack_member(archive: zipfile.ZipFile, member: Member, target: Path, file_m
         with archive.open(member.info) as source:
             while chunk := source.read(_CHUNK_BYTES):
                 written += len(chunk)
-                if written > member.info.file_size:
+                if written > member.info.file_size:  # CPython's zipfile stops there already; not relied on
                     raise UnsafeArchive(f"member {member.info.filename!r} holds more than the "
                                         f"{member.info.file_size} bytes its header says")
                 file.write(chunk)
