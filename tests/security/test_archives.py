@@ -8,11 +8,14 @@ One real experiment is created and saved for the module; the crafted archives ar
 archive rewritten."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -26,6 +29,8 @@ from tests.conftest import REPO
 
 Members = list[tuple[zipfile.ZipInfo, bytes]]
 REGISTRY_FILES = {"registry.sqlite", "registry.sqlite-wal", "registry.sqlite-shm"}
+OUTSIDE = "<outside>"
+"""In a crafted registry.json: the absolute path of the test's ``Loading.outside``."""
 
 
 def expctl(home: Path, cwd: Path, *args: str, umask: int | None = None) -> subprocess.CompletedProcess:
@@ -92,7 +97,7 @@ class Loading:
             warnings.simplefilter("ignore", UserWarning)  # zipfile's "Duplicate name"
             with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
                 for info, data in change(self.saved.members()):
-                    archive.writestr(info, data)
+                    archive.writestr(info, data.replace(OUTSIDE.encode(), str(self.outside).encode()))
         return path
 
     def assert_nothing_loaded(self) -> None:
@@ -121,6 +126,23 @@ def with_member(name: str, data: bytes = b"#!/bin/sh\necho owned\n", kind: int =
     info.create_system = 3  # Unix: external_attr's high bits are a file mode
     info.external_attr = (kind | 0o777) << 16
     return lambda members: [*members, (info, data)]
+
+
+def with_database_id(exp_id: str) -> Callable[[Members], Members]:
+    """The experiment's database saying it is experiment ``exp_id``, as registry.json may."""
+    def change(members: Members) -> Members:
+        changed = []
+        for info, data in members:
+            if info.filename == "experiment/db/experiment.sqlite":
+                with tempfile.TemporaryDirectory() as folder:
+                    database = Path(folder) / "experiment.sqlite"
+                    database.write_bytes(data)
+                    with contextlib.closing(sqlite3.connect(database)) as connection, connection:
+                        connection.execute("UPDATE experiment SET id = ?", (exp_id,))
+                    data = database.read_bytes()
+            changed.append((info, data))
+        return changed
+    return change
 
 
 def replaced(name: str, data: bytes) -> Callable[[Members], Members]:
@@ -165,13 +187,15 @@ def test_an_older_archive_s_secrets_are_not_taken(loading: Loading):
 
 CRAFTED = {
     "id ../../x": (with_metadata(id="../../x"), "invalid experiment id '../../x'"),
-    "id absolute": (with_metadata(id="/tmp/expmgr-archive-test"), "invalid experiment id '/tmp/"),
+    "id ../../x, the database's too": (lambda members: with_database_id("../../x")(with_metadata(id="../../x")(members)),
+                                       "invalid experiment id '../../x'"),
+    "id absolute": (with_metadata(id=OUTSIDE), "invalid experiment id '/"),
     "id with a space": (with_metadata(id="a b"), "invalid experiment id 'a b'"),
     "id empty": (with_metadata(id=""), "invalid experiment id ''"),
     "id a number": (with_metadata(id=12), "invalid experiment id 12"),
     "id too long": (with_metadata(id="a" * 33), "invalid experiment id"),
     "member ../": (with_member("experiment/../../../x"), "member 'experiment/../../../x'"),
-    "member absolute": (with_member("/tmp/expmgr-archive-test"), "member '/tmp/expmgr-archive-test'"),
+    "member absolute": (with_member("/expmgr-archive-test"), "member '/expmgr-archive-test'"),
     "code member ../": (with_member("code/../x"), "member 'code/../x'"),
     "member with a backslash": (with_member("experiment\\..\\..\\x"), "a relative path"),
     "symbolic link": (with_member("experiment/trials/link", b"/etc/passwd", stat.S_IFLNK), "is a symbolic link"),
@@ -197,7 +221,7 @@ def test_a_crafted_archive_is_refused_with_nothing_written(loading: Loading, cas
     assert refused.returncode == 2 and message in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     loading.assert_nothing_loaded()
-    assert not Path("/tmp/expmgr-archive-test").exists()
+    assert not Path("/expmgr-archive-test").exists()
 
 
 def test_a_member_bigger_than_its_header_says_is_refused(loading: Loading):
