@@ -155,7 +155,11 @@ def _load(archive: zipfile.ZipFile, home: Path, code_dir: Path, search_space_pat
         secret_parts = {path.relative_to(paths.root).parts for path in _secret_files(paths)}
         for member in experiment_members:
             if member.parts[1:] not in secret_parts:  # older archives have them: never taken from one
-                _unpack_private(archive, member, paths.root.joinpath(*member.parts[1:]))
+                _unpack(archive, member, paths.root, private=True)
+        unpacked_code = unpacked / _CODE
+        unpacked_code.mkdir()
+        for member in code_members:  # here first: a damaged member is found before --codeDir is written to
+            _unpack(archive, member, unpacked_code, private=False)
         load_trial_secret(paths.root)  # a new key: the saved experiment's tokens are not this one's
         _adopt_config(paths, saved.id, home, code_dir, search_space_path)
         final = Path(saved.dir)
@@ -164,8 +168,7 @@ def _load(archive: zipfile.ZipFile, home: Path, code_dir: Path, search_space_pat
         except FileExistsError:
             raise CliError(f"experiment {saved.id} is already in {home}") from None
         try:
-            for member in code_members:
-                _unpack_code(archive, member, code_dir.joinpath(*member.parts[1:]))
+            _place_code(code_members, unpacked_code, code_dir)
             os.rename(paths.root, final)  # onto the empty folder just made
             registry.add(saved)
         except BaseException:
@@ -239,17 +242,20 @@ def _adopt_config(paths: ExperimentPaths, exp_id: str, home: Path, code_dir: Pat
         store.close()
 
 
-def _unpack_private(archive: zipfile.ZipFile, member: Member, target: Path) -> None:
-    """One member of the experiment's folder, readable by its owner only (folders 0700,
-    files 0600), into the fresh folder it is unpacked in: nothing there is a symbolic
-    link, as nothing unpacked is one."""
-    folders = [*reversed(target.parents[:len(member.parts) - 2]), *([target] if member.is_dir else [])]
-    for folder in folders:
-        if not folder.is_dir():
-            folder.mkdir(mode=PRIVATE_DIR_MODE)
+def _unpack(archive: zipfile.ZipFile, member: Member, root: Path, private: bool) -> None:
+    """One member (``experiment/...`` or ``code/...``) below ``root``, a fresh folder of its
+    own (nothing there is a symbolic link, as nothing unpacked is one): readable by its owner
+    only (folders 0700, files 0600, whatever the umask) when ``private``, else with the
+    usual modes."""
+    target = root.joinpath(*member.parts[1:])
+    for folder in (*reversed(target.parents[:len(member.parts) - 2]), *([target] if member.is_dir else [])):
+        if folder.is_dir():
+            continue
+        folder.mkdir(mode=PRIVATE_DIR_MODE if private else 0o777)
+        if private:
             os.chmod(folder, PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask
     if not member.is_dir:
-        unpack_member(archive, member, target, PRIVATE_FILE_MODE)
+        unpack_member(archive, member, target, PRIVATE_FILE_MODE if private else None)
 
 
 def _check_code_targets(members: list[Member], code_dir: Path) -> None:
@@ -267,17 +273,23 @@ def _check_code_targets(members: list[Member], code_dir: Path) -> None:
             raise CliError(f"--codeDir: {target} is a folder (member {member.info.filename!r} is a file)")
 
 
-def _unpack_code(archive: zipfile.ZipFile, member: Member, target: Path) -> None:
-    """One member of the trial code, into --codeDir: the folders it needs are made, a file
-    of the same name is replaced (never written through, if it is a symbolic link)."""
-    if member.is_dir:
-        target.mkdir(parents=True, exist_ok=True)
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.loading")
-    try:
-        unpack_member(archive, member, temporary, file_mode=None)
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+def _place_code(members: list[Member], unpacked_code: Path, code_dir: Path) -> None:
+    """The unpacked trial code into --codeDir (checked by _check_code_targets): the folders
+    it needs are made, a file of the same name is replaced (never written through, if it
+    is a symbolic link)."""
+    code_dir.mkdir(parents=True, exist_ok=True)
+    for member in members:
+        source, target = unpacked_code.joinpath(*member.parts[1:]), code_dir.joinpath(*member.parts[1:])
+        if member.is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.loading")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        try:
+            with os.fdopen(descriptor, "wb") as file, source.open("rb") as unpacked:
+                shutil.copyfileobj(unpacked, file)
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise

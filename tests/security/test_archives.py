@@ -224,10 +224,12 @@ def test_a_crafted_archive_is_refused_with_nothing_written(loading: Loading, cas
     assert not Path("/expmgr-archive-test").exists()
 
 
-def test_a_member_bigger_than_its_header_says_is_refused(loading: Loading):
+@pytest.mark.parametrize("name", ["experiment/trials/big", "code/big.py"])
+def test_a_member_bigger_than_its_header_says_is_refused(loading: Loading, name: str):
     """The size in the central directory is what the bomb check adds up: a member that
-    holds more is cut short, and refused, not unpacked whole."""
-    archive = loading.crafted(with_member("experiment/trials/big", b"0" * 100_000))
+    holds more is cut short, and refused, not unpacked whole; the code's other files are
+    not put in --codeDir either."""
+    archive = loading.crafted(with_member(name, b"0" * 100_000))
     data = bytearray(archive.read_bytes())
     header = data.rindex(b"PK\x01\x02")  # the last member's entry in the central directory
     assert int.from_bytes(data[header + 24:header + 28], "little") == 100_000
