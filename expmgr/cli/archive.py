@@ -18,10 +18,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from expmgr.cli.unpacking import Member, UnsafeArchive, checked_members, read_member, unpack_member
 from expmgr.cli.common import EXIT_FAILED, EXIT_OK, CliError, experiment_store, find_experiment, is_running
-from expmgr.layout import (EXPERIMENT_ID_RULE, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, ExperimentPaths, default_home,
-                           is_valid_experiment_id, make_private_dir)
+from expmgr.cli.unpacking import Member, UnsafeArchive, checked_members, read_member, unpack_member
+from expmgr.layout import (ID_RULE, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, ExperimentPaths, default_home,
+                           is_valid_id, make_private_dir)
 from expmgr.states import ExperimentState
 from expmgr.store import StoreError, open_store, unreadable_store
 from expmgr.store.registry import Registry, RegistryEntry
@@ -69,7 +69,7 @@ def save_experiment(args: argparse.Namespace) -> int:
     # Written whole under another name, readable by its owner only (it holds the trials'
     # output and the experiment's config), then renamed: never a half-written archive.
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     try:
         with os.fdopen(descriptor, "wb") as file:
             os.fchmod(descriptor, PRIVATE_FILE_MODE)  # whatever the umask
@@ -161,7 +161,7 @@ def _load(archive: zipfile.ZipFile, home: Path, code_dir: Path, search_space_pat
         for member in code_members:  # here first: a damaged member is found before --codeDir is written to
             _unpack(archive, member, unpacked_code, private=False)
         load_trial_secret(paths.root)  # a new key: the saved experiment's tokens are not this one's
-        _adopt_config(paths, saved.id, home, code_dir, search_space_path)
+        _adopt_store(paths, saved.id, home, code_dir, search_space_path)
         final = Path(saved.dir)
         try:
             final.mkdir(mode=PRIVATE_DIR_MODE)  # fails if another load got there first
@@ -193,8 +193,8 @@ def _saved_entry(archive: zipfile.ZipFile, members: list[Member], home: Path) ->
     if not isinstance(saved, dict):
         raise UnsafeArchive(f"{_METADATA}: expected a JSON object, got {type(saved).__name__}")
     exp_id = saved.get("id")
-    if not isinstance(exp_id, str) or not is_valid_experiment_id(exp_id):
-        raise UnsafeArchive(f"{_METADATA}: id: invalid experiment id {exp_id!r} ({EXPERIMENT_ID_RULE})")
+    if not isinstance(exp_id, str) or not is_valid_id(exp_id):
+        raise UnsafeArchive(f"{_METADATA}: id: invalid experiment id {exp_id!r} ({ID_RULE})")
     states = [state.value for state in ExperimentState if state.is_finished()]
     if saved.get("status") not in states:
         raise UnsafeArchive(f"{_METADATA}: status: expected one of {', '.join(states)}, got {saved.get('status')!r}")
@@ -214,9 +214,10 @@ def _check_field(saved: dict[str, Any], field: str, kind: type | tuple[type, ...
     raise UnsafeArchive(f"{_METADATA}: {field}: expected {expected}{' or null' if optional else ''}, got {value!r}")
 
 
-def _adopt_config(paths: ExperimentPaths, exp_id: str, home: Path, code_dir: Path,
-                  search_space_path: Path | None) -> None:
-    """Point the unpacked experiment's config at its new home and code folder."""
+def _adopt_store(paths: ExperimentPaths, exp_id: str, home: Path, code_dir: Path,
+                 search_space_path: Path | None) -> None:
+    """Check the unpacked experiment's database (its experiment, and its trials' ids: they
+    name folders) and point its config at its new home and code folder."""
     import sqlite3
     try:
         store = open_store(paths)
@@ -225,10 +226,19 @@ def _adopt_config(paths: ExperimentPaths, exp_id: str, home: Path, code_dir: Pat
     try:
         try:
             profile = store.profile()
+            trial_ids = [trial.trial_id for trial in store.trials()]
+            trial_ids += [trial_id for pair in store.checkpoint_sources().items() for trial_id in pair]
         except sqlite3.DatabaseError as error:
             raise UnsafeArchive(f"{_EXPERIMENT}/: {unreadable_store(paths.database, error)}") from None
-        if profile.id != exp_id or not isinstance(profile.config, dict):
+        if profile.id != exp_id:
             raise UnsafeArchive(f"{_METADATA} is experiment {exp_id}'s, its database experiment {profile.id!r}'s")
+        bad_trial_id = next((trial_id for trial_id in trial_ids
+                             if not isinstance(trial_id, str) or not is_valid_id(trial_id)), None)
+        if bad_trial_id is not None:
+            raise UnsafeArchive(f"{_EXPERIMENT}/: its database has a trial id {bad_trial_id!r} ({ID_RULE}): "
+                                "a trial's id names its folder")
+        if not isinstance(profile.config, dict):
+            raise UnsafeArchive(f"{_EXPERIMENT}/: its database's config is not a JSON object")
         config = {**profile.config, "trialCodeDirectory": str(code_dir), "experimentWorkingDirectory": str(home)}
         if search_space_path is not None and "searchSpace" in config:
             try:

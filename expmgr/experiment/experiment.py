@@ -39,8 +39,7 @@ from expmgr.experiment.errors import ExperimentError
 from expmgr.experiment.listening import check_server_limits, server_sockets
 from expmgr.experiment.queries import ExperimentQueries
 from expmgr.experiment.strategy import TrialHandle
-from expmgr.layout import (EXPERIMENT_ID_RULE, ExperimentPaths, default_home, is_valid_experiment_id,
-                           make_private_files)
+from expmgr.layout import ID_RULE, ExperimentPaths, default_home, is_valid_id, make_private_files
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
                         experiment_logger, pop_experiment, push_experiment)
@@ -84,8 +83,8 @@ class Experiment(ExperimentQueries):
         if strategy is not None and not callable(getattr(strategy, "run", strategy)):
             raise ExperimentError("strategy: expected a callable taking the experiment, or an object with "
                                   f"run(experiment), got {strategy!r}")
-        if id is not None and not is_valid_experiment_id(id):
-            raise ExperimentError(f"invalid experiment id {id!r}: {EXPERIMENT_ID_RULE}")
+        if id is not None and not is_valid_id(id):
+            raise ExperimentError(f"invalid experiment id {id!r}: {ID_RULE} (as NNI's)")
         self.id = id or new_experiment_id()
         _experiments[self.id] = self
         self.port: int | None = None

@@ -128,8 +128,8 @@ def with_member(name: str, data: bytes = b"#!/bin/sh\necho owned\n", kind: int =
     return lambda members: [*members, (info, data)]
 
 
-def with_database_id(exp_id: str) -> Callable[[Members], Members]:
-    """The experiment's database saying it is experiment ``exp_id``, as registry.json may."""
+def with_database(statement: str, *values: object) -> Callable[[Members], Members]:
+    """The experiment's database changed by one SQL statement."""
     def change(members: Members) -> Members:
         changed = []
         for info, data in members:
@@ -138,7 +138,7 @@ def with_database_id(exp_id: str) -> Callable[[Members], Members]:
                     database = Path(folder) / "experiment.sqlite"
                     database.write_bytes(data)
                     with contextlib.closing(sqlite3.connect(database)) as connection, connection:
-                        connection.execute("UPDATE experiment SET id = ?", (exp_id,))
+                        connection.execute(statement, values)
                     data = database.read_bytes()
             changed.append((info, data))
         return changed
@@ -187,8 +187,11 @@ def test_an_older_archive_s_secrets_are_not_taken(loading: Loading):
 
 CRAFTED = {
     "id ../../x": (with_metadata(id="../../x"), "invalid experiment id '../../x'"),
-    "id ../../x, the database's too": (lambda members: with_database_id("../../x")(with_metadata(id="../../x")(members)),
-                                       "invalid experiment id '../../x'"),
+    "id ../../x, the database's too": (
+        lambda members: with_database("UPDATE experiment SET id = ?", "../../x")(with_metadata(id="../../x")(members)),
+        "invalid experiment id '../../x'"),
+    "a trial id ../../x": (with_database("UPDATE trials SET trial_id = ? WHERE sequence_id = 0", "../../../../x"),
+                           "its database has a trial id '../../../../x'"),
     "id absolute": (with_metadata(id=OUTSIDE), "invalid experiment id '/"),
     "id with a space": (with_metadata(id="a b"), "invalid experiment id 'a b'"),
     "id empty": (with_metadata(id=""), "invalid experiment id ''"),
