@@ -9,6 +9,7 @@ archive rewritten."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -121,7 +122,8 @@ def with_metadata(**fields: object) -> Callable[[Members], Members]:
     return change
 
 
-def with_member(name: str, data: bytes = b"#!/bin/sh\necho owned\n", kind: int = stat.S_IFREG) -> Callable[[Members], Members]:
+def with_member(name: str, data: bytes = b"#!/bin/sh\necho owned\n",
+                kind: int = stat.S_IFREG) -> Callable[[Members], Members]:
     info = zipfile.ZipInfo(name)
     info.create_system = 3  # Unix: external_attr's high bits are a file mode
     info.external_attr = (kind | 0o777) << 16
@@ -143,6 +145,10 @@ def with_database(statement: str, *values: object) -> Callable[[Members], Member
             changed.append((info, data))
         return changed
     return change
+
+
+def chained(*changes: Callable[[Members], Members]) -> Callable[[Members], Members]:
+    return lambda members: functools.reduce(lambda changed, change: change(changed), changes, members)
 
 
 def replaced(name: str, data: bytes) -> Callable[[Members], Members]:
@@ -170,14 +176,15 @@ def test_a_loaded_experiment_is_private_and_has_a_key_of_its_own(loading: Loadin
         assert _mode(file) == 0o600, f"{file}: {oct(_mode(file))}"
     assert (root / "trial-secret").read_bytes() != (loading.saved.folder / "trial-secret").read_bytes()
     assert not (root / "access.json").exists()
-    assert {path.name for path in loading.home.iterdir()} <= {loading.saved.id, *REGISTRY_FILES}, "no unpacked folder left"
+    assert {path.name for path in loading.home.iterdir()} <= {loading.saved.id, *REGISTRY_FILES}, \
+        "no unpacked folder left"
     listed = json.loads(expctl(loading.home, loading.saved.cwd, "trial", "ls", loading.saved.id, "--json").stdout)
     assert [row["final"] for row in listed] == [1.0, 1.0]
 
 
 def test_an_older_archive_s_secrets_are_not_taken(loading: Loading):
-    with_access = with_member("experiment/access.json", b'{"token": "theirs"}')
-    archive = loading.crafted(lambda members: with_member("experiment/trial-secret", b"their key")(with_access(members)))
+    archive = loading.crafted(chained(with_member("experiment/access.json", b'{"token": "theirs"}'),
+                                      with_member("experiment/trial-secret", b"their key")))
     loaded = loading.load(archive)
     assert loaded.returncode == 0, loaded.stderr
     root = loading.home / loading.saved.id
@@ -188,7 +195,7 @@ def test_an_older_archive_s_secrets_are_not_taken(loading: Loading):
 CRAFTED = {
     "id ../../x": (with_metadata(id="../../x"), "invalid experiment id '../../x'"),
     "id ../../x, the database's too": (
-        lambda members: with_database("UPDATE experiment SET id = ?", "../../x")(with_metadata(id="../../x")(members)),
+        chained(with_metadata(id="../../x"), with_database("UPDATE experiment SET id = ?", "../../x")),
         "invalid experiment id '../../x'"),
     "a trial id ../../x": (with_database("UPDATE trials SET trial_id = ? WHERE sequence_id = 0", "../../../../x"),
                            "its database has a trial id '../../../../x'"),
