@@ -7,7 +7,8 @@ with its code put in ``--codeDir``, the experiment can be viewed and resumed the
 The folder's secrets (``access.json``, ``trial-secret``) are not saved, and an archive is
 not trusted when loaded: its members are checked first (expmgr/cli/unpacking.py), its id is
 checked as any experiment id, and it is unpacked in a temporary folder of the home, private
-as a created experiment is, then renamed into place: a refused archive leaves nothing."""
+as a created experiment is, then renamed into place: a refused archive leaves no experiment,
+no unpacked file and nothing in --codeDir."""
 from __future__ import annotations
 
 import argparse
