@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,15 @@ HOME_ENV = "EXPMGR_HOME"
 REGISTRY_FILE = "registry.sqlite"
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+ID_RULE = "letters, digits, '-' and '_', at most 32"
+_VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def is_valid_id(text: str) -> bool:
+    """Whether ``text`` can be an experiment's or a trial's id (ID_RULE): each names a
+    folder (``<home>/<exp_id>``, ``trials/<trial_id>``), so it is never a path (``..``,
+    ``/``) nor empty."""
+    return _VALID_ID.fullmatch(text) is not None
 
 
 def make_private_dir(path: Path) -> None:

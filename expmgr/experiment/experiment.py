@@ -21,7 +21,6 @@ import atexit
 import copy
 import logging
 import os
-import re
 import signal
 import threading
 import time
@@ -40,7 +39,7 @@ from expmgr.experiment.errors import ExperimentError
 from expmgr.experiment.listening import check_server_limits, server_sockets
 from expmgr.experiment.queries import ExperimentQueries
 from expmgr.experiment.strategy import TrialHandle
-from expmgr.layout import ExperimentPaths, default_home, make_private_files
+from expmgr.layout import ID_RULE, ExperimentPaths, default_home, is_valid_id, make_private_files
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_experiment_id, ensure_stdout_logging,
                         experiment_logger, pop_experiment, push_experiment)
@@ -53,8 +52,6 @@ from expmgr.store import ExperimentProfile, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
 
-_VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
-"""An experiment id a user may give (NNI's rule): it names the experiment's folder."""
 _experiments: "weakref.WeakValueDictionary[str, Experiment]" = weakref.WeakValueDictionary()
 
 
@@ -86,9 +83,8 @@ class Experiment(ExperimentQueries):
         if strategy is not None and not callable(getattr(strategy, "run", strategy)):
             raise ExperimentError("strategy: expected a callable taking the experiment, or an object with "
                                   f"run(experiment), got {strategy!r}")
-        if id is not None and not _VALID_ID.fullmatch(id):
-            raise ExperimentError(f"invalid experiment id {id!r}: letters, digits, '-' and '_', at most 32 "
-                                  "(as NNI's)")
+        if id is not None and not is_valid_id(id):
+            raise ExperimentError(f"invalid experiment id {id!r}: {ID_RULE} (as NNI's)")
         self.id = id or new_experiment_id()
         _experiments[self.id] = self
         self.port: int | None = None
