@@ -236,14 +236,15 @@ class RotatingWriter:
         room = self.limits.max_bytes - self._size if self.limits.bounded else len(view)
         if room >= len(view):
             piece = len(view)
-        elif self._size == 0:
-            piece = room  # a line longer than a whole file: cut it
         else:
             cut = bytes(view[:room]).rfind(b"\n") if room > 0 else -1
-            if cut < 0:
+            if cut >= 0:
+                piece = cut + 1
+            elif self._size == 0:
+                piece = room  # a line longer than a whole file: cut it
+            else:
                 self.rotate()
                 return 0
-            piece = cut + 1
         written = os.write(fd, view[:piece])
         self._size += written
         return written
