@@ -12,11 +12,11 @@ Each takes expctl's spelling and nnictl's::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from expmgr.cli.common import EXIT_OK, CliError, check_id, find_experiment, is_running, rest_call, shown_status
+from expmgr import strict_json
 from expmgr.config import UPDATABLE_FIELDS
 
 _UPDATES = {entry.cli_word: entry for entry in UPDATABLE_FIELDS}
@@ -124,7 +124,7 @@ def import_results(args: argparse.Namespace) -> int:
     file = Path(text)
     entry = _running(exp_id)
     try:
-        records = json.loads(file.read_text(encoding="utf-8"))
+        records = strict_json.loads(file.read_text(encoding="utf-8"))
     except OSError as error:
         raise CliError(f"{file}: {error.strerror}") from None
     except ValueError as error:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from expmgr import strict_json
+
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import norm
 from ._limits import MAX_CONFIG_BYTES, MAX_SEARCH_SPACE_BYTES, MAX_YAML_NODES
@@ -308,7 +310,9 @@ def read_search_space_file(real: Path) -> tuple[Any, Source]:
         is_json = text.lstrip().startswith(("{", "["))
     if is_json:
         try:
-            value = json.loads(text)
+            value = strict_json.loads(text)
+        except strict_json.DuplicateKeyError as exc:  # json.loads alone would keep the last silently
+            raise ConfigError(f"invalid JSON: {exc}", file=shown) from None
         except RecursionError:
             raise ConfigError("invalid JSON: nested too deeply", file=shown) from None
         except json.JSONDecodeError as exc:

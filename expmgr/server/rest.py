@@ -126,6 +126,8 @@ class _Handler(tornado.web.RequestHandler):
         try:
             return (strict_json.loads(body) if len(body) <= PARSE_INLINE
                     else await asyncio.to_thread(strict_json.loads, body))
+        except strict_json.DuplicateKeyError as error:
+            raise RequestError(RefusalKind.INVALID, f"body: {error}") from None
         except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
             raise RequestError(RefusalKind.INVALID, f"body: not JSON ({error})") from None
 

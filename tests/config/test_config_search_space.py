@@ -337,3 +337,26 @@ def test_a_json_file_is_located_as_ruamel_locates_it_without_parsing_it_again(in
     for path in paths:
         for at_key in (False, True):
             assert fast.locate(path, at_key) == slow.locate(path, at_key), (path, at_key)
+
+
+def test_a_key_twice_in_a_json_search_space_file_is_refused_naming_it(tmp_path: Path) -> None:
+    """json.loads alone keeps the last silently: the space run would not be the one read."""
+    space = tmp_path / "search_space.json"
+    space.write_text('{\n  "lr": {"_type": "uniform", "_value": [0, 1]},\n'
+                     '  "opt": {"_type": "choice", "_value": ["a"], "_value": ["b"]}\n}\n')
+    err = load_error(file_config(tmp_path, "search_space.json"))
+    assert err.file == space and err.message == "invalid JSON: duplicate key '_value'"
+
+
+@pytest.mark.parametrize("where", ["config", "file"])
+def test_a_key_twice_in_yaml_is_refused_with_its_line(tmp_path: Path, where: str) -> None:
+    """ruamel refuses a duplicate key itself (allow_duplicate_keys is left False): checked here."""
+    twice = "  lr: {_type: uniform, _value: [0, 1]}\n  lr: {_type: uniform, _value: [0, 2]}\n"
+    if where == "config":
+        err = load_error(tmp_path / "config.yml", HEAD + twice)
+        assert (err.file, err.line) == (tmp_path / "config.yml", 6)  # the second lr
+    else:
+        write(tmp_path / "space.yaml", twice.replace("  lr", "lr"))
+        err = load_error(file_config(tmp_path, "space.yaml"))
+        assert (err.file, err.line) == (tmp_path / "space.yaml", 2)
+    assert "lr" in err.message and "duplicate" in err.message, str(err)
