@@ -114,11 +114,17 @@ class ResolvedConfig:
     def with_update(self, field: str, value: Any) -> ResolvedConfig:
         """A new ResolvedConfig with ``field`` (camelCase, one of ``UPDATABLE_FIELDS``) set to
         ``value``, checked by the rules and limits of a config file; raises ConfigError.
+        ``value`` None is refused: a limit set or left out at the start cannot be removed.
         A new search space replaces the ``searchSpaceFile`` it came from."""
         attribute = _ATTRIBUTES.get(field)
         if attribute is None:
             raise ConfigError(f"cannot be changed while running; one of {', '.join(_ATTRIBUTES)} can",
                               field=field)
+        if value is None:
+            # In a file, null is the key left out (no limit); while running it would remove
+            # the limit the experiment was started with (its budget): a change gives a value.
+            raise ConfigError("expected a value, got null: while the experiment runs this can be "
+                              "changed, not removed", field=field)
         candidate = ExperimentConfig.from_dict(self.to_dict())
         setattr(candidate, attribute, value)
         if field == "searchSpace":
