@@ -11,6 +11,7 @@ import copy
 import importlib.util
 import math
 import re
+from dataclasses import is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -116,8 +117,11 @@ class _Canonicalizer:
             if name in out:
                 continue
             if name in ("search_space", "search_space_file"):
+                # The file's path is checked; a parameter's values are data for the trial, not run.
+                _refuse_nul(config.search_space_file, (Key("search_space_file"),))
                 out.update(self._search_space_pair())
                 continue
+            _refuse_nul(getattr(config, name), (Key(name),))
             check: Callable[[Any, tuple[PathSegment, ...]], Any] = getattr(self, "_" + name)
             out[name] = check(getattr(config, name), (Key(name),))
         if out["debug"] and (out["log_level"] is None
@@ -538,6 +542,27 @@ def _unless_unfilled(value: Any) -> Any:
 
 def _optional(value: Any, path: tuple[PathSegment, ...], check: Callable[[Any, tuple[PathSegment, ...]], Any]) -> Any:
     return None if value is None else check(value, path)
+
+
+def _refuse_nul(value: Any, path: tuple[PathSegment, ...]) -> None:
+    """Problem at the first string (or key) holding a NUL character, in a value or a section:
+    a command, a path, an environment variable or an argument cannot hold one, so a trial
+    would fail at its launch rather than the config at its load."""
+    if isinstance(value, (str, Path)):
+        if "\0" in str(value):
+            raise Problem(path, "contains a NUL character (\\0), which no command, path or environment "
+                                "variable can hold")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\0" in key:
+                raise Problem(path + (key,), "this key contains a NUL character (\\0)", at_key=True)
+            _refuse_nul(item, path + (key,))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _refuse_nul(item, path + (index,))
+    elif is_dataclass(value) and not isinstance(value, type):   # a section: tuner, trainingService
+        for name in public_fields(type(value)):
+            _refuse_nul(getattr(value, name), path + (Key(name),))
 
 
 def _string(value: Any, path: tuple[PathSegment, ...]) -> str:

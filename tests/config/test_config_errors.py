@@ -324,3 +324,35 @@ def test_a_complex_key_in_a_search_space_file_is_an_error_at_its_line(tmp_path: 
 def test_a_string_tag_is_a_string(config_path: Path) -> None:
     write(config_path, GOOD.replace("experimentName: demo", "experimentName: !!str 5"))
     assert ExperimentConfig.load(config_path).experiment_name == "5"
+
+
+# -- NUL characters: no command, path or environment variable can hold one ----------------------
+
+NULS = {
+    # replacing a line of GOOD, or appended as line 13+: (old line or None, new text, line, field)
+    "trial_command": ("trialCommand: python3 trial.py", 'trialCommand: "python3 trial.py\\0 --x"', 4, "trialCommand"),
+    "code_directory": (None, 'trialCodeDirectory: "code\\0dir"', 13, "trialCodeDirectory"),
+    "working_directory": (None, 'experimentWorkingDirectory: "home\\0"', 13, "experimentWorkingDirectory"),
+    "class_args": ("    optimize_mode: maximize", '    optimize_mode: maximize\n    seed_name: "a\\0b"', 11,
+                   "tuner.classArgs.seed_name"),
+    "ray_env_var": ("  platform: local", '  platform: ray\n  runtimeEnv: {env_vars: {A: "x\\0y"}}', 13,
+                    "trainingService.runtimeEnv.env_vars.A"),
+    "search_space_file": ("searchSpace:\n  lr: {_type: loguniform, _value: [0.0001, 0.1]}",
+                          'searchSpaceFile: "space\\0.json"', 2, "searchSpaceFile"),
+}
+
+
+@pytest.mark.parametrize("old, new, line, field", NULS.values(), ids=NULS.keys())
+def test_a_nul_in_a_command_path_or_env_value_is_refused_at_load_with_its_line(config_path: Path, old: str | None,
+                                                                               new: str, line: int, field: str) -> None:
+    text = GOOD + new + "\n" if old is None else GOOD.replace(old, new)
+    assert text != GOOD
+    err = load_error(config_path, text)
+    assert (err.file, err.line, err.field) == (config_path, line, field), str(err)
+    assert "NUL character" in err.message, str(err)
+
+
+def test_a_nul_from_python_is_refused_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"trial_command: contains a NUL character"):
+        ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3\0 t.py",
+                         trial_code_directory=tmp_path, trial_concurrency=1, tuner={"name": "Random"}).canonical()
