@@ -15,7 +15,7 @@ import argparse
 import math
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, check_id, find_experiment, is_running, rest_call, shown_status
+from expmgr.cli.common import EXIT_OK, CliError, check_id, printable, find_experiment, is_running, rest_call, shown_status
 from expmgr import strict_json
 from expmgr.config import UPDATABLE_FIELDS
 
@@ -70,7 +70,7 @@ def update_experiment(args: argparse.Namespace) -> int:
     field = _UPDATES[what]
     value = _parse_value(what, text)
     rest_call(entry, "PUT", f"experiment?update_type={field.update_type}", {"params": {field.field: value}})
-    print(f"experiment {entry.id}: {field.field} is now {text}")
+    print(f"experiment {entry.id}: {field.field} is now {printable(text)}")
     return EXIT_OK
 
 
