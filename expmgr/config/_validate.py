@@ -21,7 +21,7 @@ from ._durations import parse_duration
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import spell, unknown_message
 from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER,
-                      MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU, MAX_LOG_FILES_KEPT)
+                      MAX_TRIAL_PROCESS_LIMIT, MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU, MAX_LOG_FILES_KEPT)
 from ._loader import read_search_space_file
 from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
@@ -473,6 +473,9 @@ class _Canonicalizer:
                                                         path + (Key("max_trial_number_per_gpu"),),
                                                         MAX_TRIALS_PER_GPU)
         result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
+        if value.trial_process_limit is not None:   # None: the default (ResolvedLocalConfig's)
+            result.trial_process_limit = _non_negative_int(value.trial_process_limit,
+                                                           path + (Key("trial_process_limit"),), MAX_TRIAL_PROCESS_LIMIT)
         return result
 
     def _ray_service(self, value: RayConfig, path: tuple[PathSegment, ...]) -> RayConfig:
