@@ -15,7 +15,8 @@ rotations without losing or repeating a byte::
 
 Files are opened below a folder the reader trusts (the experiment's) one folder at a time,
 never through a symlink, without blocking on a FIFO, and only when they are regular
-files: a trial may put a symlink or a FIFO in the place of any of them (RefusedFile).
+files with one name (no hard link): a trial may put a symlink, a FIFO or a hard link to
+another file in the place of any of them (RefusedFile).
 Every read is bounded: blocks of BLOCK_BYTES, at most MAX_ROTATED rotated files, the
 dropped count's file read up to 32 bytes.
 
@@ -232,8 +233,11 @@ def _open_regular(folder: int, name: str, shown: PurePath) -> BinaryIO:
             raise RefusedFile(f"{shown}: refused, not a regular file") from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
             raise RefusedFile(f"{shown}: refused, not a regular file")
+        if status.st_nlink > 1:  # expmgr's logs have one name (rotation renames): this one may be any file's
+            raise RefusedFile(f"{shown}: refused, it is a hard link (a file with {status.st_nlink} names)")
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:

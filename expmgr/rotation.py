@@ -117,12 +117,17 @@ def dropped_bytes(path: StrPath) -> int:
 
 
 def _open_regular(path: str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` of a regular file only: a trial may put a symlink or a FIFO where its
-    files go, and the writer must neither follow the one nor block on the other."""
+    """``os.open`` of a regular file with one name only: a trial may put a symlink, a FIFO or
+    a hard link to another file where its files go, and the writer must neither follow the
+    first, block on the second nor write into the third. (Rotation only renames, so a log
+    of expmgr's never has a second name.)"""
     fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        if status.st_nlink > 1:
+            raise OSError(errno.EINVAL, f"{path} is a hard link (a file with {status.st_nlink} names)")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [  # top first; a unit may import its own modules and a
     {"algorithms"},
     {"trial_path"},            # not a package: the folder first on trials' PYTHONPATH (`nni`, `expmgr`)
     {"trial"},                 # the trial-side API (and the `expmgr` package that re-exports it)
-    {"layout", "log", "states", "metrics", "logreader"},
+    {"layout", "log", "states", "metrics", "logreader", "strict_json"},
     {"rotation"},              # how log files are bounded: the log handlers, the training services, readers
 ]
 RANK = {unit: rank for rank, layer in enumerate(LAYERS) for unit in layer}

@@ -37,7 +37,7 @@ import sys
 
 from expmgr import __version__
 from expmgr.cli import archive, control, launch, listing, logs, nnictl, top, update
-from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError
+from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError, printable
 from expmgr.store.registry import RegistryError
 
 
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     refused = nnictl.refusal(sys.argv[1:] if argv is None else argv)
     if refused is not None:
-        print(refused, file=sys.stderr)
+        print(printable(refused, lines=True), file=sys.stderr)
         return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     try:
@@ -80,13 +80,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except ConfigError as error:
-        print(f"expctl {args.command}: {error}", file=sys.stderr)
+        print(f"expctl {args.command}: {printable(error, lines=True)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except CliError as error:
-        print(f"expctl {args.command}: {error}", file=sys.stderr)
+        print(f"expctl {args.command}: {printable(error, lines=True)}", file=sys.stderr)
         return error.status
     except RegistryError as error:  # a damaged registry.sqlite: every command reads it
-        print(f"expctl {args.command}: {error}", file=sys.stderr)
+        print(f"expctl {args.command}: {printable(error, lines=True)}", file=sys.stderr)
         return EXIT_FAILED
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -177,15 +178,30 @@ def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -
         raise CliError(str(refused), EXIT_BAD_INPUT if refused.status in (400, 404, 409) else EXIT_FAILED) from None
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: object, *, lines: bool = False) -> str:
+    """``text`` safe to print on a terminal: every control character (C0, DEL, C1: ESC and
+    so any escape sequence, a carriage return, a bell) shown as a visible escape such as
+    ``\\x1b``, so that a name or a message cannot move the cursor, recolour, retitle or
+    clear the user's terminal. With ``lines``, newlines are kept (a multi-line message).
+    Every plain (not JSON) output of a string a user or a trial chose goes through it."""
+    pattern = _CONTROL_BUT_NEWLINE if lines else _CONTROL
+    return pattern.sub(lambda match: f"\\x{ord(match.group()):02x}", str(text))
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
-    """Rows as a human table (columns in order), or as a JSON list with ``--json``."""
+    """Rows as a human table (columns in order, each cell ``printable``), or as a JSON
+    list with ``--json`` (where JSON escapes control characters itself)."""
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
         return
     if not rows:
         print("(none)")
         return
-    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
+    cells = [[printable(row.get(column, "")) for column in columns] for row in rows]
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths)).rstrip())
     for line in cells:

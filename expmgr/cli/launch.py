@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
-                               find_experiment, is_running, is_serving, not_supported, port_number,
+                               find_experiment, is_running, is_serving, not_supported, port_number, printable,
                                use_experiment_dir)
 from expmgr.layout import ExperimentPaths
 from expmgr.log import bound_stdout_file
@@ -203,9 +203,9 @@ def _print_outcome(experiment: Experiment) -> str:
     print(f"experiment {experiment.id} {status}")
     best = experiment.best_trial()
     if best is not None:
-        print(f"best trial {best.trialJobId}: {best.value} with {best.parameter}")
+        print(printable(f"best trial {best.trialJobId}: {best.value} with {best.parameter}"))
     if status == "ERROR":
-        print(experiment.get_error() or "", file=sys.stderr)
+        print(printable(experiment.get_error() or "", lines=True), file=sys.stderr)
     return status
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
-                               is_serving, print_table, registry, shown_status, shown_trial_status)
+                               is_serving, print_table, printable, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.metrics import ranked
 from expmgr.server import views
@@ -89,7 +89,7 @@ def list_experiments(args: argparse.Namespace) -> int:
                 row["started"] = _when(store.profile().start_time)
         except CliError as problem:
             row["status"], row["error"] = "UNREADABLE", str(problem)
-            print(f"expctl experiment list: {entry.id}: {problem}", file=sys.stderr)
+            print(f"expctl experiment list: {entry.id}: {printable(problem, lines=True)}", file=sys.stderr)
         rows.append(row)
     print_table(rows, ["id", "name", "status", "port", "started", "ended", "dir"], args.json)
     return EXIT_OK

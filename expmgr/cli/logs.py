@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, cast
 
 from expmgr.cli.common import (EXIT_FAILED, EXIT_OK, CliError, check_id, current_entry, experiment_store, find_experiment,
-                               is_running, registry)
+                               is_running, printable, registry)
 from expmgr.layout import ExperimentPaths, TrialFiles
 from expmgr.logreader import (BLOCK_BYTES, Listing, LogFile, RefusedFile, Snapshot, head_blocks, last_lines_start, open_kept,
                               read_blocks)
@@ -131,13 +131,13 @@ def _run_nnictl(args: argparse.Namespace) -> int:
         with experiment_store(entry) as store:
             trial_ids = trial_ids or [trial.trial_id for trial in store.trials()]
         for trial_id in trial_ids:
-            print(f"id:{trial_id} path:{paths.trial_dir(trial_id)}")
+            print(printable(f"id:{trial_id} path:{paths.trial_dir(trial_id)}"))
         if not trial_ids:
             print("(none)")
         return EXIT_OK
     path = paths.log_dir / "daemon.log"
     if args.path:
-        print(path)
+        print(printable(path))
         return EXIT_OK
     _show(LogFile(paths.root, path.relative_to(paths.root)), args, lambda: not is_running(current_entry(entry)))
     return EXIT_OK

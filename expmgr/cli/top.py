@@ -9,7 +9,7 @@ import sys
 import time
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
-                               is_serving, registry, shown_status, shown_trial_status)
+                               is_serving, printable, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.log import use_colour
 from expmgr.metrics import best_result
@@ -70,7 +70,7 @@ def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
             profile, trials, finals = store.profile(), store.trials(), store.final_metrics()
             attempts = views.attempts_by_trial(store.attempts())
     except CliError as error:  # one damaged experiment does not hide the others
-        return f"{entry.id}: {error}\n"
+        return f"{entry.id}: {printable(error, lines=True)}\n"
     status, running = shown_status(entry), is_running(entry)
     gone = status == "GONE"
     counts: dict[str, int] = {}
@@ -82,7 +82,7 @@ def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
     best = best_result(((trial_id, final.value) for trial_id, final in finals.items()),
                        minimize=ExperimentConfig.from_dict(profile.config).minimizes)
     limit = profile.config.get("maxTrialNumber")
-    lines = [f"{entry.id}  {entry.name or ''}  {_paint(status, status, colour)}  {_address(entry)}",
+    lines = [f"{entry.id}  {printable(entry.name or '')}  {_paint(status, status, colour)}  {_address(entry)}",
              f"  trials {len(trials)}{f'/{limit}' if limit else ''}: "
              + ", ".join(f"{_paint(state, state, colour)} {count}" for state, count in counts.items())
              + (f"   best {best[1]:g} ({best[0]})" if best else "")]
@@ -93,7 +93,7 @@ def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
             seconds = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
             ran = "     ?" if seconds is None else f"{seconds:6.1f}"   # ?: its experiment died under it
             lines.append(f"  {trial.trial_id}  {_paint(shown, shown, colour)} {ran}s  "
-                         f"attempt {trial.attempts}  {trial.parameters}")
+                         f"attempt {trial.attempts}  {printable(trial.parameters)}")
     return "\n".join(lines) + "\n"
 
 

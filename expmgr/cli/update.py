@@ -12,11 +12,11 @@ Each takes expctl's spelling and nnictl's::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, check_id, find_experiment, is_running, rest_call, shown_status
+from expmgr.cli.common import EXIT_OK, CliError, check_id, printable, find_experiment, is_running, rest_call, shown_status
+from expmgr import strict_json
 from expmgr.config import UPDATABLE_FIELDS
 
 _UPDATES = {entry.cli_word: entry for entry in UPDATABLE_FIELDS}
@@ -70,7 +70,7 @@ def update_experiment(args: argparse.Namespace) -> int:
     field = _UPDATES[what]
     value = _parse_value(what, text)
     rest_call(entry, "PUT", f"experiment?update_type={field.update_type}", {"params": {field.field: value}})
-    print(f"experiment {entry.id}: {field.field} is now {text}")
+    print(f"experiment {entry.id}: {field.field} is now {printable(text)}")
     return EXIT_OK
 
 
@@ -124,7 +124,7 @@ def import_results(args: argparse.Namespace) -> int:
     file = Path(text)
     entry = _running(exp_id)
     try:
-        records = json.loads(file.read_text(encoding="utf-8"))
+        records = strict_json.loads(file.read_text(encoding="utf-8"))
     except OSError as error:
         raise CliError(f"{file}: {error.strerror}") from None
     except ValueError as error:

@@ -12,6 +12,13 @@ MAX_TRIAL_NUMBER = 10**9
 MAX_TRIAL_RETRIES = 1_000
 MAX_TRIAL_GPU_NUMBER = 1_024
 MAX_TRIALS_PER_GPU = 1_000
+DEFAULT_TRIAL_PROCESS_LIMIT = 4_096
+"""A local trial's processes at once (``trialProcessLimit``): far above what a trial needs (a
+worker per core of a large machine, with data loaders, is a few hundred), far below the
+pids a machine has (``pid_max`` is 32,768 on older kernels): a fork bomb is ended before it
+takes them all. 0 turns the limit off."""
+MAX_TRIAL_PROCESS_LIMIT = 4_194_304
+"""Linux's largest ``pid_max``: a trial can never have more processes."""
 MAX_PENDING_TRIALS = MAX_TRIAL_CONCURRENCY
 """A Ray training service's ``maxPendingTrials``: trials submitted to Ray and not yet started."""
 MAX_TRIAL_MEMORY_BYTES = 2**50

@@ -10,7 +10,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Iterator, cast
+
+from expmgr import strict_json
 
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import norm
@@ -260,6 +263,14 @@ def load_yaml(text: str, shown: Path) -> tuple[Any, Source]:
             doc = None if nodes is None else fast.constructor.construct_document(nodes)
             source = Source(shown, nodes=nodes)
     _check_alias_expansion(doc, shown)
+    try:
+        _check_plain_values(doc, shown)
+    except ConfigError:
+        if source.nodes is None:
+            raise
+        with _yaml_errors(shown):   # plain values carry no positions: find the culprit's in a round trip
+            _check_plain_values(_round_trip_yaml().load(text), shown)
+        raise
     return doc, source
 
 
@@ -302,6 +313,66 @@ def _yaml_errors(shown: Path) -> Iterator[None]:
         raise ConfigError(f"invalid YAML: {problem}", file=shown, line=line, column=column) from None
     except YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=shown) from None
+
+
+_STANDARD_TAGS = {None, "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap",
+                  "tag:yaml.org,2002:str"}
+"""Tags that leave a value plain (a mapping, a list, a string)."""
+
+
+def _check_plain_values(doc: Any, shown: Path) -> None:
+    """Refuse what YAML can write and a config never means, at its line: a key that is not a
+    string (``1:``, ``null:``, ``true:``, a complex ``? [a, b]`` key, an alias to a list), and
+    a value of no JSON type (a date, ``!!binary``, ``!!set``, a tag such as ``!!python/object``).
+    Each shared (aliased) node is walked once."""
+    seen: set[int] = set()
+
+    def refuse(message: str, position: Any) -> None:
+        where = _lc(position) if position is not None else None
+        raise ConfigError(message, file=shown, line=where[0] + 1 if where else None,
+                          column=where[1] + 1 if where else None)
+
+    def check(node: Any, position: Any) -> None:
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                return
+            seen.add(id(node))
+            tag = getattr(getattr(node, "tag", None), "value", None)
+            if tag not in _STANDARD_TAGS:
+                refuse(f"the YAML tag {tag} is not supported; write a plain mapping or list", position)
+            lc = getattr(node, "lc", None)
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    at_key = lc.key(key) if lc is not None else position
+                    if not isinstance(key, str) or isinstance(key, TaggedScalar):
+                        refuse(f"keys must be strings, got {_shown_node(key)}; quote a key such as '1'", at_key)
+                    check(value, lc.value(key) if lc is not None else position)
+            else:
+                for index, value in enumerate(node):
+                    check(value, lc.item(index) if lc is not None else position)
+        elif isinstance(node, TaggedScalar):
+            tag = getattr(node.tag, "value", None)
+            if tag != "tag:yaml.org,2002:str":
+                refuse(f"the YAML tag {tag} is not supported; write a plain value", position)
+        elif node is not None and not isinstance(node, (str, int, float, bool)):
+            refuse(f"expected a string, number, boolean, list or mapping, got {_shown_node(node)}; "
+                   "quote it to give a string", position)
+
+    from ruamel.yaml.comments import TaggedScalar
+    try:
+        check(doc, (0, 0))
+    except RecursionError:
+        raise ConfigError("invalid YAML: nested too deeply", file=shown) from None
+
+
+def _shown_node(node: Any) -> str:
+    """A YAML value as an error shows it: its kind, and what it is when short."""
+    if isinstance(node, (dict, list, tuple, Mapping)):   # a complex key: ruamel's CommentedKeySeq/KeyMap
+        return "a mapping" if isinstance(node, Mapping) else "a list"
+    if node is None or isinstance(node, (bool, int, float)):
+        return repr(node if not isinstance(node, bool) else bool(node))
+    kind = {bytes: "binary data (!!binary)"}.get(type(node), type(node).__name__)
+    return f"{kind} {str(node)[:40]!r}" if not isinstance(node, bytes) else kind
 
 
 def _check_alias_expansion(doc: Any, shown: Path) -> None:
@@ -362,6 +433,8 @@ def to_plain(node: Any) -> Any:
         return float(node)
     if isinstance(node, str):
         return str(node)
+    if hasattr(node, "value") and getattr(getattr(node, "tag", None), "value", None) == "tag:yaml.org,2002:str":
+        return str(node.value)   # !!str 5: a TaggedScalar in ruamel's round-trip document
     return node
 
 
@@ -392,7 +465,9 @@ def read_search_space_file(real: Path) -> tuple[Any, Source]:
         is_json = text.lstrip().startswith(("{", "["))
     if is_json:
         try:
-            value = json.loads(text)
+            value = strict_json.loads(text)
+        except strict_json.DuplicateKeyError as exc:  # json.loads alone would keep the last silently
+            raise ConfigError(f"invalid JSON: {exc}", file=shown) from None
         except RecursionError:
             raise ConfigError("invalid JSON: nested too deeply", file=shown) from None
         except json.JSONDecodeError as exc:

@@ -51,6 +51,7 @@ class LocalConfig:
     use_active_gpu: bool = False
     max_trial_number_per_gpu: int = 1
     gpu_indices: list[int] | int | str | None = None
+    trial_process_limit: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

@@ -11,6 +11,7 @@ import copy
 import importlib.util
 import math
 import re
+from dataclasses import is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -20,7 +21,7 @@ from ._durations import parse_duration
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import spell, unknown_message
 from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_NUMBER, MAX_TRIAL_NUMBER,
-                      MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU, MAX_LOG_FILES_KEPT)
+                      MAX_TRIAL_PROCESS_LIMIT, MAX_TRIAL_RETRIES, MAX_TRIALS_PER_GPU, MAX_LOG_FILES_KEPT)
 from ._loader import read_search_space_file
 from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
@@ -116,8 +117,11 @@ class _Canonicalizer:
             if name in out:
                 continue
             if name in ("search_space", "search_space_file"):
+                # The file's path is checked; a parameter's values are data for the trial, not run.
+                _refuse_nul(config.search_space_file, (Key("search_space_file"),))
                 out.update(self._search_space_pair())
                 continue
+            _refuse_nul(getattr(config, name), (Key(name),))
             check: Callable[[Any, tuple[PathSegment, ...]], Any] = getattr(self, "_" + name)
             out[name] = check(getattr(config, name), (Key(name),))
         if out["debug"] and (out["log_level"] is None
@@ -469,6 +473,9 @@ class _Canonicalizer:
                                                         path + (Key("max_trial_number_per_gpu"),),
                                                         MAX_TRIALS_PER_GPU)
         result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
+        if value.trial_process_limit is not None:   # None: the default (ResolvedLocalConfig's)
+            result.trial_process_limit = _non_negative_int(value.trial_process_limit,
+                                                           path + (Key("trial_process_limit"),), MAX_TRIAL_PROCESS_LIMIT)
         return result
 
     def _ray_service(self, value: RayConfig, path: tuple[PathSegment, ...]) -> RayConfig:
@@ -538,6 +545,27 @@ def _unless_unfilled(value: Any) -> Any:
 
 def _optional(value: Any, path: tuple[PathSegment, ...], check: Callable[[Any, tuple[PathSegment, ...]], Any]) -> Any:
     return None if value is None else check(value, path)
+
+
+def _refuse_nul(value: Any, path: tuple[PathSegment, ...]) -> None:
+    """Problem at the first string (or key) holding a NUL character, in a value or a section:
+    a command, a path, an environment variable or an argument cannot hold one, so a trial
+    would fail at its launch rather than the config at its load."""
+    if isinstance(value, (str, Path)):
+        if "\0" in str(value):
+            raise Problem(path, "contains a NUL character (\\0), which no command, path or environment "
+                                "variable can hold")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\0" in key:
+                raise Problem(path + (key,), "this key contains a NUL character (\\0)", at_key=True)
+            _refuse_nul(item, path + (key,))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _refuse_nul(item, path + (index,))
+    elif is_dataclass(value) and not isinstance(value, type):   # a section: tuner, trainingService
+        for name in public_fields(type(value)):
+            _refuse_nul(getattr(value, name), path + (Key(name),))
 
 
 def _string(value: Any, path: tuple[PathSegment, ...]) -> str:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar, Union
 
 from ._durations import parse_duration
 from ._errors import ConfigError
+from ._limits import DEFAULT_TRIAL_PROCESS_LIMIT
 from ._model import Duration, ExperimentConfig
 from ._sections import AlgorithmConfig, LocalConfig, PathLike, RayConfig
 from ._updatable import UPDATABLE_FIELDS
@@ -38,6 +39,8 @@ class ResolvedLocalConfig:
     max_trial_number_per_gpu: int = 1
     gpu_indices: tuple[int, ...] | None = None
     """The GPUs trials may use; None: every GPU ``nvidia-smi`` sees."""
+    trial_process_limit: int = DEFAULT_TRIAL_PROCESS_LIMIT
+    """The processes one trial may have at once, counted by the watchdog; 0: no limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +117,17 @@ class ResolvedConfig:
     def with_update(self, field: str, value: Any) -> ResolvedConfig:
         """A new ResolvedConfig with ``field`` (camelCase, one of ``UPDATABLE_FIELDS``) set to
         ``value``, checked by the rules and limits of a config file; raises ConfigError.
+        ``value`` None is refused: a limit set or left out at the start cannot be removed.
         A new search space replaces the ``searchSpaceFile`` it came from."""
         attribute = _ATTRIBUTES.get(field)
         if attribute is None:
             raise ConfigError(f"cannot be changed while running; one of {', '.join(_ATTRIBUTES)} can",
                               field=field)
+        if value is None:
+            # In a file, null is the key left out (no limit); while running it would remove
+            # the limit the experiment was started with (its budget): a change gives a value.
+            raise ConfigError("expected a value, got null: while the experiment runs this can be "
+                              "changed, not removed", field=field)
         candidate = ExperimentConfig.from_dict(self.to_dict())
         setattr(candidate, attribute, value)
         if field == "searchSpace":
@@ -216,7 +225,9 @@ def _training_service(section: LocalConfig | RayConfig | dict[str, Any] | list[A
             raise _not_canonical("training_service.gpu_indices", indices)
         return ResolvedLocalConfig(use_active_gpu=section.use_active_gpu,
                                    max_trial_number_per_gpu=section.max_trial_number_per_gpu,
-                                   gpu_indices=None if indices is None else tuple(indices))
+                                   gpu_indices=None if indices is None else tuple(indices),
+                                   trial_process_limit=DEFAULT_TRIAL_PROCESS_LIMIT
+                                   if section.trial_process_limit is None else section.trial_process_limit)
     if isinstance(section, RayConfig):
         return ResolvedRayConfig(address=section.address,
                                  trial_resources=_trial_resources(section.trial_resources),

@@ -13,7 +13,7 @@ import os
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from expmgr import trial as trial_api
+from expmgr import strict_json, trial as trial_api
 from expmgr.engine.errors import MetricRejected, RefusalKind
 from expmgr.metrics import metric_number, reported_number
 from expmgr.store import MetricRecord
@@ -91,7 +91,7 @@ def parse_metrics_line(line: bytes | None, trial_id: str, attempt: int, token: s
 def _parse_metrics_line(line: bytes | None, trial_id: str, attempt: int, token: str) -> MetricRecord | None:
     if line is None:
         raise ValueError(f"longer than {MAX_REPORT_BYTES} bytes")
-    report = json.loads(line.decode("utf-8"))
+    report = strict_json.loads(line.decode("utf-8"))
     if not isinstance(report, dict):
         raise ValueError("not a JSON object")
     metric = parse_report(trial_id, report)

@@ -830,9 +830,9 @@ class TrialRunner:
 
     @_loop_handler
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
-                     preempted: bool = False) -> None:
+                     preempted: bool = False, *, failed: bool = False) -> None:
         live = self._live.pop(trial_id)
-        self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted)
+        self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted, failed)
         self._wake.set()
 
     @_loop_handler
@@ -850,7 +850,7 @@ class TrialRunner:
         self._wake.set()
 
     def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None,
-                       preempted: bool = False) -> None:
+                       preempted: bool = False, failed: bool = False) -> None:
         """Store the reports the attempt could not send, then its end; queued as one
         write while the store refuses writes (the lines already stored are skipped)."""
         trial_id, attempt = live.record.trial_id, live.attempt
@@ -863,7 +863,7 @@ class TrialRunner:
             status = live.stop_reason
         elif exit_code == 0:
             status = TrialState.SUCCEEDED
-        elif signum is not None:
+        elif signum is not None and not failed:
             status = TrialState.CRASHED
         else:
             status = TrialState.FAILED

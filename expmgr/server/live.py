@@ -28,7 +28,8 @@ import tornado.websocket
 
 from expmgr.engine.errors import RefusalKind
 from expmgr.layout import ExperimentPaths
-from expmgr.server import auth, views
+from expmgr import strict_json
+from expmgr.server import auth, request_values, views
 from expmgr.server.facts import ExperimentFacts
 from expmgr.server.guard import Guard, ServerLimits, peer_of
 from expmgr.server.reader import StoreReader
@@ -346,7 +347,7 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
 
     def on_message(self, message: str | bytes) -> None:
         try:
-            request = json.loads(message)
+            request = strict_json.loads(message)
         except ValueError as error:
             self.send_error_message(f"message: not JSON ({error})")
             return
@@ -362,12 +363,13 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
             self.hub.unfollow(self, file, trial)
             return
         offset, inode, base = request.get("offset", 0), request.get("inode"), request.get("base")
-        for name, value in (("offset", offset), ("inode", inode), ("base", base)):
-            if (value is not None or name == "offset") and (isinstance(value, bool) or not isinstance(value, int)):
-                self.send_error_message(f"{name}: expected an integer, got {value!r}")
-                return
         try:
+            offset = request_values.json_integer("offset", offset, minimum=None)
+            inode, base = (None if value is None else request_values.json_integer(name, value)
+                           for name, value in (("inode", inode), ("base", base)))
             self.hub.follow(self, file, trial, offset, inode, base)
+        except RequestError as error:
+            self.send_error_message(str(error))
         except TailError as error:
             self.send_error_message(str(error), file=file, trial=trial)
 

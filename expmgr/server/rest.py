@@ -29,10 +29,10 @@ from typing import Any, Callable, overload
 
 import tornado.web
 
-from expmgr import trial as trial_api
+from expmgr import strict_json, trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.server import auth, tails, views
+from expmgr.server import auth, request_values, tails, views
 from expmgr.server.guard import Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
 from expmgr.server.live import LiveHub, LiveSocket
@@ -48,7 +48,6 @@ API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
 READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
              "changed and takes no reports")
-_INTEGER = re.compile(r"-?[0-9]+")
 PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
 
@@ -94,20 +93,12 @@ class _Handler(tornado.web.RequestHandler):
 
     def int_argument(self, name: str, default: int | None, minimum: int | None = 0) -> int | None:
         """Query argument ``name`` as an integer (``default`` when absent); a RequestError
-        (400) naming it when it is not one, or is below ``minimum``."""
+        (400) naming it when it is not one, is below ``minimum`` or out of range (request_values)."""
         raw = self.get_query_argument(name, None)
-        if raw is None:
-            return default
-        if _INTEGER.fullmatch(raw) is None or (minimum is not None and int(raw) < minimum):
-            kind = ("an integer" if minimum is None else "a non-negative integer" if minimum == 0
-                    else "a positive integer" if minimum == 1 else f"an integer of at least {minimum}")
-            raise RequestError(RefusalKind.INVALID, f"{name}: expected {kind}, got {raw!r}")
-        return int(raw)
+        return default if raw is None else request_values.integer(name, raw, minimum)
 
     def path_int(self, name: str, raw: str) -> int:
-        if _INTEGER.fullmatch(raw) is None:
-            raise RequestError(RefusalKind.INVALID, f"{name}: expected an integer, got {raw!r}")
-        return int(raw)
+        return request_values.integer(name, raw, minimum=None)
 
     def apply_change(self, change: Callable[[TrialRunner], object]) -> None:
         """Make a change through the runner and answer {}; the runner's UpdateRefused
@@ -129,11 +120,14 @@ class _Handler(tornado.web.RequestHandler):
         return self.runner
 
     async def json_body(self) -> Any:
-        """The request's JSON body (a RequestError when it is not JSON); a large body is
-        parsed off the event loop."""
+        """The request's JSON body (a RequestError when it is not JSON, or an object in it
+        names a key twice); a large body is parsed off the event loop."""
         body = self.request.body
         try:
-            return json.loads(body) if len(body) <= PARSE_INLINE else await asyncio.to_thread(json.loads, body)
+            return (strict_json.loads(body) if len(body) <= PARSE_INLINE
+                    else await asyncio.to_thread(strict_json.loads, body))
+        except strict_json.DuplicateKeyError as error:
+            raise RequestError(RefusalKind.INVALID, f"body: {error}") from None
         except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
             raise RequestError(RefusalKind.INVALID, f"body: not JSON ({error})") from None
 

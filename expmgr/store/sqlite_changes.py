@@ -109,7 +109,8 @@ class ChangeLog:
     def _parse_cursor(self, cursor: str | None) -> tuple[int, int, int] | None:
         """(event id, metric id, finals id) of a cursor of this experiment; None for anything else."""
         parts = (cursor or "").split("-")
-        if len(parts) != 4 or not all(part.isdigit() for part in parts[1:]):
+        # At most 18 digits: every id fits SQLite's 64-bit integer (more is no cursor of ours).
+        if len(parts) != 4 or not all(part.isdigit() and part.isascii() and len(part) <= 18 for part in parts[1:]):
             return None
         if self._experiment_id is None:
             self._cursor(0, 0, 0)

@@ -86,8 +86,11 @@ class TrialEvents(Protocol):
         """The attempt runs: as process ``pid`` (started at ``pid_started``, seconds since the
         epoch, so that a resume can tell it from a later process with that pid) on ``host``."""
 
-    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None) -> None:
-        """The attempt's process ended: with ``exit_code``, or killed by ``signal``."""
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None, *,
+                     failed: bool = False) -> None:
+        """The attempt's process ended: with ``exit_code``, or killed by ``signal``; ``failed``:
+        the service killed it for a fault of the trial's own (over its process limit), so
+        it FAILED, not CRASHED, whatever the signal."""
 
     def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
         """An attempt whose ``launch()`` returned could not be started after all (a remote

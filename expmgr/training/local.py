@@ -24,7 +24,7 @@ from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
 from expmgr.training._process import process_start_time as _process_start_time, spawn_trial
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch, launch_error
-from expmgr.training.watchdog import MARKER_ENV, trial_marker
+from expmgr.training.watchdog import MARKER_ENV, OVER_LIMIT, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
 
 if TYPE_CHECKING:
@@ -89,6 +89,8 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         self._gpu_slots: _GpuSlots | None = None
         self._base_env: dict[str, str] = {}
         self._watchdog: subprocess.Popen | None = None
+        self._pending_over_limit: set[int] = set()
+        """Pgids the watchdog said it killed for their process limit (see _over_process_limit)."""
         self._session = ""
         self._output = OutputPump(log_limits, on_error=self._output_trouble)
         # The experiment's folder is named after it: this logger's records are its own.
@@ -101,7 +103,9 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         self._output.start()
         self._watchdog = subprocess.Popen(
             watchdog_command(self._session), stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+        assert self._watchdog.stdout is not None
+        os.set_blocking(self._watchdog.stdout.fileno(), False)  # read when a trial ends, never waited on
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
         # PATH stays the user's (as NNI leaves it), so `python3` is their environment's;
@@ -145,7 +149,8 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             if output is not None:
                 output.close_child_ends()  # the trial holds its own; the pipes end with it
         self._processes[trial.trial_id] = process
-        self._tell_watchdog(f"+{process.pid} {marker}")
+        # The watchdog counts its processes against the limit, and says so in its stderr when over.
+        self._tell_watchdog(f"+{process.pid} {marker} {self._config.trial_process_limit} {files.stderr}")
         self._events.trial_started(trial.trial_id, trial.attempt, process.pid,
                                    pid_started=_process_start_time(process.pid), host=self._manager_host)
         waiter = asyncio.get_running_loop().create_task(self._wait(trial, process, output))
@@ -171,7 +176,9 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         if self._gpu_slots is not None:
             self._gpu_slots.release(trial.trial_id)
         if returncode < 0:
-            self._events.trial_exited(trial.trial_id, trial.attempt, None, -returncode)
+            over_limit = process.pid in self._over_process_limit()
+            self._pending_over_limit.discard(process.pid)
+            self._events.trial_exited(trial.trial_id, trial.attempt, None, -returncode, failed=over_limit)
         else:
             self._events.trial_exited(trial.trial_id, trial.attempt, returncode, None)
 
@@ -200,6 +207,8 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             except subprocess.TimeoutExpired:
                 watchdog.kill()
                 watchdog.wait()
+            if watchdog.stdout is not None:
+                watchdog.stdout.close()
 
     def manager_host(self) -> str:
         return self._manager_host
@@ -222,6 +231,20 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         except (psutil.Error, ChildProcessError):
             pass
         return True
+
+    def _over_process_limit(self) -> set[int]:
+        """The pgids of the trials the watchdog killed for their process limit, as it told
+        (it writes before it kills, so a trial's line is here by the time its end is seen)."""
+        watchdog = self._watchdog
+        if watchdog is None or watchdog.stdout is None:
+            return set()
+        try:
+            text = os.read(watchdog.stdout.fileno(), 65536).decode(errors="replace")
+        except (BlockingIOError, OSError):
+            text = ""
+        self._pending_over_limit.update(int(words[1]) for words in map(str.split, text.splitlines())
+                                        if len(words) == 2 and words[0] == OVER_LIMIT and words[1].isdigit())
+        return self._pending_over_limit
 
     def _tell_watchdog(self, line: str) -> None:
         if self._watchdog is not None:

@@ -2,7 +2,7 @@
 trial's processes when the experiment process dies.
 
 The local training service starts it (``command(SESSION)``: this file run by its path,
-so that it imports the standard library alone, not the ``expmgr`` package) and writes to its stdin ``+<pgid> <marker>`` when a trial starts and ``-<pgid>`` when
+so that it imports the standard library alone, not the ``expmgr`` package) and writes to its stdin ``+<pgid> <marker> <process limit> <stderr path>`` when a trial starts and ``-<pgid>`` when
 it ends. Each trial runs in its own process group, and its environment carries
 ``EXPMGR_TRIAL_MARKER=<marker>`` (``SESSION/<trial id>/<attempt>``), which every process
 it starts inherits, including one that leaves the group (``setsid``, a double fork).
@@ -18,28 +18,41 @@ it starts inherits, including one that leaves the group (``setsid``, a double fo
   was SIGKILLed or crashed, it SIGKILLs every group still listed, then every process
   carrying a marker of this SESSION; on ``stop`` it does the latter only.
 
+- While a trial with a process limit (``trialProcessLimit``, not 0) runs, it counts each
+  such trial's processes (those carrying its marker) every POLL_INTERVAL seconds; a trial
+  with more than its limit (a fork bomb) has a line naming the limit appended to its
+  ``stderr`` and ``over-limit <pgid>`` written to the watchdog's stdout (for the service),
+  then every process SIGKILLed, as at its end: it ends FAILED (signal 9).
+
 So no trial, nor anything it started, outlives its trial or its experiment, unless it
 clears its environment, changes user, or runs where there is no ``/proc``. ``/proc`` is
-read on those events only, never polled. It imports nothing but ``os``, ``signal``,
-``sys`` and ``time`` (so it must be run by path, see ``command``), and runs in its own
-session so that a Ctrl+C meant for the experiment does not reach it.
+read on those events, and polled only while a trial with a process limit runs. It imports
+nothing but ``os``, ``select``, ``signal``, ``stat``, ``sys`` and ``time`` (so it must be run
+by path, see ``command``), and runs in its own session so that a Ctrl+C meant for the
+experiment does not reach it.
 """
 from __future__ import annotations
 
 import os
+import select
 import signal
+import stat
 import sys
 import time
 
 TYPE_CHECKING = False  # typing itself is not imported when the watchdog runs
 if TYPE_CHECKING:
-    from typing import Callable, Iterable
+    from typing import Callable, Iterable, Iterator
 
 MARKER_ENV = "EXPMGR_TRIAL_MARKER"
 _SWEEP_PASSES = 20
 """Scans at most: each kills what the one before found, and what those forked meanwhile."""
 _FIRST_PID = 300
 """Where Linux starts again when the pids come round (``RESERVED_PIDS``)."""
+OVER_LIMIT = "over-limit"
+"""What the watchdog writes to its stdout, with the trial's pgid, before it kills a trial over its limit."""
+POLL_INTERVAL = 0.5
+"""Seconds between two counts of the processes of trials with a process limit."""
 
 
 def command(session: str) -> list[str]:
@@ -169,9 +182,111 @@ def kill_marked(value: str, *, prefix: bool = False, since: StartedSince | None 
     return len(killed)
 
 
-def watch(lines: Iterable[str], session: str | None = None) -> int:
-    groups: dict[int, tuple[str | None, StartedSince]] = {}
+class _Trial:
+    """A running trial as the watchdog knows it, from its ``+`` line."""
+
+    def __init__(self, marker: str | None, since: StartedSince, process_limit: int, stderr: str | None) -> None:
+        self.marker = marker
+        self.since = since
+        self.process_limit = process_limit
+        self.stderr = stderr
+        self.over_limit = False
+
+
+def _parse_start(rest: str) -> tuple[str | None, int, str | None]:
+    """(marker, process limit, stderr path) of a ``+`` line's words after the pgid."""
+    marker, _, rest = rest.partition(" ")
+    limit, _, stderr = rest.partition(" ")
+    return marker or None, int(limit) if limit.isdigit() else 0, stderr or None
+
+
+def count_marked(markers: set[str], since: list[StartedSince]) -> dict[str, int]:
+    """How many of this user's processes carry each marker (each exact value), reading
+    the pids any of ``since`` allows (every pid when one cannot tell)."""
+    tests = [each.test() for each in since]
+    candidate = None if any(test is None for test in tests) else tests
+    counts = dict.fromkeys(markers, 0)
+    key = f"\0{MARKER_ENV}=".encode()
+    uid, own = os.getuid(), os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return counts
+    for name in names:
+        if not name.isdigit() or int(name) == own:
+            continue
+        if candidate is not None and not any(test(int(name)) for test in candidate if test is not None):
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            environ = b"\0" + _read(f"/proc/{name}/environ")
+        except OSError:
+            continue
+        start = environ.find(key)
+        if start < 0:
+            continue
+        start += len(key)
+        end = environ.find(b"\0", start)
+        value = environ[start:end if end >= 0 else len(environ)].decode(errors="replace")
+        if value in counts:
+            counts[value] += 1
+    return counts
+
+
+def _tell_trial(path: str, message: str) -> None:
+    """Append ``message`` to the trial's stderr: one O_APPEND write, as its output's are;
+    never through a symlink, into a FIFO or into a hard link a trial put there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        status = os.fstat(fd)
+        if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
+            os.write(fd, message.encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def enforce_process_limits(trials: dict[int, _Trial]) -> None:
+    """Kill every trial with more processes than its limit, after telling it why."""
+    limited = {pgid: trial for pgid, trial in trials.items()
+               if trial.process_limit > 0 and trial.marker and not trial.over_limit}
+    if not limited:
+        return
+    counts = count_marked({trial.marker for trial in limited.values() if trial.marker},
+                          [trial.since for trial in limited.values()])
+    for pgid, trial in limited.items():
+        assert trial.marker is not None
+        count = counts.get(trial.marker, 0)
+        if count <= trial.process_limit:
+            continue
+        trial.over_limit = True
+        try:  # before the kill: the service reads it when it sees the trial's end
+            os.write(sys.stdout.fileno(), f"{OVER_LIMIT} {pgid}\n".encode())
+        except (OSError, ValueError):  # no service to read it (gone, or stdout closed)
+            pass
+        if trial.stderr:
+            _tell_trial(trial.stderr, f"expmgr: this trial had {count} processes, more than its limit of "
+                                      f"{trial.process_limit} (trialProcessLimit): all of them were killed\n")
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        kill_marked(trial.marker, since=trial.since)
+
+
+def watch(lines: Iterable[str | None], session: str | None = None) -> int:
+    """Act on each line (see the module docstring); a None between lines (from
+    ``stdin_lines``) is a poll: trials over their process limit are ended."""
+    trials: dict[int, _Trial] = {}
     for line in lines:
+        if line is None:
+            enforce_process_limits(trials)
+            continue
         line = line.strip()
         if line == "stop":
             if session:
@@ -182,12 +297,13 @@ def watch(lines: Iterable[str], session: str | None = None) -> int:
             continue
         pgid = int(sign[1:])
         if sign[0] == "+":
-            groups[pgid] = (rest or None, StartedSince(pgid, processes_started()))
+            marker, limit, stderr = _parse_start(rest)
+            trials[pgid] = _Trial(marker, StartedSince(pgid, processes_started()), limit, stderr)
         else:
-            marker, since = groups.pop(pgid, (None, None))
-            if marker:
-                kill_marked(marker, since=since)
-    for pgid in groups:
+            trial = trials.pop(pgid, None)
+            if trial is not None and trial.marker:
+                kill_marked(trial.marker, since=trial.since)
+    for pgid in trials:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -197,6 +313,27 @@ def watch(lines: Iterable[str], session: str | None = None) -> int:
     return 0
 
 
+def stdin_lines(fd: int, interval: float = POLL_INTERVAL) -> Iterator[str | None]:
+    """The lines read from ``fd``, with a None at least every ``interval`` seconds (a
+    poll), until it closes."""
+    pending = b""
+    next_poll = time.monotonic() + interval
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, next_poll - time.monotonic()))
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                if pending:
+                    yield pending.decode(errors="replace")
+                return
+            *complete, pending = (pending + chunk).split(b"\n")
+            for line in complete:
+                yield line.decode(errors="replace")
+        if time.monotonic() >= next_poll:
+            yield None
+            next_poll = time.monotonic() + interval
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(watch(sys.stdin, sys.argv[1] if len(sys.argv) > 1 else None))
+    sys.exit(watch(stdin_lines(sys.stdin.fileno()), sys.argv[1] if len(sys.argv) > 1 else None))

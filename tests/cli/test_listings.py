@@ -233,3 +233,26 @@ def test_top_colours_states_on_a_terminal_only_and_not_with_a_non_empty_no_color
         "NO_COLOR set but empty does not turn colour off (no-color.org), as in the logs"
     piped = expctl(home, cwd, "top", "--once", exp_id).stdout
     assert "\x1b[" not in piped and "succeeded 3, failed 1" in piped
+
+
+HOSTILE = "evil\x1b]0;owned\x07\x1b[2J\r\x9b31m\x7f\x00"
+"""Terminal escapes: retitle (OSC), clear the screen, a carriage return, C1 CSI, DEL, NUL."""
+
+
+def test_names_and_hosts_with_terminal_escapes_are_printed_escaped_everywhere(tmp_path: Path):
+    home = tmp_path / "home"
+    exp_id = experiment_on_hosts(home, [[f"node-{HOSTILE}"], ["node-b"]])
+    registry = sqlite3.connect(home / "registry.sqlite")
+    try:
+        with registry:
+            registry.execute("UPDATE experiments SET name = ?", (f"name-{HOSTILE}",))
+    finally:
+        registry.close()
+    for command in [("experiment", "list", "--all"), ("trial", "ls", exp_id), ("top", "--once", exp_id),
+                    ("experiment", "show", exp_id), ("trial", "ls", exp_id, "--json")]:
+        result = expctl(home, tmp_path, *command)
+        assert result.returncode == 0, result.stderr
+        raw = [c for c in result.stdout if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) <= 0x9f]
+        assert raw == [], (command, result.stdout)
+        if "--json" not in command and "show" not in command:
+            assert r"evil\x1b]0;owned\x07\x1b[2J\x0d\x9b31m\x7f\x00" in result.stdout, (command, result.stdout)

@@ -281,3 +281,78 @@ def test_unknown_class_arg_of_a_builtin_assessor_is_reported_at_its_key(tmp_path
     config_path = tmp_path / "config.yml"
     err = load_error(config_path, GOOD + "assessor:\n  name: Medianstop\n  classArgs: {start_stpe: 3}\n")
     assert_error(err, config_path, 15, "assessor.classArgs.start_stpe", "did you mean 'start_step'?")
+
+
+# -- what YAML can write and a config never means ------------------------------------------------
+
+YAML_ODDITIES = {
+    # appended as lines 13+ of GOOD (or replacing a line): (text, line, column, message fragment)
+    "complex_key": ("? [a, b]\n: 1\n", 13, 3, "keys must be strings, got a list"),
+    "complex_mapping_key": ("? {a: 1}\n: 1\n", 13, 3, "keys must be strings, got a mapping"),
+    # ruamel places an aliased key at its anchor
+    "alias_to_a_list_as_key": ("debug: &flags [1]\n*flags : 2\n", 13, 8, "keys must be strings, got a list"),
+    "integer_key": ("1: x\n", 13, 1, "keys must be strings, got 1"),
+    "null_key": ("null: x\n", 13, 1, "keys must be strings, got None"),
+    "boolean_key": ("true: x\n", 13, 1, "keys must be strings, got True"),
+    "nested_integer_key": ("assessor: {name: Medianstop, classArgs: {1: x}}\n", 13, 42, "keys must be strings, got 1"),
+    "nested_null_key": ("assessor:\n  name: Medianstop\n  classArgs:\n    null: x\n", 16, 5,
+                        "keys must be strings, got None"),
+    "python_object_tag": ("assessor: !!python/object:os.system {}\n", 13, 11,
+                          "the YAML tag tag:yaml.org,2002:python/object:os.system is not supported"),
+    "custom_tag": ("nniManagerIp: !custom x\n", 13, 15, "the YAML tag !custom is not supported"),
+    "binary": ("nniManagerIp: !!binary aGVsbG8=\n", 13, 15, "got binary data (!!binary)"),
+    "date": ("nniManagerIp: 2020-01-01\n", 13, 15, "got date '2020-01-01'; quote it"),
+    "set": ("nniManagerIp: !!set {a, b}\n", 13, 15, "got CommentedSet"),
+}
+
+
+@pytest.mark.parametrize("text, line, column, fragment", YAML_ODDITIES.values(), ids=YAML_ODDITIES.keys())
+def test_yaml_oddities_are_config_errors_at_their_line(config_path: Path, text: str, line: int, column: int,
+                                                       fragment: str) -> None:
+    err = load_error(config_path, GOOD + text)
+    assert (err.file, err.line, err.column) == (config_path, line, column), str(err)
+    assert fragment in err.message, str(err)
+
+
+def test_a_complex_key_in_a_search_space_file_is_an_error_at_its_line(tmp_path: Path) -> None:
+    space = write(tmp_path / "space.yaml", "lr: {_type: uniform, _value: [0, 1]}\n? [a]\n: {_type: choice, _value: [1]}\n")
+    err = load_error(tmp_path / "config.yml", good_with("searchSpace:", "searchSpaceFile: space.yaml\nx:")
+                     .replace("x:\n  lr: {_type: loguniform, _value: [0.0001, 0.1]}\n", ""))
+    assert (err.file, err.line) == (space, 2) and "keys must be strings, got a list" in err.message, str(err)
+
+
+def test_a_string_tag_is_a_string(config_path: Path) -> None:
+    write(config_path, GOOD.replace("experimentName: demo", "experimentName: !!str 5"))
+    assert ExperimentConfig.load(config_path).experiment_name == "5"
+
+
+# -- NUL characters: no command, path or environment variable can hold one ----------------------
+
+NULS = {
+    # replacing a line of GOOD, or appended as line 13+: (old line or None, new text, line, field)
+    "trial_command": ("trialCommand: python3 trial.py", 'trialCommand: "python3 trial.py\\0 --x"', 4, "trialCommand"),
+    "code_directory": (None, 'trialCodeDirectory: "code\\0dir"', 13, "trialCodeDirectory"),
+    "working_directory": (None, 'experimentWorkingDirectory: "home\\0"', 13, "experimentWorkingDirectory"),
+    "class_args": ("    optimize_mode: maximize", '    optimize_mode: maximize\n    seed_name: "a\\0b"', 11,
+                   "tuner.classArgs.seed_name"),
+    "ray_env_var": ("  platform: local", '  platform: ray\n  runtimeEnv: {env_vars: {A: "x\\0y"}}', 13,
+                    "trainingService.runtimeEnv.env_vars.A"),
+    "search_space_file": ("searchSpace:\n  lr: {_type: loguniform, _value: [0.0001, 0.1]}",
+                          'searchSpaceFile: "space\\0.json"', 2, "searchSpaceFile"),
+}
+
+
+@pytest.mark.parametrize("old, new, line, field", NULS.values(), ids=NULS.keys())
+def test_a_nul_in_a_command_path_or_env_value_is_refused_at_load_with_its_line(config_path: Path, old: str | None,
+                                                                               new: str, line: int, field: str) -> None:
+    text = GOOD + new + "\n" if old is None else GOOD.replace(old, new)
+    assert text != GOOD
+    err = load_error(config_path, text)
+    assert (err.file, err.line, err.field) == (config_path, line, field), str(err)
+    assert "NUL character" in err.message, str(err)
+
+
+def test_a_nul_from_python_is_refused_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"trial_command: contains a NUL character"):
+        ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3\0 t.py",
+                         trial_code_directory=tmp_path, trial_concurrency=1, tuner={"name": "Random"}).canonical()

@@ -162,3 +162,19 @@ def test_non_finite_choice_option_is_refused_at_its_position(tmp_path: Path):
                                      "lr: {_type: choice, _value: [0.1, .nan]}"))
     assert (err.line, err.field) == (3, "searchSpace.lr._value[1]"), str(err)
     assert "NaN and infinities are not" in err.message
+
+
+def test_trial_process_limit_is_a_count_from_0_off_to_linuxs_largest_pid_max(tmp_path):
+    from expmgr.config.resolved import ResolvedConfig
+
+    def local(**service):
+        return ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 t.py",
+                                trial_code_directory=tmp_path, trial_concurrency=1, tuner={"name": "Random"},
+                                training_service={"platform": "local", **service})
+    assert ResolvedConfig.from_config(local()).training_service.trial_process_limit == 4096
+    assert ResolvedConfig.from_config(local(trial_process_limit=0)).training_service.trial_process_limit == 0
+    assert "trialProcessLimit" not in local().canonical().to_dict()["trainingService"], "a default is not written"
+    for bad, message in [(-1, "expected an integer >= 0, got -1"), (4_194_305, "at most 4,194,304"),
+                         (True, "expected an integer >= 0"), ("10", "expected an integer >= 0")]:
+        with pytest.raises(ConfigError, match="trial_process_limit: " + message):
+            local(trial_process_limit=bad).canonical()

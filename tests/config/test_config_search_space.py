@@ -371,3 +371,26 @@ def test_a_choice_of_too_many_options_in_a_long_yaml_file_is_refused_at_its_line
     err = load_error(tmp_path / "config.yml", HEAD.split("searchSpace:")[0] + "searchSpaceFile: space.yaml\n")
     assert (Path(str(err.file)).name, err.line, err.column) == ("space.yaml", 4, 11), str(err)
     assert f"at most {MAX_CHOICE_OPTIONS:,} options" in err.message
+
+
+def test_a_key_twice_in_a_json_search_space_file_is_refused_naming_it(tmp_path: Path) -> None:
+    """json.loads alone keeps the last silently: the space run would not be the one read."""
+    space = tmp_path / "search_space.json"
+    space.write_text('{\n  "lr": {"_type": "uniform", "_value": [0, 1]},\n'
+                     '  "opt": {"_type": "choice", "_value": ["a"], "_value": ["b"]}\n}\n')
+    err = load_error(file_config(tmp_path, "search_space.json"))
+    assert err.file == space and err.message == "invalid JSON: duplicate key '_value'"
+
+
+@pytest.mark.parametrize("where", ["config", "file"])
+def test_a_key_twice_in_yaml_is_refused_with_its_line(tmp_path: Path, where: str) -> None:
+    """ruamel refuses a duplicate key itself (allow_duplicate_keys is left False): checked here."""
+    twice = "  lr: {_type: uniform, _value: [0, 1]}\n  lr: {_type: uniform, _value: [0, 2]}\n"
+    if where == "config":
+        err = load_error(tmp_path / "config.yml", HEAD + twice)
+        assert (err.file, err.line) == (tmp_path / "config.yml", 6)  # the second lr
+    else:
+        write(tmp_path / "space.yaml", twice.replace("  lr", "lr"))
+        err = load_error(file_config(tmp_path, "space.yaml"))
+        assert (err.file, err.line) == (tmp_path / "space.yaml", 2)
+    assert "lr" in err.message and "duplicate" in err.message, str(err)

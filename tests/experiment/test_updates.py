@@ -60,7 +60,14 @@ NONSENSE = [
     ("TRIAL_CONCURRENCY", "trialConcurrency", "1" + "0" * 35, "at most 10,000"),
     ("TRIAL_CONCURRENCY", "trialConcurrency", "3.0", "expected a positive integer, got 3.0"),
     ("TRIAL_CONCURRENCY", "trialConcurrency", "true", "expected a positive integer, got True"),
+    ("TRIAL_CONCURRENCY", "trialConcurrency", "10001", "at most 10,000"),
+    ("TRIAL_CONCURRENCY", "trialConcurrency", "0", "expected a positive integer, got 0"),
     ("MAX_TRIAL_NUM", "maxTrialNumber", "9" * 40, "at most 1,000,000,000"),
+    ("MAX_TRIAL_NUM", "maxTrialNumber", "0", "expected a positive integer, got 0"),
+    # null would remove a limit (in a file, null is the key left out): a change gives a value.
+    *[(update_type, field, "null", "expected a value, got null") for update_type, field in [
+        ("MAX_TRIAL_NUM", "maxTrialNumber"), ("MAX_EXEC_DURATION", "maxExperimentDuration"),
+        ("TRIAL_CONCURRENCY", "trialConcurrency"), ("SEARCH_SPACE", "searchSpace")]],
     ("MAX_EXEC_DURATION", "maxExperimentDuration", "1" + "0" * 35, "at most 3650d"),
     ("SEARCH_SPACE", "searchSpace", '{"x": {"_type": "randint", "_value": [0, 100000000000000000000000]}}',
      "searchSpace.x._value[1]: randint bounds must fit a 64-bit integer"),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from expmgr.rotation import RotatingWriter, RotationLimits
 from tests.conftest import wait_until
 from tests.security.conftest import send, unchanged_state
 
@@ -41,6 +42,39 @@ def test_a_trial_file_replaced_by_a_symlink_is_refused_everywhere(served, secret
     finally:
         stdout.unlink()
         os.replace(stdout.with_name("stdout.real"), stdout)
+
+
+def test_a_trial_file_replaced_by_a_hard_link_is_refused_everywhere(served, secret, sockets):
+    """A hard link is no symlink to O_NOFOLLOW: a trial could link a file it cannot read but
+    the server can (the server runs as root) into its folder. expmgr's logs have one name."""
+    trial_id = served.running()[2]
+    stderr = served.experiment.paths.trial_dir(trial_id) / "stderr"
+    os.replace(stderr, stderr.with_name("stderr.real"))  # the trial keeps writing to it
+    os.link(secret, stderr)
+    try:
+        answer = send(served.port, "GET", f"{API}/trial-file/{trial_id}/stderr")
+        assert answer.status == 403 and "hard link" in answer.error and SECRET not in str(answer.body), answer
+        answer = send(served.port, "GET", f"/api/v1/expmgr/tail?file=stderr&trial={trial_id}")
+        assert answer.status == 403 and "hard link" in answer.error and SECRET not in str(answer.body), answer
+        client = sockets(served.port)
+        client.send({"type": "follow", "file": "stderr", "trial": trial_id, "offset": 0})
+        error = wait_until(lambda: client.of_type("error"), what="the follow refused")[0]
+        assert "hard link" in error["error"] and error["trial"] == trial_id
+        assert SECRET not in str(client.messages)
+        assert send(served.port, "GET", f"{API}/trial-file/{trial_id}/stdout").status == 200, "its other files are served"
+    finally:
+        stderr.unlink()
+        os.replace(stderr.with_name("stderr.real"), stderr)
+
+
+def test_the_rotating_writer_will_not_write_into_a_hard_linked_file(tmp_path: Path, secret):
+    log = tmp_path / "stdout"
+    os.link(secret, log)
+    writer = RotatingWriter(log, RotationLimits(1024, 2))
+    with pytest.raises(OSError, match="hard link"):
+        writer.write(b"appended\n")
+        writer.close()
+    assert secret.read_text() == SECRET + "\n"
 
 
 def test_a_trial_folder_replaced_by_a_symlink_is_refused(served, secret):

@@ -232,3 +232,25 @@ def test_the_cli_client_is_told_why_a_too_large_import_is_refused(served):
         rest_call(served.port, "POST", "experiment/import-data", records)
     assert refused.value.status == 413 and "EXPMGR_MAX_IMPORT_BODY" in str(refused.value)
     assert unchanged_state(served) == before
+
+
+DUPLICATED = {
+    # (route, method): a body naming a key twice; json.loads alone would act on the last
+    (f"{API}/experiment", "PUT"): ("?update_type=SEARCH_SPACE",
+                                   '{"params": {"searchSpace": {"x": {"_type": "choice", "_value": [1]}, '
+                                   '"x": {"_type": "choice", "_value": [9]}}}}', "x"),
+    (f"{API}/experiment/import-data", "POST"): ("", '[{"parameter": {"x": 3, "x": 4}, "value": 0.5}]', "x"),
+    (METRICS, "POST"): ("", '{"attempt": 1, "sequence": 502, "type": "PERIODICAL", "value": 1.0, "value": 2.0}',
+                        "value"),
+}
+
+
+@pytest.mark.parametrize("route, method", sorted(DUPLICATED))
+def test_a_json_body_naming_a_key_twice_is_refused_naming_it_and_changes_nothing(served, route, method):
+    query, body, key = DUPLICATED[(route, method)]
+    before = unchanged_state(served)
+    trial_id = served.running()[1]
+    answer = send(served.port, method, concrete(route, trial_id) + query, body.encode(),
+                  X_Expmgr_Trial_Token=trial_token(trial_id))
+    assert (answer.status, answer.error) == (400, f"body: duplicate key {key!r}")
+    assert unchanged_state(served) == before

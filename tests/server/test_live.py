@@ -305,3 +305,16 @@ def test_the_tail_and_trial_file_routes_read_across_a_rotation(viewed_log):
                                         ["three", "four", "five", "six", "seven", "eight", "nine"])
     assert "".join(texts) == everything and len(rotated_files(stdout)) == 6
     assert get_text(view.port, "/api/v1/nni/trial-file/f0000/stdout")[2] == everything, "the kept files, then stdout"
+
+
+def test_a_follow_with_an_integer_out_of_range_is_an_error_message_naming_it(filled_view, sockets):
+    client = sockets(filled_view.port)
+    wait_until(lambda: client.of_type("hello"), what="hello")
+    for name, value in [("offset", 2 ** 63), ("offset", -2 ** 63 - 1), ("inode", 2 ** 64), ("base", -1)]:
+        count = len(client.of_type("error"))
+        client.send({"type": "follow", "file": "experiment.log", "trial": None, "offset": 0, name: value})
+        error = wait_until(lambda count=count: client.of_type("error")[count:],
+                           what=f"the error of {name}={value}")[0]["error"]
+        assert error.startswith(f"{name}: expected"), error
+    client.send({"type": "follow", "file": "experiment.log", "trial": None, "offset": 0})
+    wait_until(lambda: client.of_type("tail"), what="a follow in range still answered")

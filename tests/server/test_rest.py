@@ -51,6 +51,15 @@ def test_trial_jobs_are_paged_in_sequence_order(filled_view):
     ("/api/v1/expmgr/tail?file=config.yml", "file: expected one of stdout, stderr, trial.log, experiment.log"),
     ("/api/v1/expmgr/tail?offset=0", "file: missing"),
     ("/api/v1/expmgr/tail?file=stderr", "trial: stderr is a trial's file; name the trial"),
+    # Beyond a 64-bit integer (SQLite's, a file offset's), and beyond int()'s 4,300 digits.
+    (f"{API}/metric-data-range/0/{2 ** 63}", f"maxSeqId: expected an integer, got '{2 ** 63}'"),
+    (f"{API}/metric-data-range/-{2 ** 63 + 1}/0", f"minSeqId: expected an integer, got '-{2 ** 63 + 1}'"),
+    (f"{API}/trial-jobs?limit={2 ** 64}", f"limit: expected a positive integer, got '{2 ** 64}'"),
+    (f"{API}/trial-jobs?offset={2 ** 63}", f"offset: expected a non-negative integer, got '{2 ** 63}'"),
+    (f"/api/v1/expmgr/changes?limit={2 ** 63}", f"limit: expected a positive integer, got '{2 ** 63}'"),
+    ("/api/v1/expmgr/changes?limit=" + "9" * 5000, "limit: expected a positive integer, got '9999"),
+    ("/api/v1/expmgr/tail?file=stdout&trial=f0001&offset=" + "1" * 5000, "offset: expected an integer, got '1111"),
+    (f"/api/v1/expmgr/tail?file=stdout&trial=f0001&offset=0&inode={2 ** 63}", "inode: expected a non-negative"),
 ])
 def test_every_bad_query_parameter_is_a_400_naming_it(filled_view, route, message):
     status, answer = call(filled_view.port, "GET", route)
@@ -305,3 +314,13 @@ def test_trials_on_one_host_are_not_multi_host(tmp_path: Path):
         assert "host" not in changes["trials"][2], "sent once known"
     finally:
         view.stop()
+
+
+def test_a_cursor_of_huge_ids_is_no_cursor_and_answers_everything(filled_view):
+    """A cursor's ids beyond SQLite's 64-bit integers (or int()'s 4,300 digits) is not one of
+    this experiment's cursors: the whole state, as for any other stranger cursor, not a 500."""
+    port = filled_view.port
+    exp_id = get(port, "/api/v1/expmgr/changes")["cursor"].split("-")[0]
+    for huge in [str(2 ** 63), "9" * 5000]:
+        answer = get(port, f"/api/v1/expmgr/changes?since={exp_id}-{huge}-0-{huge}")
+        assert answer["full"] is True
