@@ -227,7 +227,8 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     _check_can_serve(args.port, access)
     command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port),
                "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon",
-               *(["--exit-when-done"] if args.exit_when_done else [])]
+               *(["--exit-when-done"] if args.exit_when_done else []),
+               *(["--token", ""] if access["token"] == "" else [])]  # no token: not the last run's (resume)
     env = {key: value for key, value in os.environ.items() if key != auth.TOKEN_ENV}
     if access["token"]:
         env[auth.TOKEN_ENV] = access["token"]
