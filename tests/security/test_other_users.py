@@ -128,28 +128,44 @@ def _accepted(family: socket.AddressFamily, listen_on: str, connect_to: str):
     return client, accepted
 
 
+def _diag_or_tables(how: str):
+    """The lookup ``how`` names, skipping where this system has not that way."""
+    if how == "diag":
+        try:
+            peers.uid_from_diag(("127.0.0.1", 1), ("127.0.0.1", 1))
+        except peers.CannotAsk:
+            pytest.skip("no socket diagnostics (netlink) here")
+        return peers.uid_from_diag
+    if not os.access(peers.TABLES[0], os.R_OK):
+        pytest.skip("no /proc/net/tcp")
+    return peers.uid_from_tables
+
+
+@pytest.mark.parametrize("how", ["diag", "tables"])
 @pytest.mark.parametrize("family, listen_on, connect_to", [
     (socket.AF_INET, "127.0.0.1", "127.0.0.1"), (socket.AF_INET6, "::1", "::1"),
     (socket.AF_INET6, "127.0.0.1", "::ffff:127.0.0.1")])  # an IPv6 socket reaching an IPv4 server
-def test_the_uid_of_a_loopback_client_is_told_and_none_once_it_closed(family, listen_on, connect_to):
-    if not peers.can_tell_peers():
-        pytest.skip("no /proc/net/tcp")
+def test_the_uid_of_a_loopback_client_is_told_and_none_once_it_closed(how, family, listen_on, connect_to):
+    lookup = _diag_or_tables(how)
     try:
         client, accepted = _accepted(family, listen_on, connect_to)
     except OSError as error:
         pytest.skip(f"cannot connect {connect_to} here: {error}")
     try:
-        assert peers.connection_peer_uid(accepted) == os.geteuid()
+        assert lookup(accepted.getpeername(), accepted.getsockname()) == os.geteuid()
         client.close()
         # Closed, the client's end has no owner (the kernel shows uid 0 for it): not root's.
+        assert lookup(accepted.getpeername(), accepted.getsockname()) is None
         assert peers.connection_peer_uid(accepted) is None
     finally:
         client.close()
         accepted.close()
 
 
-def test_the_uid_of_another_users_client_is_theirs():
+@pytest.mark.parametrize("how", ["diag", "tables"])
+def test_the_uid_of_another_users_client_is_theirs(how):
     command = as_nobody()
+    lookup = _diag_or_tables(how)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -159,6 +175,7 @@ def test_the_uid_of_another_users_client_is_theirs():
     try:
         server.settimeout(60)
         accepted, _ = server.accept()
+        assert lookup(accepted.getpeername(), accepted.getsockname()) == pwd.getpwnam("nobody").pw_uid
         assert peers.connection_peer_uid(accepted) == pwd.getpwnam("nobody").pw_uid
         accepted.close()
     finally:
