@@ -188,9 +188,11 @@ def test_the_uid_of_another_users_client_is_theirs(how):
 def test_the_cookie_of_one_port_opens_no_other_and_holds_no_token(tmp_path, code_dir, monkeypatch):
     """Two experiments with the same token on two ports of 127.0.0.1: a browser sends the
     cookie of one to the other; it neither opens the other nor tells it the token."""
-    first = gated_experiment(tmp_path / "a", code_dir, monkeypatch, token=TOKEN)
-    second = gated_experiment(tmp_path / "b", code_dir, monkeypatch, token=TOKEN)
+    started = []
     try:
+        for folder in ("a", "b"):
+            started.append((gated_experiment(tmp_path / folder, code_dir, monkeypatch, token=TOKEN), tmp_path / folder))
+        (first, _), (second, _) = started
         status, headers, _ = request(first.port, "GET", f"/?token={TOKEN}")
         assert status == 302
         cookie = headers["set-cookie"].split(";")[0]
@@ -202,7 +204,7 @@ def test_the_cookie_of_one_port_opens_no_other_and_holds_no_token(tmp_path, code
         other_name = auth.cookie_name(TOKEN, second.port)
         assert request(second.port, "GET", "/api/v1/nni/experiment", {"Cookie": f"{other_name}={value}"})[0] == 401
     finally:
-        for experiment, folder in ((first, tmp_path / "a"), (second, tmp_path / "b")):
+        for experiment, folder in started:
             (folder / "release").touch()
             experiment.stop()
 
