@@ -60,9 +60,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("--url-prefix", "--url_prefix", "-u", default="", metavar="PREFIX",
                             help="serve the web UI and every REST route under this path, e.g. /expmgr")
         parser.add_argument("--token", default=None,
-                            help=f"access token every client must give (default: ${auth.TOKEN_ENV}; none on "
-                                 f"loopback, generated elsewhere); at least {auth.MIN_TOKEN_LENGTH} characters "
-                                 "of letters, digits and ._~-")
+                            help=f"access token every client must give (default: ${auth.TOKEN_ENV}; resume and "
+                                 "view keep the last run's; else none on loopback, where only your own user's "
+                                 "processes get in, and generated elsewhere); at least "
+                                 f"{auth.MIN_TOKEN_LENGTH} characters of letters, digits and ._~-")
     for parser in (resume, view):  # nnictl's flags
         parser.add_argument("--experiment_dir", "-e", type=Path, metavar="DIR",
                             help="the folder holding the experiment (its experimentWorkingDirectory), "
