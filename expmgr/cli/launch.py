@@ -137,8 +137,12 @@ class _AccessArguments(TypedDict):
 
 
 def _access_arguments(args: argparse.Namespace) -> _AccessArguments:
-    """``host``, ``url_prefix`` and ``token`` (``--token``, else $EXPMGR_TOKEN) for Experiment."""
-    token = args.token if args.token is not None else (os.environ.get(auth.TOKEN_ENV) or None)
+    """``host``, ``url_prefix`` and ``token`` (``--token``, else $EXPMGR_TOKEN) for Experiment.
+    $EXPMGR_TOKEN is taken out of this process's environment: nothing it starts (the
+    dispatcher with the tuner's code, the watchdog, the trials; a daemon but through
+    ``_start_daemon``) inherits it."""
+    from_environment = os.environ.pop(auth.TOKEN_ENV, None)
+    token = args.token if args.token is not None else (from_environment or None)
     return {"host": args.host, "url_prefix": args.url_prefix, "token": token}
 
 

@@ -96,6 +96,13 @@ def test_the_token_from_the_environment_guards_the_daemon_and_expctl_sends_it(sl
     assert updated.returncode == 0, updated.stderr
     trials = wait_until(lambda: [t for t in json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout)
                                  if t["status"] == "RUNNING"], what="a running trial")
+    inherited = {}
+    for child in psutil.Process(current.pid).children(recursive=True):  # the watchdog, the trials
+        try:
+            inherited[" ".join(child.cmdline())[:80]] = "EXPMGR_TOKEN" in child.environ()
+        except psutil.NoSuchProcess:
+            pass
+    assert inherited and not any(inherited.values()), f"what the daemon started has its token: {inherited}"
     killed = expctl(home, cwd, "trial", "kill", exp_id, trials[0]["trial"])
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: any(t["status"] == "USER_CANCELED" for t in
