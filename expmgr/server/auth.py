@@ -35,7 +35,9 @@ from typing import Any, NoReturn
 import tornado.log
 import tornado.web
 
+from expmgr.engine.errors import RefusalKind
 from expmgr.server import peers
+from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.trial import ENV_ACCESS_TOKEN
 
 DEFAULT_HOST = "127.0.0.1"
@@ -314,14 +316,13 @@ def _check_same_user(handler: tornado.web.RequestHandler) -> None:
         return
     who = "whose user cannot be told" if uid is None else f"of user {_user_name(uid)}"
     handler.clear()
-    handler.set_status(403)
-    handler.set_header("Content-Type", "application/json; charset=UTF-8")
-    raise tornado.web.Finish(json.dumps({"error": (
+    send_refusal(handler, RequestError(RefusalKind.FORBIDDEN, (
         f"this experiment has no access token, so its server lets in only processes of the user running it "
         f"({_user_name(os.geteuid())}); this client is {who}. To share it, its owner runs it with an access "
         f"token (--token, or ${TOKEN_ENV}; `expctl resume <id> --token <token>`), which clients send in the "
         f"{TOKEN_HEADER} header, as Authorization: Bearer <token>, or with ?{TOKEN_QUERY}=<token> in the web "
-        "UI's address (docs/security.md)")}))
+        "UI's address (docs/security.md)")))
+    raise tornado.web.Finish()
 
 
 def _user_name(uid: int) -> str:
