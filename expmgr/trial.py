@@ -43,6 +43,10 @@ ENV_MANAGER_HOST = "EXPMGR_MANAGER_HOST"
 ENV_MANAGER_PORT = "EXPMGR_MANAGER_PORT"
 ENV_MANAGER_URL_PREFIX = "EXPMGR_MANAGER_URL_PREFIX"
 ENV_TOKEN = "EXPMGR_TRIAL_TOKEN"
+ENV_ACCESS_TOKEN = "EXPMGR_TOKEN"
+"""expctl's access token of an experiment's server (server/auth.py), never in a trial's
+environment: a trial reports with its own ENV_TOKEN, and its code is not to reach the
+server's other routes with the owner's token."""
 ENV_LOG_LEVEL = "EXPMGR_LOG_LEVEL"
 ENV_LOG_LIMITS = "EXPMGR_LOG_LIMITS"
 """``logMaxSize:logFilesKept`` in bytes and files, for the trial's own trial.log (expmgr.rotation)."""

@@ -60,9 +60,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         parser.add_argument("--url-prefix", "--url_prefix", "-u", default="", metavar="PREFIX",
                             help="serve the web UI and every REST route under this path, e.g. /expmgr")
         parser.add_argument("--token", default=None,
-                            help=f"access token every client must give (default: ${auth.TOKEN_ENV}; none on "
-                                 f"loopback, generated elsewhere); at least {auth.MIN_TOKEN_LENGTH} characters "
-                                 "of letters, digits and ._~-")
+                            help=f"access token every client must give (default: ${auth.TOKEN_ENV}; resume and "
+                                 "view keep the last run's; else none on loopback, where only your own user's "
+                                 "processes get in, and generated elsewhere); at least "
+                                 f"{auth.MIN_TOKEN_LENGTH} characters of letters, digits and ._~-")
     for parser in (resume, view):  # nnictl's flags
         parser.add_argument("--experiment_dir", "-e", type=Path, metavar="DIR",
                             help="the folder holding the experiment (its experimentWorkingDirectory), "
@@ -136,8 +137,12 @@ class _AccessArguments(TypedDict):
 
 
 def _access_arguments(args: argparse.Namespace) -> _AccessArguments:
-    """``host``, ``url_prefix`` and ``token`` (``--token``, else $EXPMGR_TOKEN) for Experiment."""
-    token = args.token if args.token is not None else (os.environ.get(auth.TOKEN_ENV) or None)
+    """``host``, ``url_prefix`` and ``token`` (``--token``, else $EXPMGR_TOKEN) for Experiment.
+    $EXPMGR_TOKEN is taken out of this process's environment: nothing it starts (the
+    dispatcher with the tuner's code, the watchdog, the trials; a daemon but through
+    ``_start_daemon``) inherits it."""
+    from_environment = os.environ.pop(auth.TOKEN_ENV, None)
+    token = args.token if args.token is not None else (from_environment or None)
     return {"host": args.host, "url_prefix": args.url_prefix, "token": token}
 
 
@@ -227,7 +232,8 @@ def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, h
     _check_can_serve(args.port, access)
     command = [sys.executable, "-m", "expmgr.cli", *arguments, "--port", str(args.port),
                "--host", args.host, "--url-prefix", args.url_prefix, "--foreground", "--daemon",
-               *(["--exit-when-done"] if args.exit_when_done else [])]
+               *(["--exit-when-done"] if args.exit_when_done else []),
+               *(["--token", ""] if access["token"] == "" else [])]  # no token: not the last run's (resume)
     env = {key: value for key, value in os.environ.items() if key != auth.TOKEN_ENV}
     if access["token"]:
         env[auth.TOKEN_ENV] = access["token"]

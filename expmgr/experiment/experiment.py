@@ -241,7 +241,8 @@ class Experiment(ExperimentQueries):
         given every stored result, and maxTrialNumber and maxExperimentDuration count
         what was done before. Runs it to the end unless ``wait_completion`` is False;
         returns as ``run``. ``host``, ``url_prefix`` and ``token`` as for ``start`` (this
-        run's, not the last one's). The stored config is used (``self.config`` is replaced).
+        run's, not the last one's), except that with no ``token`` one given to its last run
+        is kept (``""`` drops it, on loopback). The stored config is used (``self.config`` is replaced).
 
         Two forms: NNI 3.0's ``Experiment(None, exp_id).resume(port)``, and
         ``Experiment.resume(exp_id, port)`` (expmgr's, NNI's older one), which returns the
@@ -253,6 +254,7 @@ class Experiment(ExperimentQueries):
             state = "served" if entry.status.is_finished() else "running"
             raise ExperimentError(f"experiment {self.id} is {state} (pid {entry.pid}); stop it first")
         self._resume_from = Path(entry.dir)
+        token = _kept_token(self._resume_from, token)
         return self.run(port, wait_completion, debug, host=host, url_prefix=url_prefix, token=token)
 
     resume = class_or_instance(_resume_by_id, _resume)
@@ -318,8 +320,8 @@ class Experiment(ExperimentQueries):
         """Serve a stored experiment read-only: NNI's REST routes, no tuner, no trials
         (the trial channel refuses reports). Blocks until Ctrl+C or SIGTERM unless
         ``non_blocking``; then ``stop()`` ends it. The query methods work as usual.
-        ``host``, ``url_prefix`` and ``token`` as for ``start``; the address with the
-        token is ``url``, and is logged (the access file is not written: it belongs to the runs).
+        ``host``, ``url_prefix`` and ``token`` as for ``start``, the token of its last run
+        kept when none is given (as ``resume``); the address with the token is ``url``, and is logged (the access file is not written: it belongs to the runs).
         Two forms, as ``resume``: ``Experiment(None, exp_id).view(port)`` and
         ``Experiment.view(exp_id, port)``; each returns the Experiment.
         """
@@ -328,7 +330,7 @@ class Experiment(ExperimentQueries):
         self.paths = ExperimentPaths(Path(entry.dir))
         check_server_limits()
         sockets, self.access = server_sockets(port, host, self._url_prefix if url_prefix is None else url_prefix,
-                                              token)
+                                              _kept_token(self.paths.root, token))
         self._viewer = Viewer(self.paths, sockets, exp_id, self.access)
         self._viewer.start()
         self.port = self._viewer.port
@@ -557,3 +559,12 @@ class Experiment(ExperimentQueries):
 
     def __exit__(self, *exc_info: Any) -> None:
         pop_experiment(self.id)
+
+
+def _kept_token(experiment_dir: Path, token: str | None) -> str | None:
+    """``token``, or with none the access token of the experiment's last run (its access
+    file), so that resuming or viewing a protected experiment leaves it protected; AccessError
+    when that file cannot be read (another user's experiment)."""
+    if token is not None:
+        return token
+    return Access.load(ExperimentPaths(experiment_dir).access_file).token

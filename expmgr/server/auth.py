@@ -5,8 +5,12 @@ Listening on anything but loopback requires a token (one is generated when none 
 given). With a token, every request but a trial's metric report (which carries its
 own per-trial token) must carry it: in the ``X-Expmgr-Token`` header, as
 ``Authorization: Bearer <token>``, or in the cookie that opening the page once with
-``?token=<token>`` sets (as Jupyter does). The token lives in the experiment's
-``access.json`` (mode 0600) and never in a log::
+``?token=<token>`` sets (as Jupyter does; the cookie holds a value derived from the
+token, named per port and experiment). Without a token (loopback only), a request is let
+in only from a process of the user running the server (peers.py tells which user owns the
+client's end); where that cannot be told (not Linux), a token is generated as off
+loopback. The token lives in the experiment's ``access.json`` (mode 0600) and never in a
+log::
 
     access = Access.decide("0.0.0.0", "/expmgr", None, sockets)   # generates a token
     access.save(paths.access_file)
@@ -31,9 +35,14 @@ from typing import Any, NoReturn
 import tornado.log
 import tornado.web
 
+from expmgr.engine.errors import RefusalKind
+from expmgr.server import peers
+from expmgr.server.refusals import RequestError, send_refusal
+from expmgr.trial import ENV_ACCESS_TOKEN
+
 DEFAULT_HOST = "127.0.0.1"
 TOKEN_HEADER = "X-Expmgr-Token"
-TOKEN_ENV = "EXPMGR_TOKEN"
+TOKEN_ENV = ENV_ACCESS_TOKEN
 """Read by expctl as the default of ``--token``, so the token need not show in ``ps``."""
 TOKEN_QUERY = "token"
 TOKEN_SETTING = "expmgr_token"
@@ -110,7 +119,7 @@ class Access:
     url_prefix: str = ""
     """``""`` or ``/segment[/segment...]``: every route is served under it."""
     token: str | None = None
-    """Required from every client but the trials; None: not required (loopback only)."""
+    """Required from every client but the trials; None: only the server's own user is let in (loopback only)."""
     local_host: str = DEFAULT_HOST
     """The address clients on this machine (trials, expctl) connect to."""
 
@@ -118,11 +127,14 @@ class Access:
     def decide(cls, host: str, url_prefix: str | None, token: str | None,
                sockets: list[socket.socket]) -> "Access":
         """The access of a server listening on ``sockets`` (bound to ``host``): a token
-        is generated when none is given and the server is reachable from elsewhere;
-        AccessError for an empty ``token`` there, or a bad one or a bad ``url_prefix``."""
+        is generated when none is given and the server is reachable from elsewhere, or
+        when this system cannot tell which user a client is (peers.can_tell_peers);
+        AccessError for an empty ``token`` off loopback, or a bad one or a bad ``url_prefix``."""
         prefix = normalize_url_prefix(url_prefix)
         if token is not None and token != "":
             validate_token(token)
+        elif loopback_only(sockets) and not peers.can_tell_peers():
+            token = new_token()  # no other way to keep other users out
         elif not loopback_only(sockets):
             if token == "":
                 raise AccessError("token", f"listening on {host} (not loopback) requires an access token; "
@@ -209,10 +221,22 @@ def _machine_addresses(host: str) -> list[str]:
 
 # -- the server side ------------------------------------------------------------
 
-def cookie_name(token: str) -> str:
-    """Named after the token's hash: experiments on other ports of the same host (which
-    share cookies) each keep their own."""
-    return "expmgr-token-" + hashlib.sha256(token.encode()).hexdigest()[:12]
+def cookie_name(token: str, port: int) -> str:
+    """The cookie of the experiment with ``token`` served on ``port``: a browser sends the
+    cookies of 127.0.0.1 to every port of it, so each server (port) and experiment (token)
+    names its own."""
+    return f"expmgr-{port}-" + _derived(token, "cookie name")[:12]
+
+
+def cookie_value(token: str, port: int) -> str:
+    """What the cookie holds: derived from the token, not the token, and good on ``port``
+    only; another server on 127.0.0.1 that receives it learns neither the token nor a key
+    to another experiment."""
+    return _derived(token, f"cookie {port}")
+
+
+def _derived(token: str, purpose: str) -> str:
+    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
 def _same(given: str, token: str) -> bool:
@@ -220,12 +244,17 @@ def _same(given: str, token: str) -> bool:
 
 
 def check(handler: tornado.web.RequestHandler, *, page: bool = False) -> None:
-    """Let the request through, or answer 401 and end it (tornado.web.Finish). Call first
-    in ``prepare()``. ``page``: the UI's page, where a ``?token=`` link sets the cookie
-    and redirects to the same address without it. Handlers with
-    ``requires_access_token = False`` (the trials' reports) are let through."""
+    """Let the request through, or answer 401 (no or a wrong token) or 403 (another user)
+    and end it (tornado.web.Finish). Call first in ``prepare()``. ``page``: the UI's page,
+    where a ``?token=`` link sets the cookie and redirects to the same address without it.
+    Handlers with ``requires_access_token = False`` (the trials' reports) are let through.
+    Without a token (a loopback server), only processes of the server's own user are let
+    in (``_check_same_user``)."""
+    if not getattr(handler, "requires_access_token", True):
+        return
     token = handler.settings.get(TOKEN_SETTING)
-    if not token or not getattr(handler, "requires_access_token", True):
+    if not token:
+        _check_same_user(handler)
         return
     headers = handler.request.headers
     if page and handler.request.method == "GET" and handler.get_query_argument(TOKEN_QUERY, None) is not None:
@@ -240,13 +269,68 @@ def check(handler: tornado.web.RequestHandler, *, page: bool = False) -> None:
         if scheme.lower() == "bearer":
             given, where = value.strip(), "the Authorization header"
     if given is None:
-        given, where = handler.get_cookie(cookie_name(token)), "the cookie"
+        port = _server_port(handler)
+        cookie = None if port is None else handler.get_cookie(cookie_name(token, port))
+        if cookie is not None:
+            if port is None or not _same(cookie, cookie_value(token, port)):
+                _refuse(handler, "the access cookie is wrong; open the web UI again with "
+                                 f"?{TOKEN_QUERY}=<token> (`expctl webui url` shows the link)")
+            return
     if given is None:
         _refuse(handler, f"this experiment requires its access token: send it in the {TOKEN_HEADER} header "
                          f"(or Authorization: Bearer), or open the web UI once with ?{TOKEN_QUERY}=<token> "
                          "(`expctl webui url` shows the link)")
     if not _same(given, token):
         _refuse(handler, f"the access token in {where} is wrong")
+
+
+def _connection_socket(handler: tornado.web.RequestHandler) -> socket.socket | None:
+    stream = getattr(handler.request.connection, "stream", None)
+    return getattr(stream, "socket", None)
+
+
+def _server_port(handler: tornado.web.RequestHandler) -> int | None:
+    """The port the request came in on (a browser's cookies do not tell ports apart)."""
+    sock = _connection_socket(handler)
+    try:
+        return None if sock is None else int(sock.getsockname()[1])
+    except (OSError, IndexError):
+        return None
+
+
+_PEER_UID = "expmgr_peer_uid"
+"""The attribute of a connection's stream holding its client's uid, looked up once per connection."""
+
+
+def _check_same_user(handler: tornado.web.RequestHandler) -> None:
+    """Let in a client whose socket belongs to the user running this server, as Linux tells
+    (peers.py); refuse (403) any other user, and any client whose user cannot be told."""
+    stream = getattr(handler.request.connection, "stream", None)
+    uid = getattr(stream, _PEER_UID, False)
+    if uid is False:  # first request on this connection
+        sock = _connection_socket(handler)
+        uid = None if sock is None else peers.connection_peer_uid(sock)
+        if stream is not None:
+            setattr(stream, _PEER_UID, uid)
+    if uid is not None and uid == os.geteuid():
+        return
+    who = "whose user cannot be told" if uid is None else f"of user {_user_name(uid)}"
+    handler.clear()
+    send_refusal(handler, RequestError(RefusalKind.FORBIDDEN, (
+        f"this experiment has no access token, so its server lets in only processes of the user running it "
+        f"({_user_name(os.geteuid())}); this client is {who}. To share it, its owner runs it with an access "
+        f"token (--token, or ${TOKEN_ENV}; `expctl resume <id> --token <token>`), which clients send in the "
+        f"{TOKEN_HEADER} header, as Authorization: Bearer <token>, or with ?{TOKEN_QUERY}=<token> in the web "
+        "UI's address (docs/security.md)")))
+    raise tornado.web.Finish()
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def _refuse(handler: tornado.web.RequestHandler, message: str) -> NoReturn:
@@ -259,8 +343,11 @@ def _refuse(handler: tornado.web.RequestHandler, message: str) -> NoReturn:
 
 def _set_cookie_and_redirect(handler: tornado.web.RequestHandler, token: str) -> None:
     prefix = handler.settings.get(PREFIX_SETTING) or ""
-    handler.set_cookie(cookie_name(token), token, path=prefix + "/", httponly=True, samesite="Strict",
-                       secure=handler.request.protocol == "https")
+    port = _server_port(handler)
+    if port is None:
+        _refuse(handler, "the connection closed")
+    handler.set_cookie(cookie_name(token, port), cookie_value(token, port), path=prefix + "/", httponly=True,
+                       samesite="Strict", secure=handler.request.protocol == "https")
     query = [(k, v) for k, v in urllib.parse.parse_qsl(handler.request.query, keep_blank_values=True)
              if k != TOKEN_QUERY]
     handler.redirect(handler.request.path + (f"?{urllib.parse.urlencode(query)}" if query else ""))

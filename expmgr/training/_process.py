@@ -10,6 +10,8 @@ import shlex
 import subprocess
 import threading
 
+from expmgr.trial import ENV_ACCESS_TOKEN
+
 
 _SHELL_SYNTAX = set(";&|<>()`$\n*?[]{}~=#!")
 
@@ -45,13 +47,14 @@ UNBUFFERED_ENV = "PYTHONUNBUFFERED"
 
 
 def trial_environment(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with Python's output unbuffered, unless it says otherwise (a ``PYTHONUNBUFFERED``
+    """``env`` without the server's access token (a trial has its own token, for its reports
+    only), and with Python's output unbuffered, unless it says otherwise (a ``PYTHONUNBUFFERED``
     of its own, even empty, is the user's choice): a Python trial's prints then reach its
     stdout file as they are made, and none is lost in a buffer when the trial is killed.
     Its Python children inherit it; other programs buffer as they do (docs/logging.md)."""
-    if UNBUFFERED_ENV in env:
-        return env
-    return {**env, UNBUFFERED_ENV: "1"}
+    env = {name: value for name, value in env.items() if name != ENV_ACCESS_TOKEN}
+    env.setdefault(UNBUFFERED_ENV, "1")
+    return env
 
 
 def exit_of(process: subprocess.Popen) -> asyncio.Future:

@@ -96,6 +96,13 @@ def test_the_token_from_the_environment_guards_the_daemon_and_expctl_sends_it(sl
     assert updated.returncode == 0, updated.stderr
     trials = wait_until(lambda: [t for t in json.loads(expctl(home, cwd, "trial", "ls", exp_id, "--json").stdout)
                                  if t["status"] == "RUNNING"], what="a running trial")
+    inherited = {}
+    for child in psutil.Process(current.pid).children(recursive=True):  # the watchdog, the trials
+        try:
+            inherited[" ".join(child.cmdline())[:80]] = "EXPMGR_TOKEN" in child.environ()
+        except psutil.NoSuchProcess:
+            pass
+    assert inherited and not any(inherited.values()), f"what the daemon started has its token: {inherited}"
     killed = expctl(home, cwd, "trial", "kill", exp_id, trials[0]["trial"])
     assert killed.returncode == 0, killed.stderr
     wait_until(lambda: any(t["status"] == "USER_CANCELED" for t in
@@ -132,7 +139,7 @@ def read_line(process: subprocess.Popen, pattern: str) -> re.Match:
     raise AssertionError(f"no line matching {pattern!r}; exit status {process.wait()}")
 
 
-def test_resume_and_view_take_their_own_host_prefix_and_token(slow_project):
+def test_resume_and_view_take_their_own_host_and_prefix_and_keep_the_token(slow_project):
     cwd, home = slow_project
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--token", TOKEN))
     assert expctl(home, cwd, "stop", exp_id).returncode == 0
@@ -140,14 +147,15 @@ def test_resume_and_view_take_their_own_host_prefix_and_token(slow_project):
     assert resumed.returncode == 0, resumed.stderr
     port = entry(home, exp_id).port
     token = re.search(rf"resumed: http://127\.0\.0\.1:{port}/again/\?token=(\S+)", resumed.stdout).group(1)
-    assert token != TOKEN, "a new token, generated for the wildcard address"
-    assert expctl(home, cwd, "webui", "url", exp_id).stdout.splitlines()[0].endswith(f"/again/?token={token}")
-    assert status(f"http://127.0.0.1:{port}/again/api/v1/nni/experiment", TOKEN) == 401
-    assert status(f"http://127.0.0.1:{port}/again/api/v1/nni/experiment", token) == 200
+    assert token == TOKEN, "the last run's token, kept (not a new one for the wildcard address)"
+    assert expctl(home, cwd, "webui", "url", exp_id).stdout.splitlines()[0].endswith(f"/again/?token={TOKEN}")
+    assert status(f"http://127.0.0.1:{port}/again/api/v1/nni/experiment") == 401
+    assert status(f"http://127.0.0.1:{port}/again/api/v1/nni/experiment", TOKEN) == 200
     (cwd / "release").touch()
     wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
 
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), "EXPMGR_TOKEN": TOKEN}
+    env = {**{k: v for k, v in os.environ.items() if k != "EXPMGR_TOKEN"}, "EXPMGR_HOME": str(home),
+           "PYTHONPATH": str(REPO)}  # no token given: the view keeps the experiment's
     view = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "view", exp_id, "--port", "0", "--url-prefix", "/v"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -115,7 +115,9 @@ def test_without_the_token_every_route_the_websocket_and_the_page_answer_401(gua
         assert request(port, method, route, body=body)[0] == 401, (method, route)
     wrong = request(port, "DELETE", "/api/v1/nni/experiment", {"X-Expmgr-Token": TOKEN[:-1] + "x"})
     assert wrong[0] == 401 and "is wrong" in json.loads(wrong[2])["error"]
-    assert request(port, "GET", "/api/v1/nni/experiment", {"Cookie": f"{auth.cookie_name(TOKEN)}=nope"})[0] == 401
+    assert request(port, "GET", "/api/v1/nni/experiment", {"Cookie": f"{auth.cookie_name(TOKEN, port)}=nope"})[0] == 401
+    assert request(port, "GET", "/api/v1/nni/experiment",
+                   {"Cookie": f"{auth.cookie_name(TOKEN, port)}={TOKEN}"})[0] == 401, "the token is not the cookie's value"
     assert websocket_status(port, "/api/v1/expmgr/ws") == 401
     assert request(port, "GET", "/")[0] == 401
     assert guarded.get_status() in ("RUNNING", "NO_MORE_TRIAL"), "nothing the refused requests asked for happened"
@@ -133,7 +135,8 @@ def test_the_token_lets_in_by_header_bearer_and_the_cookie_of_a_token_link(guard
     status, headers, _ = request(port, "GET", f"/?token={TOKEN}")
     assert status == 302 and headers["location"] == "/"
     cookie = headers["set-cookie"]
-    assert cookie.startswith(f"{auth.cookie_name(TOKEN)}={TOKEN};")
+    assert cookie.startswith(f"{auth.cookie_name(TOKEN, port)}={auth.cookie_value(TOKEN, port)};")
+    assert TOKEN not in cookie and str(port) in auth.cookie_name(TOKEN, port)
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     with_cookie = {"Cookie": cookie.split(";")[0]}
     status, headers, page = request(port, "GET", "/", with_cookie)

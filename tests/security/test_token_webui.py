@@ -1,6 +1,7 @@
 """The web UI of an experiment with an access token and a url prefix, in a real browser:
 the printed ``?token=`` link loads the page, drops the token from the address, and the
-page's requests and websocket get in with the cookie alone."""
+page's requests and websocket get in with the cookie alone; the cookie a browser sends to
+other ports of 127.0.0.1 holds no token and opens no other experiment."""
 from __future__ import annotations
 
 import re
@@ -36,3 +37,50 @@ def test_the_token_link_opens_the_page_under_its_prefix_and_its_controls_work(ui
     finally:
         (tmp_path / "release").touch()
         experiment.stop()
+
+
+def test_chromium_sends_the_cookie_to_other_ports_and_it_holds_no_token_and_opens_no_other(ui, tmp_path,  # noqa: F811
+                                                                                          code_dir, monkeypatch):
+    """Cookies do not tell ports apart: a server of someone else on another port of 127.0.0.1
+    receives the experiment's cookie. It gets a value derived from the token, which neither
+    is the token nor opens another experiment with the same token."""
+    import http.server
+    import threading
+
+    received: list[str] = []
+
+    class Sniffer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            received.append(self.headers.get("Cookie") or "")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html><body>other</body></html>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    sniffer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sniffer)
+    serving = threading.Thread(target=sniffer.serve_forever, daemon=True)
+    serving.start()
+    started = []
+    try:
+        for folder in ("a", "b"):
+            started.append((gated_experiment(tmp_path / folder, code_dir, monkeypatch, token=TOKEN), tmp_path / folder))
+        (first, _), (second, _) = started
+        ui.page.goto(first.url + "#/overview")
+        expect(ui.get("app")).to_have_attribute("data-loaded", "true")
+        ui.page.goto(f"http://127.0.0.1:{sniffer.server_address[1]}/")
+        wait_until(lambda: received, what="the other server's request")
+        assert f"expmgr-{first.port}-" in received[0], f"Chromium sent the cookie to another port: {received[0]}"
+        assert TOKEN not in received[0], "the token itself never reaches another port"
+        answer = ui.page.goto(f"http://127.0.0.1:{second.port}/")
+        assert answer is not None and answer.status == 401, "the first one's cookie does not open the second"
+        ui.page.goto(first.url.split("?")[0])
+        expect(ui.get("app")).to_have_attribute("data-loaded", "true")
+    finally:
+        sniffer.shutdown()
+        sniffer.server_close()
+        for experiment, folder in started:
+            (folder / "release").touch()
+            experiment.stop()
