@@ -33,11 +33,13 @@ from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, tails, views
-from expmgr.server.guard import Guard, GuardedApplication
+from expmgr.server.budget import Reservation
+from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
 from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
+from expmgr.engine.imports import read_import
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
@@ -139,13 +141,26 @@ class _Handler(tornado.web.RequestHandler):
 
 
 class ImportDataHandler(_Handler):
-    """NNI's ``POST experiment/import-data``: earlier results for the tuner."""
+    """NNI's ``POST experiment/import-data``: earlier results for the tuner. Its body was
+    reserved in the guard's ``imports_held`` before it was read, and stays so until the
+    tuner took its records (or the request failed)."""
 
     body_limit = "max_import_body"
+    body_held = True
 
     async def post(self) -> None:
-        records = await self.json_body()
-        self.apply_change(lambda runner: runner.import_data(records))
+        body, self.request.body = self.request.body, b""  # read below into a compact batch; not kept twice
+        runner = self.writable_runner()
+        batch = await asyncio.to_thread(read_import, body)
+        del body
+        reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
+        runner.import_data(batch, on_taken=None if reservation is None else reservation.hand_over())
+        self.send_json({})
+
+    def on_finish(self) -> None:
+        reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
+        if reservation is not None:
+            reservation.release()  # refused: not handed to the runner
 
 
 class CheckStatusHandler(_Handler):
