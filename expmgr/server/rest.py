@@ -32,7 +32,7 @@ import tornado.web
 from expmgr import trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.server import auth, tails, views
+from expmgr.server import auth, memory, tails, views
 from expmgr.server.budget import Reservation
 from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
@@ -154,8 +154,20 @@ class ImportDataHandler(_Handler):
         batch = await asyncio.to_thread(read_import, body)
         del body
         reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
-        runner.import_data(batch, on_taken=None if reservation is None else reservation.hand_over())
+        runner.import_data(batch, on_taken=None if reservation is None else self._taken(reservation))
         self.send_json({})
+
+    @staticmethod
+    def _taken(reservation: Reservation) -> Callable[[], None]:
+        """What the runner calls once the tuner took the batch: its bytes are given back
+        to the total and, the last import taken, to the system."""
+        release = reservation.hand_over()
+
+        def taken() -> None:
+            release()
+            if reservation.budget.held == 0:
+                memory.give_back()
+        return taken
 
     def on_finish(self) -> None:
         reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
