@@ -1,17 +1,20 @@
 """Results imported into the tuner (NNI's ``import-data``), checked and held compactly
 until the tuner takes them::
 
-    batch = read_import(body)         # UpdateRefused naming the first bad record
+    batch = await read_import(body)   # UpdateRefused naming the first bad record
     runner.import_data(batch, on_taken=release)
 
-The body is read one record at a time (``json.JSONDecoder.raw_decode``), never in one
-``json.loads``: a parse of 16 MB in one call holds the GIL for a second, stalling the
-event loop even from a thread, and would keep every record as Python objects (about
-seven times the body's size). The records are held as the JSON text of their frames
-(protocol.IMPORT_CHUNK_RECORDS each), about the body's size, until sent.
+The body is read one record at a time (``json.JSONDecoder.raw_decode``) on the event loop,
+which runs other work every RECORDS_PER_TURN records; never in one ``json.loads``, which
+for 16 MB holds the GIL for a second (stalling the loop even from a thread: so does any
+CPU-bound thread, the loop waiting for the GIL at each of its system calls) and keeps every
+record as Python objects (about seven times the body's size). The records are held as the
+JSON text of their frames (protocol.IMPORT_CHUNK_RECORDS each), about the body's size,
+until sent.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,6 +25,8 @@ from expmgr.engine import reports
 from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
 from expmgr.metrics import metric_number
 
+RECORDS_PER_TURN = 500
+"""Records read and checked in one turn of the event loop (a few milliseconds)."""
 _DECODER = json.JSONDecoder()
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _AFTER_RECORD = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
@@ -57,14 +62,14 @@ def check_record(index: int, record: Any) -> None:
                                                   "finite results only")
 
 
-def batch_of(records: Any) -> ImportBatch:
+async def batch_of(records: Any) -> ImportBatch:
     """The batch of parsed ``records`` (a list), each checked."""
     if not isinstance(records, list):
         raise UpdateRefused(RefusalKind.INVALID, f"body: expected a list of records, got {type(records).__name__}")
-    return _compact(enumerate(records))
+    return await _compact(iter(records))
 
 
-def read_import(body: bytes) -> ImportBatch:
+async def read_import(body: bytes) -> ImportBatch:
     """The batch of a JSON body, read record by record; UpdateRefused (INVALID) for a body
     that is not JSON, not a list, or holds a bad record."""
     try:
@@ -74,10 +79,11 @@ def read_import(body: bytes) -> ImportBatch:
     start = _WHITESPACE.match(text).end()  # type: ignore[union-attr] # matches the empty string
     if not text.startswith("[", start):
         try:
-            return batch_of(json.loads(text))
+            records = json.loads(text)
         except (ValueError, RecursionError) as error:
             raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON ({error})") from None
-    return _compact(enumerate(_array_items(text, start)))
+        return await batch_of(records)
+    return await _compact(_array_items(text, start))
 
 
 def _array_items(text: str, start: int) -> Iterator[Any]:
@@ -104,10 +110,12 @@ def _array_items(text: str, start: int) -> Iterator[Any]:
         raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON (extra data at char {rest})")
 
 
-def _compact(records: Iterator[tuple[int, Any]]) -> ImportBatch:
+async def _compact(records: Iterator[Any]) -> ImportBatch:
     batch = ImportBatch()
     chunk: list[Any] = []
-    for index, record in records:
+    for index, record in enumerate(records):
+        if index and index % RECORDS_PER_TURN == 0:
+            await asyncio.sleep(0)  # the loop's other work
         check_record(index, record)
         chunk.append(record)
         if len(chunk) == IMPORT_CHUNK_RECORDS:
