@@ -76,6 +76,7 @@ async def read_import(body: bytes) -> ImportBatch:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON ({error})") from None
+    del body  # freed here when the caller kept no reference to it
     start = _WHITESPACE.match(text).end()  # type: ignore[union-attr] # matches the empty string
     if not text.startswith("[", start):
         try:

@@ -318,6 +318,11 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
             self._connection().finish()
         elif not self.answered:
             self.inner.finish()
+            # Tornado's delegate keeps the body's pieces besides the body it joined from them
+            # while the handler runs: a second copy of every import, dropped here.
+            pieces = getattr(self.inner, "chunks", None)
+            if isinstance(pieces, list):
+                pieces.clear()
 
     def on_connection_close(self) -> None:
         if self.reservation is not None:

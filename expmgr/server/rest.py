@@ -149,10 +149,10 @@ class ImportDataHandler(_Handler):
     body_held = True
 
     async def post(self) -> None:
-        body, self.request.body = self.request.body, b""  # read below into a compact batch; not kept twice
         runner = self.writable_runner()
-        batch = await read_import(body)  # on the loop, in slices: a thread would hold the GIL from it
-        del body
+        # On the loop, in slices (a thread would hold the GIL from it); the body is read
+        # into a compact batch and dropped as soon as it was decoded (nothing here keeps it).
+        batch = await read_import(self._take_body())
         reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
         runner.import_data(batch, on_taken=None if reservation is None else self._taken(reservation))
         self.send_json({})
@@ -168,6 +168,10 @@ class ImportDataHandler(_Handler):
             if reservation.budget.held == 0:
                 memory.give_back()
         return taken
+
+    def _take_body(self) -> bytes:
+        body, self.request.body = self.request.body, b""
+        return body
 
     def on_finish(self) -> None:
         reservation: Reservation | None = getattr(self.request, HELD_BODY, None)

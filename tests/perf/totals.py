@@ -129,11 +129,14 @@ class Watch(threading.Thread):
 
 
 def import_body(size: int) -> bytes:
-    records = []
-    per_record = len(json.dumps({"parameter": {"x": 0.123}, "value": 12345.142857142857})) + 2
-    for index in range(size // per_record):
-        records.append({"parameter": {"x": (index % 1000) / 1000}, "value": index / 7})
-    return json.dumps(records).encode()
+    """An import of about ``size`` bytes: records of nine hyperparameters, about 300 bytes each."""
+    def record(index: int) -> dict[str, object]:
+        return {"parameter": {"learning_rate": index % 997 / 1e4, "batch_size": 16 << index % 5, "optimizer": "adam",
+                              "dropout": index % 89 / 100, "hidden_units": 64 + index % 512, "activation": "relu",
+                              "weight_decay": index % 71 / 1e5, "momentum": 0.9, "note": f"run {index} " + "." * 90},
+                "value": index / 7}
+    count = size // (len(json.dumps(record(123456))) + 2)
+    return json.dumps([record(index) for index in range(count)]).encode()
 
 
 def send_imports(port: int, count: int, body: bytes) -> dict[str, int]:
