@@ -56,7 +56,7 @@ def serve(work: Path, stdout_bytes: int) -> None:
     os.environ["TOTALS_READY"] = str(ready)
     experiment = Experiment(ExperimentConfig(
         search_space={"x": {"_type": "uniform", "_value": [0, 1]}}, trial_command=f"{sys.executable} trial.py",
-        trial_code_directory=code, trial_concurrency=1, max_trial_number=1,
+        trial_code_directory=code, trial_concurrency=1, max_trial_number=1, log_max_size=0,  # one 1 GB file
         tuner={"name": "Random", "class_args": {"seed": 0}}, experiment_working_directory=work / "home"))
     experiment.start(port=0)
     loop = experiment._manager._loop  # type: ignore[union-attr] # the manager's event loop, for its stall monitor
@@ -206,7 +206,8 @@ def followers(port: int, count: int, trial_id: str, seconds: float) -> None:
 
 def run(work: Path, imports: int, import_mib: int, follower_count: int, stdout_gib: float, seconds: float) -> None:
     server = subprocess.Popen([sys.executable, __file__, "serve", str(work), str(int(stdout_gib * 1024 * MiB))],
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              text=True)
     try:
         while not (work / "served.json").exists():
             if server.poll() is not None:
