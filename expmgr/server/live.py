@@ -6,7 +6,9 @@ what changed since the cursor of its previous message, at most once per PUSH_INT
 (a burst of metrics makes one message). Nothing is read while nothing is written.
 Files a client follows are checked every FOLLOW_INTERVAL while followed; clients
 following one file share its reads. A client's follows, its connections and its unsent
-backlog are bounded (guard.ServerLimits, MAX_BACKLOG), so a client cannot stall the loop::
+backlog are bounded (guard.ServerLimits, MAX_BACKLOG), and so is the unsent backlog of all
+clients together (ServerLimits.max_follow_backlog), so clients cannot stall the loop or
+hold the manager's memory::
 
     hub = LiveHub(store, paths, read_only=False, limits=limits)
     hub.start()                                         # on the server's event loop

@@ -20,7 +20,8 @@ def read(body: bytes) -> list[object]:
 
 
 def test_the_records_come_back_as_they_were_sent_in_frames_of_a_thousand():
-    records = [{"parameter": {"x": index, "note": "é"}, "value": index / 7} for index in range(2 * IMPORT_CHUNK_RECORDS + 1)]
+    records = [{"parameter": {"x": index, "note": "é"}, "value": index / 7}
+               for index in range(2 * IMPORT_CHUNK_RECORDS + 1)]
     body = json.dumps(records, indent=1).encode()
     batch = asyncio.run(read_import(body))
     assert [len(json.loads(frame)) for frame in batch.frames] == [IMPORT_CHUNK_RECORDS, IMPORT_CHUNK_RECORDS, 1]
