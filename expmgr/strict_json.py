@@ -27,6 +27,10 @@ def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+DECODER = json.JSONDecoder(object_pairs_hook=_object_without_duplicates)
+"""For reading JSON piece by piece (``DECODER.raw_decode``), as strictly as ``loads``."""
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` refusing duplicate keys (DuplicateKeyError, a ValueError)."""
     return json.loads(text, object_pairs_hook=_object_without_duplicates)

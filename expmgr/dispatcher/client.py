@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePath
 from typing import Any, cast
 
@@ -99,12 +99,17 @@ class DispatcherClient:
 
     async def import_chunks(self, records: list[Any],
                             before_each: Callable[[Sequence[Any]], None] | None = None) -> int:
-        """``import_data`` of ``records`` in frames of IMPORT_CHUNK_RECORDS, letting the
-        loop run between frames and waiting while the channel is full; ``before_each(chunk)``
-        is called before a chunk is sent. Returns how many records were sent (fewer when
-        the dispatcher ended meanwhile)."""
+        """``import_data`` of ``records`` in frames of IMPORT_CHUNK_RECORDS (see ``import_frames``)."""
+        return await self.import_frames(chunks(records), before_each)
+
+    async def import_frames(self, frames: Iterable[Sequence[Any]],
+                            before_each: Callable[[Sequence[Any]], None] | None = None) -> int:
+        """``import_data`` of each of ``frames`` (lists of records), letting the loop run
+        between frames and waiting while the channel is full; ``before_each(chunk)`` is
+        called before a chunk is sent. Returns how many records were sent (fewer when the
+        dispatcher ended meanwhile)."""
         sent = 0
-        for chunk in chunks(records):
+        for chunk in frames:
             if not self._running():
                 break
             if before_each is not None:

@@ -37,6 +37,7 @@ from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
 from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
+from expmgr.engine.imports import ImportBatch
 from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
@@ -486,44 +487,33 @@ class TrialRunner:
             self._set_state(ExperimentState.RUNNING)
         self._wake.set()
 
-    def import_data(self, records: Any) -> int:
-        """Give the tuner earlier results (NNI's import: ``[{"parameter": {...}, "value": v}]``);
-        returns how many. Every record is checked first (UpdateRefused names the first bad
-        one); then they are stored and sent in chunks by a task, the loop running between
-        chunks, so that a large import neither blocks the loop nor overflows the channel."""
+    def import_data(self, batch: ImportBatch, on_taken: Callable[[], None] | None = None) -> int:
+        """Give the tuner earlier results (NNI's import, checked by imports.read_import);
+        returns how many. They are stored and sent in chunks by a task, the loop running
+        between chunks, so that a large import neither blocks the loop nor overflows the
+        channel; ``on_taken`` is called once the task is done with them (sent, or failed)."""
         self._refuse_unless_running()
         if self.dispatcher is None or self.config.tuner is None:
             raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} has no tuner to import results into")
-        if not isinstance(records, list):
-            raise UpdateRefused(RefusalKind.INVALID, f"body: expected a list of records, got {type(records).__name__}")
-        for index, record in enumerate(records):
-            if not isinstance(record, dict) or not isinstance(record.get("parameter"), dict):
-                raise UpdateRefused(RefusalKind.INVALID, f"[{index}].parameter: expected a dict of parameters")
-            try:
-                reports.check_metric_value(record.get("value"), f"[{index}].value")
-            except MetricRejected as error:
-                raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
-            try:
-                finite = metric_number(record["value"]) is not None
-            except OverflowError:   # an integer beyond any float
-                finite = False
-            if not finite:
-                raise UpdateRefused(RefusalKind.INVALID, f"[{index}].value: not a finite number; tuners are given "
-                                                          "finite results only")
-        self._spawn(self._apply_import(records))
-        return len(records)
+        self._spawn(self._apply_import(batch, on_taken))
+        return batch.count
 
-    async def _apply_import(self, records: list[dict[str, Any]]) -> None:
+    async def _apply_import(self, batch: ImportBatch, on_taken: Callable[[], None] | None) -> None:
         assert self.dispatcher is not None
+        count = batch.count
         try:
-            sent = await self.dispatcher.import_chunks(records, before_each=self.store.record_import)
+            sent = await self.dispatcher.import_frames(batch.chunks(), before_each=self.store.record_import)
         except Exception:  # the import's problem (say the store refused a write), not the experiment's
-            self.logger.error("importing %d results failed:\n%s", len(records), traceback.format_exc())
+            self.logger.error("importing %d results failed:\n%s", count, traceback.format_exc())
             return
-        if sent < len(records):
-            self.logger.warning("%d of %d imported results reached the tuner before it ended", sent, len(records))
+        finally:
+            batch.frames.clear()
+            if on_taken is not None:
+                on_taken()
+        if sent < count:
+            self.logger.warning("%d of %d imported results reached the tuner before it ended", sent, count)
         else:
-            self.logger.info("%d results imported into the tuner", len(records))
+            self.logger.info("%d results imported into the tuner", count)
 
     def kill_trial(self, trial_id: str) -> None:
         """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""

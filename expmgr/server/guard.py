@@ -30,6 +30,7 @@ import tornado.httputil
 import tornado.ioloop
 import tornado.web
 
+from expmgr.server.budget import ByteBudget, Reservation
 from expmgr.trial import MAX_REPORT_BYTES
 
 KiB = 1024
@@ -40,8 +41,13 @@ LINGER_SECONDS = 2.0
 """After a 413, the rest of the body is read and dropped (never kept) up to this much and this
 long before the connection closes: a client that sends its whole body before it reads the
 answer (urllib, http.client) then gets the 413 rather than a reset connection."""
-ENV_LIMITS = {"max_body": "EXPMGR_MAX_BODY", "max_import_body": "EXPMGR_MAX_IMPORT_BODY"}
+ENV_LIMITS = {"max_body": "EXPMGR_MAX_BODY", "max_import_body": "EXPMGR_MAX_IMPORT_BODY",
+              "max_imports_held": "EXPMGR_MAX_IMPORTS_HELD", "max_follow_backlog": "EXPMGR_MAX_FOLLOW_BACKLOG"}
 """The limits that can be set from the environment (in bytes) when an experiment's server starts."""
+RETRY_AFTER_SECONDS = 5
+"""Retry-After of an import refused because the imports held fill the total."""
+HELD_BODY = "expmgr_held_body"
+"""The attribute of a request whose body its handler holds (``body_held``): its Reservation."""
 
 
 class LimitsError(ValueError):
@@ -56,6 +62,12 @@ class ServerLimits:
     """Body of a request to any route but the two below."""
     max_import_body: int = 16 * MiB
     """Body of ``POST /api/v1/nni/experiment/import-data``."""
+    max_imports_held: int = 64 * MiB
+    """Bytes of import bodies held at once, all clients together, from a request's headers
+    until the tuner took its records; an import beyond it is refused (503, Retry-After)."""
+    max_follow_backlog: int = 64 * MiB
+    """Bytes sent to websocket clients and not yet written to their connections, all clients
+    together, above which no followed file is read for any client."""
     max_report_body: int = MAX_REPORT_BYTES
     """Body of one trial report (``POST /api/v1/expmgr/trials/<id>/metrics``)."""
     max_socket_message: int = 64 * KiB
@@ -82,7 +94,7 @@ class ServerLimits:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> ServerLimits:
-        """The defaults, with ``EXPMGR_MAX_BODY`` and ``EXPMGR_MAX_IMPORT_BODY`` (bytes) when set."""
+        """The defaults, with each of ENV_LIMITS' variables (bytes) that is set."""
         values: dict[str, int] = {}
         for name, variable in ENV_LIMITS.items():
             raw = environ.get(variable, "").strip()
@@ -149,6 +161,11 @@ class Guard:
 
     hosts: frozenset[str] | set[str]
     limits: ServerLimits = field(default_factory=ServerLimits)
+    imports_held: ByteBudget = field(init=False)
+    """The bodies of imports held (limits.max_imports_held), reserved before they are read."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "imports_held", ByteBudget(self.limits.max_imports_held))
 
     def host_allowed(self, host: str | None) -> bool:
         return host is not None and _normal_host(host.strip(), 80) in self.hosts
@@ -193,6 +210,17 @@ class Guard:
         how = f"; set {variable} (bytes) before starting the experiment to change it" if variable else ""
         return f"body: {size} bytes or more, more than the {limit} bytes this route accepts{how}"
 
+    def reserve_held(self, request: tornado.httputil.HTTPServerRequest, body_limit: str) -> Reservation | None:
+        """Reserve the body of an import (its Content-Length, else its route's limit) in
+        ``imports_held``; None when the total would be exceeded."""
+        length = request.headers.get("Content-Length")
+        return self.imports_held.reserve(int(length) if length is not None else getattr(self.limits, body_limit))
+
+    def held_refusal(self) -> str:
+        return (f"body: the server already holds {self.imports_held.held} bytes of imports until the tuner "
+                f"takes them, and holds at most {self.imports_held.total} (EXPMGR_MAX_IMPORTS_HELD); retry "
+                "once they are taken")
+
     def server_settings(self) -> dict[str, Any]:
         """HTTPServer arguments: an outer bound on any body and buffer, above every route's limit."""
         largest = max(self.limits.max_body, self.limits.max_import_body, self.limits.max_report_body)
@@ -229,15 +257,18 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
     """Runs the guard on a request's headers, and counts its body, before the route's delegate sees them."""
 
     def __init__(self, inner: tornado.httputil.HTTPMessageDelegate, request: tornado.httputil.HTTPServerRequest,
-                 guard: Guard, body_limit: str) -> None:
+                 guard: Guard, body_limit: str, body_held: bool = False) -> None:
         self.inner = inner
+        self.body_held = body_held
+        """The handler holds the body after the request (an import): it is reserved in guard.imports_held."""
+        self.reservation: Reservation | None = None
         self.request = request
         self.guard = guard
         self.body_limit = body_limit
         self.received = 0
         self.passed = False
         """The headers were handed to the route's delegate."""
-        self.refusal: tuple[int, str] | None = None
+        self.refusal: tuple[int, str, dict[str, str]] | None = None
         """Why the request is refused, answered once its body (within the limit) was read."""
         self.answered = False
         self.lingering: tornado.ioloop.IOLoop | None = None
@@ -246,6 +277,12 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
 
     def headers_received(self, start_line: Any, headers: tornado.httputil.HTTPHeaders) -> Any:
         refusal = self.guard.refusal(self.request, self.body_limit)
+        if refusal is None and self.body_held:
+            self.reservation = self.guard.reserve_held(self.request, self.body_limit)
+            if self.reservation is None:
+                self.refusal = (503, self.guard.held_refusal(), {"Retry-After": str(RETRY_AFTER_SECONDS)})
+                return None
+            setattr(self.request, HELD_BODY, self.reservation)
         if refusal is None:
             self.passed = True
             return self.inner.headers_received(start_line, headers)
@@ -254,7 +291,7 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
         else:
             # A body within the limit is read (and dropped) first: closing on a client still
             # sending would reset the connection before it reads why it was refused.
-            self.refusal = refusal
+            self.refusal = (*refusal, {})
         return None
 
     def data_received(self, chunk: bytes) -> Any:
@@ -281,8 +318,15 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
             self._connection().finish()
         elif not self.answered:
             self.inner.finish()
+            # Tornado's delegate keeps the body's pieces besides the body it joined from them
+            # while the handler runs: a second copy of every import, dropped here.
+            pieces = getattr(self.inner, "chunks", None)
+            if isinstance(pieces, list):
+                pieces.clear()
 
     def on_connection_close(self) -> None:
+        if self.reservation is not None:
+            self.reservation.release()  # the body is dropped (unless its handler handed it on)
         if self.lingering is not None and self.linger_timer is not None:
             self.lingering.remove_timeout(self.linger_timer)
         if self.passed:
@@ -293,11 +337,12 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
         # as the optional interface.
         return cast(tornado.http1connection.HTTP1Connection, self.request.connection)
 
-    def _answer(self, status: int, message: str, close: bool = False) -> None:
+    def _answer(self, status: int, message: str, extra_headers: Mapping[str, str] | None = None,
+                close: bool = False) -> None:
         self.answered = True
         body = json.dumps({"error": message}).encode()
         headers = tornado.httputil.HTTPHeaders({"Content-Type": "application/json; charset=UTF-8",
-                                                "Content-Length": str(len(body))})
+                                                "Content-Length": str(len(body)), **(extra_headers or {})})
         if close:
             headers["Connection"] = "close"
         self._connection().write_headers(tornado.httputil.ResponseStartLine(
@@ -305,6 +350,8 @@ class _GuardedDelegate(tornado.httputil.HTTPMessageDelegate):
 
     def _answer_too_large(self, message: str) -> None:
         """Answer 413 at once; then drop what comes of the body for a while (LINGER_BYTES) and close."""
+        if self.reservation is not None:
+            self.reservation.release()
         self._answer(413, message, close=True)
         # The body is dropped as it comes (not kept), beyond tornado's own limit, which
         # would add a bare 400 after our answer.
@@ -331,4 +378,5 @@ class GuardedApplication(tornado.web.Application):
     def find_handler(self, request: tornado.httputil.HTTPServerRequest, **kwargs: Any) -> Any:
         delegate = super().find_handler(request, **kwargs)
         handler_class = getattr(delegate, "handler_class", None)
-        return _GuardedDelegate(delegate, request, self.guard, getattr(handler_class, "body_limit", "max_body"))
+        return _GuardedDelegate(delegate, request, self.guard, getattr(handler_class, "body_limit", "max_body"),
+                                getattr(handler_class, "body_held", False))

@@ -6,7 +6,9 @@ what changed since the cursor of its previous message, at most once per PUSH_INT
 (a burst of metrics makes one message). Nothing is read while nothing is written.
 Files a client follows are checked every FOLLOW_INTERVAL while followed; clients
 following one file share its reads. A client's follows, its connections and its unsent
-backlog are bounded (guard.ServerLimits, MAX_BACKLOG), so a client cannot stall the loop::
+backlog are bounded (guard.ServerLimits, MAX_BACKLOG), and so is the unsent backlog of all
+clients together (ServerLimits.max_follow_backlog), so clients cannot stall the loop or
+hold the manager's memory::
 
     hub = LiveHub(store, paths, read_only=False, limits=limits)
     hub.start()                                         # on the server's event loop
@@ -29,7 +31,7 @@ import tornado.websocket
 from expmgr.engine.errors import RefusalKind
 from expmgr.layout import ExperimentPaths
 from expmgr import strict_json
-from expmgr.server import auth, request_values, views
+from expmgr.server import auth, memory, request_values, views
 from expmgr.server.facts import ExperimentFacts
 from expmgr.server.guard import Guard, ServerLimits, peer_of
 from expmgr.server.reader import StoreReader
@@ -52,7 +54,14 @@ than the reads is shown live, never hours late."""
 MAX_BACKLOG = 2 * 1024 * 1024
 """Bytes sent to a client and not yet written to its connection above which its followed
 files are not read (they are read again once it caught up): a client that asks much and
-reads little costs no more memory than this."""
+reads little costs no more memory than this. All clients together: limits.max_follow_backlog."""
+FIRST_FOLLOW_BYTES = MAX_BYTES
+"""A follow that names no offset starts with the last this many bytes of the file."""
+CLIENTS_PER_TURN = 16
+"""Clients read for in one turn of the event loop at a check: the loop runs other work between."""
+TRIM_AFTER = 8 * 1024 * 1024
+"""Bytes the clients' unsent backlog reached, all together, after which the process gives
+freed memory back to the system once the backlog is written (memory.give_back)."""
 
 _log = logging.getLogger("nni.manager")
 
@@ -112,6 +121,10 @@ class LiveHub:
         self._stopping = False
         self._store_unwritable: str | None = None
         """While the runner cannot write the store: what clients are told (hello, ``store`` messages)."""
+        self.backlog = 0
+        """Bytes sent to all clients and not yet written to their connections."""
+        self._backlog_peak = 0
+        """The most ``backlog`` was since memory was last given back."""
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -265,9 +278,21 @@ class LiveHub:
                             "one connection may; unfollow one first")
         follow = _Follow(log_file(self.paths, self.store, file, trial), file, key[1], offset, inode, base)
         socket.follows[key] = follow
-        if socket.backlog <= MAX_BACKLOG:
+        if not self._behind(socket):
             self._read_follow(socket, follow, {})
         self._update_follow_timer()
+
+    def _behind(self, socket: LiveSocket) -> bool:
+        """No file is read for ``socket`` now: it, or all clients together, have too much unsent."""
+        return socket.backlog > MAX_BACKLOG or self.backlog > self.limits.max_follow_backlog
+
+    def sent(self, size: int) -> None:
+        """``size`` bytes were queued for a client (negative: written, or dropped with its connection)."""
+        self.backlog += size
+        self._backlog_peak = max(self._backlog_peak, self.backlog)
+        if self.backlog == 0 and self._backlog_peak > TRIM_AFTER:
+            self._backlog_peak = 0
+            memory.give_back()
 
     def unfollow(self, socket: LiveSocket, file: str, trial: str | None) -> None:
         socket.follows.pop((file, trial or None), None)
@@ -282,13 +307,18 @@ class LiveHub:
             self._follow_timer.stop()
             self._follow_timer = None
 
-    def _check_follows(self) -> None:
+    async def _check_follows(self) -> None:
         stats: dict[LogFile, tuple[int, int] | None] = {}
-        reads: dict[tuple[LogFile, int | None, int], Tail] = {}  # clients at one place of one log share its read
-        # A client above MAX_BACKLOG is read for again once it caught up.
-        for socket in list(self._sockets):
+        reads: dict[tuple[LogFile, int | None, int], tuple[Tail, str]] = {}  # clients at one place share its read
+        # A client behind (_behind) is read for again once it caught up.
+        for index, socket in enumerate(list(self._sockets)):
+            if index and index % CLIENTS_PER_TURN == 0:
+                await asyncio.sleep(0)  # the loop's other work between clients
+                stats.clear()  # files grew meanwhile
+            if socket not in self._sockets:
+                continue  # left meanwhile
             for follow in list(socket.follows.values()):
-                if socket.backlog > MAX_BACKLOG:
+                if self._behind(socket):
                     break
                 if follow.log not in stats:
                     stats[follow.log] = follow.log.stat()
@@ -299,22 +329,28 @@ class LiveHub:
                     self._read_follow(socket, follow, reads)
 
     def _read_follow(self, socket: LiveSocket, follow: _Follow,
-                     reads: dict[tuple[LogFile, int | None, int], Tail]) -> None:
+                     reads: dict[tuple[LogFile, int | None, int], tuple[Tail, str]]) -> None:
         for _ in range(CHUNKS_PER_CHECK):
+            if self._behind(socket) and follow.answered:
+                return  # the rest at a later check
             place = (follow.log, follow.inode, follow.next)
-            tail = reads.get(place)
-            if tail is None:
+            shared = reads.get(place)
+            if shared is None:
                 try:
-                    tail = reads[place] = read_tail(follow.log, follow.next, inode=follow.inode, base=follow.base,
-                                                    jump_behind=JUMP_BEHIND if follow.answered else None)
+                    tail = read_tail(follow.log, follow.next, inode=follow.inode, base=follow.base,
+                                     jump_behind=JUMP_BEHIND if follow.answered else None)
                 except TailError as error:  # it became a symlink: followed no more
                     socket.follows.pop((follow.file, follow.trial), None)
                     socket.send_error_message(str(error), file=follow.file, trial=follow.trial)
                     return
+                # One text for every client at this place: the same log is the same file and trial.
+                shared = reads[place] = tail, json.dumps({"type": "tail", "file": follow.file, "trial": follow.trial,
+                                                          **tail_json(tail)})
+            tail, message = shared
             moved = tail.inode != follow.inode or tail.offset != follow.next or tail.next != follow.next
             follow.next, follow.inode, follow.base, follow.size = tail.next, tail.inode, tail.base, tail.size
             if not follow.answered or moved:
-                socket.send_tail(follow, tail)
+                socket.send(message)
             follow.answered = True
             if (tail.next >= tail.size and tail.inode == (follow.log.stat() or (None,))[0]) or not moved:
                 return
@@ -362,7 +398,7 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
         if kind == "unfollow":
             self.hub.unfollow(self, file, trial)
             return
-        offset, inode, base = request.get("offset", 0), request.get("inode"), request.get("base")
+        offset, inode, base = request.get("offset", -FIRST_FOLLOW_BYTES), request.get("inode"), request.get("base")
         try:
             offset = request_values.json_integer("offset", offset, minimum=None)
             inode, base = (None if value is None else request_values.json_integer(name, value)
@@ -383,17 +419,16 @@ class LiveSocket(tornado.websocket.WebSocketHandler):
             self.hub.disconnected(self)
             return
         self.backlog += len(text)
+        self.hub.sent(len(text))
         def written_callback(future: asyncio.Future, size: int = len(text)) -> None:
             self._written(future, size)
         written.add_done_callback(written_callback)
 
     def _written(self, future: asyncio.Future, size: int) -> None:
         self.backlog -= size
+        self.hub.sent(-size)
         if not future.cancelled():
             future.exception()  # a closed connection: on_close tells the hub
-
-    def send_tail(self, follow: _Follow, tail: Tail) -> None:
-        self.send(json.dumps({"type": "tail", "file": follow.file, "trial": follow.trial, **tail_json(tail)}))
 
     def send_error_message(self, message: str, **fields: Any) -> None:
         self.send(json.dumps({"type": "error", "error": message, **fields}))

@@ -32,12 +32,14 @@ import tornado.web
 from expmgr import strict_json, trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.server import auth, request_values, tails, views
-from expmgr.server.guard import Guard, GuardedApplication
+from expmgr.server import auth, memory, request_values, tails, views
+from expmgr.server.budget import Reservation
+from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
 from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
+from expmgr.engine.imports import read_import
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
@@ -133,13 +135,42 @@ class _Handler(tornado.web.RequestHandler):
 
 
 class ImportDataHandler(_Handler):
-    """NNI's ``POST experiment/import-data``: earlier results for the tuner."""
+    """NNI's ``POST experiment/import-data``: earlier results for the tuner. Its body was
+    reserved in the guard's ``imports_held`` before it was read, and stays so until the
+    tuner took its records (or the request failed)."""
 
     body_limit = "max_import_body"
+    body_held = True
 
     async def post(self) -> None:
-        records = await self.json_body()
-        self.apply_change(lambda runner: runner.import_data(records))
+        runner = self.writable_runner()
+        # On the loop, in slices (a thread would hold the GIL from it); the body is read
+        # into a compact batch and dropped as soon as it was decoded (nothing here keeps it).
+        batch = await read_import(self._take_body())
+        reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
+        runner.import_data(batch, on_taken=None if reservation is None else self._taken(reservation))
+        self.send_json({})
+
+    @staticmethod
+    def _taken(reservation: Reservation) -> Callable[[], None]:
+        """What the runner calls once the tuner took the batch: its bytes are given back
+        to the total and, the last import taken, to the system."""
+        release = reservation.hand_over()
+
+        def taken() -> None:
+            release()
+            if reservation.budget.held == 0:
+                memory.give_back()
+        return taken
+
+    def _take_body(self) -> bytes:
+        body, self.request.body = self.request.body, b""
+        return body
+
+    def on_finish(self) -> None:
+        reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
+        if reservation is not None:
+            reservation.release()  # refused: not handed to the runner
 
 
 class CheckStatusHandler(_Handler):

@@ -17,6 +17,13 @@ idle, ..., idle (``--rounds`` followed phases):
 Prints a row per phase, the totals of each kind, and the ratios followed / idle;
 target: p99 of reports within 2x of idle. Not part of the test run: it measures,
 it does not assert.
+
+    .venv/bin/python tests/perf/report_latency.py --totals [--imports 20] [--followers 800] [--stdout-gib 1]
+
+measures instead the manager's RSS (start, peak, after) and the event loop's longest stall
+while 20 clients import 16 MB each at once and while 800 websocket clients follow a 1 GB
+stdout (tests/perf/totals.py says how). Targets (docs/performance.md): peak RSS under
+300 MB, stall under 200 ms, RSS after within 50 MB of the start.
 """
 from __future__ import annotations
 
@@ -169,10 +176,20 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=100, help="websocket clients following (default 100)")
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each phase (default 8)")
     parser.add_argument("--rounds", type=int, default=2, help="followed phases, each between idle ones (default 2)")
+    parser.add_argument("--totals", action="store_true", help="the imports and 1 GB follows scenarios instead")
+    parser.add_argument("--imports", type=int, default=20, help="--totals: imports at once (default 20)")
+    parser.add_argument("--import-mib", type=int, default=16, help="--totals: MiB per import (default 16)")
+    parser.add_argument("--followers", type=int, default=800, help="--totals: websocket clients (default 800)")
+    parser.add_argument("--stdout-gib", type=float, default=1.0, help="--totals: the followed stdout (default 1)")
     parser.add_argument("--follow", nargs="+", help=argparse.SUPPRESS)  # PORT COUNT TRIAL...: the clients' process
     args = parser.parse_args()
     if args.follow:
         follow(int(args.follow[0]), int(args.follow[1]), args.follow[2:])
+        return
+    if args.totals:
+        from tests.perf import totals
+        with tempfile.TemporaryDirectory() as tmp:
+            totals.run(Path(tmp), args.imports, args.import_mib, args.followers, args.stdout_gib, args.seconds)
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -1,0 +1,132 @@
+"""Results imported into the tuner (NNI's ``import-data``), checked and held compactly
+until the tuner takes them::
+
+    batch = await read_import(body)   # UpdateRefused naming the first bad record
+    runner.import_data(batch, on_taken=release)
+
+The body is read one record at a time (``json.JSONDecoder.raw_decode``) on the event loop,
+which runs other work every RECORDS_PER_TURN records; never in one ``json.loads``, which
+for 16 MB holds the GIL for a second (stalling the loop even from a thread: so does any
+CPU-bound thread, the loop waiting for the GIL at each of its system calls) and keeps every
+record as Python objects (about seven times the body's size). The records are held as the
+JSON text of their frames (protocol.IMPORT_CHUNK_RECORDS each), about the body's size,
+until sent.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from expmgr import strict_json
+from expmgr.dispatcher.protocol import IMPORT_CHUNK_RECORDS
+from expmgr.engine import reports
+from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
+from expmgr.metrics import metric_number
+
+RECORDS_PER_TURN = 500
+"""Records read and checked in one turn of the event loop (a few milliseconds)."""
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_AFTER_RECORD = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+
+
+@dataclass
+class ImportBatch:
+    """Checked records, as the JSON text of lists of at most IMPORT_CHUNK_RECORDS records."""
+
+    frames: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def chunks(self) -> Iterator[list[dict[str, Any]]]:
+        """The records, a frame's worth at a time; each frame's text is dropped once read."""
+        while self.frames:
+            yield json.loads(self.frames.pop(0))
+
+
+def check_record(index: int, record: Any) -> None:
+    """UpdateRefused naming ``[index]`` when ``record`` is not ``{"parameter": {...}, "value": finite}``."""
+    if not isinstance(record, dict) or not isinstance(record.get("parameter"), dict):
+        raise UpdateRefused(RefusalKind.INVALID, f"[{index}].parameter: expected a dict of parameters")
+    try:
+        reports.check_metric_value(record.get("value"), f"[{index}].value")
+    except MetricRejected as error:
+        raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
+    try:
+        finite = metric_number(record["value"]) is not None
+    except OverflowError:   # an integer beyond any float
+        finite = False
+    if not finite:
+        raise UpdateRefused(RefusalKind.INVALID, f"[{index}].value: not a finite number; tuners are given "
+                                                  "finite results only")
+
+
+async def batch_of(records: Any) -> ImportBatch:
+    """The batch of parsed ``records`` (a list), each checked."""
+    if not isinstance(records, list):
+        raise UpdateRefused(RefusalKind.INVALID, f"body: expected a list of records, got {type(records).__name__}")
+    return await _compact(iter(records))
+
+
+async def read_import(body: bytes) -> ImportBatch:
+    """The batch of a JSON body, read record by record; UpdateRefused (INVALID) for a body
+    that is not JSON, not a list, or holds a bad record."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON ({error})") from None
+    del body  # freed here when the caller kept no reference to it
+    start = _WHITESPACE.match(text).end()  # type: ignore[union-attr] # matches the empty string
+    if not text.startswith("[", start):
+        try:
+            records = strict_json.loads(text)
+        except strict_json.DuplicateKeyError as error:
+            raise UpdateRefused(RefusalKind.INVALID, f"body: {error}") from None
+        except (ValueError, RecursionError) as error:
+            raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON ({error})") from None
+        return await batch_of(records)
+    return await _compact(_array_items(text, start))
+
+
+def _array_items(text: str, start: int) -> Iterator[Any]:
+    """The items of the JSON array at ``text[start]``, one ``raw_decode`` each."""
+    position = _WHITESPACE.match(text, start + 1).end()  # type: ignore[union-attr]
+    if text.startswith("]", position):
+        end = position + 1
+    else:
+        while True:
+            try:
+                item, position = strict_json.DECODER.raw_decode(text, position)
+            except strict_json.DuplicateKeyError as error:
+                raise UpdateRefused(RefusalKind.INVALID, f"body: {error}") from None
+            except (ValueError, RecursionError) as error:
+                raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON ({error})") from None
+            yield item
+            after = _AFTER_RECORD.match(text, position)
+            if after is None:
+                raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON (expected ',' or ']' at char {position})")
+            if after.group(1) == "]":
+                end = after.start(1) + 1
+                break
+            position = after.end()
+    rest = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
+    if rest != len(text):
+        raise UpdateRefused(RefusalKind.INVALID, f"body: not JSON (extra data at char {rest})")
+
+
+async def _compact(records: Iterator[Any]) -> ImportBatch:
+    batch = ImportBatch()
+    chunk: list[Any] = []
+    for index, record in enumerate(records):
+        if index and index % RECORDS_PER_TURN == 0:
+            await asyncio.sleep(0)  # the loop's other work
+        check_record(index, record)
+        chunk.append(record)
+        if len(chunk) == IMPORT_CHUNK_RECORDS:
+            batch.frames.append(json.dumps(chunk, separators=(",", ":")))
+            chunk = []
+        batch.count += 1
+    if chunk:
+        batch.frames.append(json.dumps(chunk, separators=(",", ":")))
+    return batch
