@@ -5,7 +5,8 @@ until the tuner takes them::
     runner.import_data(batch, on_taken=release)
 
 The body is read one record at a time (``json.JSONDecoder.raw_decode``) on the event loop,
-which runs other work every RECORDS_PER_TURN records; never in one ``json.loads``, which
+which runs other work every RECORDS_PER_TURN records (a millisecond or two: several imports
+read at once share each turn); never in one ``json.loads``, which
 for 16 MB holds the GIL for a second (stalling the loop even from a thread: so does any
 CPU-bound thread, the loop waiting for the GIL at each of its system calls) and keeps every
 record as Python objects (about seven times the body's size). The records are held as the
@@ -26,8 +27,8 @@ from expmgr.engine import reports
 from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
 from expmgr.metrics import metric_number
 
-RECORDS_PER_TURN = 500
-"""Records read and checked in one turn of the event loop (a few milliseconds)."""
+RECORDS_PER_TURN = 100
+"""Records read and checked in one turn of the event loop (about a millisecond of 300-byte records)."""
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _AFTER_RECORD = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 

@@ -185,6 +185,8 @@ class TrialRunner:
         self._wake = asyncio.Event()
         self._space_updates = asyncio.Lock()
         """Held while the dispatcher is asked to take a new search space."""
+        self._imports = asyncio.Lock()
+        """Held while an import is sent: frames of several in one turn of the loop would add up to a stall."""
         self._stop_requested = False
         self._preempted = False
         self._no_more_trials = False
@@ -502,7 +504,8 @@ class TrialRunner:
         assert self.dispatcher is not None
         count = batch.count
         try:
-            sent = await self.dispatcher.import_frames(batch.chunks(), before_each=self.store.record_import)
+            async with self._imports:
+                sent = await self.dispatcher.import_frames(batch.chunks(), before_each=self.store.record_import)
         except Exception:  # the import's problem (say the store refused a write), not the experiment's
             self.logger.error("importing %d results failed:\n%s", count, traceback.format_exc())
             return

@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 import functools
 import sys
+import threading
 from typing import Callable
 
 
@@ -24,7 +25,9 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def give_back() -> None:
-    """Return the freed memory of malloc's heaps to the system, where malloc can (glibc)."""
+    """Return the freed memory of malloc's heaps to the system, where malloc can (glibc).
+    In a thread of its own: trimming a few hundred MB of heap takes about a second, and a
+    call through ctypes lets go of the GIL, so the event loop runs on meanwhile."""
     trim = _malloc_trim()
     if trim is not None:
-        trim(0)
+        threading.Thread(target=trim, args=(0,), name="malloc_trim", daemon=True).start()
