@@ -96,6 +96,16 @@ describe('ExperimentData.apply', () => {
     expect(store.seriesRevision('a')).toBe(1);
   });
 
+  it("takes the server's turn to read-only from a message that repeats a cursor", () => {
+    const store = new ExperimentData();
+    const experiment = { id: 'exp1', execDuration: 1, params: {}, status: 'DONE', readOnly: false };
+    store.apply(changes('c1', { full: true, experiment }));
+    expect(store.readOnly).toBe(false);
+    // the search ended after the last write: the same cursor again, now read-only
+    expect(store.apply(changes('c1', { experiment: { ...experiment, readOnly: true } }))).toBe(false);
+    expect(store.readOnly).toBe(true);
+  });
+
   it('places metrics that arrive out of order by their metric sequence', () => {
     const store = new ExperimentData();
     store.apply(changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));

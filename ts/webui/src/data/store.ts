@@ -95,7 +95,12 @@ export class ExperimentData {
    * already applied, and not a full snapshot), true otherwise.
    */
   apply(msg: ChangesMessage): boolean {
-    if (!msg.full && msg.cursor !== undefined && this.seenCursors.includes(msg.cursor)) return false;
+    if (!msg.full && msg.cursor !== undefined && this.seenCursors.includes(msg.cursor)) {
+      // Nothing new in the store; but the server turns read-only when the search ends, which
+      // is no store change: its next message repeats the cursor with readOnly set.
+      if (typeof msg.experiment?.readOnly === 'boolean') this.setReadOnly(msg.experiment.readOnly);
+      return false;
+    }
     if (msg.full) this.clear();
     let trialsChanged = !!msg.full;
     let metricsChanged = false;
