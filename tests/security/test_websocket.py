@@ -86,9 +86,10 @@ def test_a_follow_flood_on_one_connection_does_not_delay_a_trials_reports(served
     flood = Flood(served.port, messages)
     try:
         flooded = report_times(range(1000, 1030))
-        # Before the fix the flood froze the server for 8 s; a loaded machine slows the quiet
-        # reports too, so the allowance grows with them.
-        allowed = max(1.0, 10 * max(quiet))
+        # Before the fix the flood froze the server for 8 s. A loaded machine slows the quiet
+        # reports too, so the allowance grows with them, and it is wide (a report took 1.85 s
+        # once beside other test runs): it tells a frozen server from a busy one, no more.
+        allowed = max(4.0, 10 * max(quiet))
         assert max(flooded) < allowed, (f"reports answered in up to {max(flooded):.2f}s during the flood, "
                                         f"{max(quiet):.3f}s without it")
         limit = ServerLimits().max_follows
