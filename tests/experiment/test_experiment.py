@@ -347,6 +347,7 @@ def test_script_that_starts_an_experiment_and_returns_leaves_no_trial_running(tm
     import sys
     write_script(code_dir, "trial.py", "import time\ntime.sleep(120)\n")
     script = write_script(tmp_path, "main.py", f"""
+        import sys
         import time
         from expmgr import Experiment, ExperimentConfig
         config = ExperimentConfig(
@@ -358,7 +359,9 @@ def test_script_that_starts_an_experiment_and_returns_leaves_no_trial_running(tm
         experiment.start(port=0)
         while len([t for t in experiment.list_trial_jobs() if t.status == "RUNNING"]) < 2:
             time.sleep(0.05)
-        print("EXPERIMENT", experiment.id, flush=True)
+        # One write: the manager's log lines go to the same stdout, and with PYTHONUNBUFFERED a
+        # print of two values is four writes, between which one of those lines may land.
+        sys.stdout.write(f"EXPERIMENT {{experiment.id}}\\n")
     """)
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
