@@ -27,6 +27,9 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 TESTIDS_FILE = REPO / "ts" / "webui" / "src" / "testids.ts"
+AXE_SCRIPT = REPO / "ts" / "webui" / "node_modules" / "axe-core" / "axe.min.js"
+"""axe-core, a dev dependency of the web UI (``npm ci`` in ts/webui, as .ci/run does)."""
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 WAIT_MS = 30_000
 """How long a browser-side wait may take before the test fails (trials start real processes)."""
 
@@ -59,6 +62,20 @@ class BrowserPage:
         if key not in hooks:
             raise AssertionError(f"no test hook {key!r} in {TESTIDS_FILE}")
         return self.page.get_by_test_id(hooks[key] + (suffix or ""))
+
+    def accessibility_problems(self, impacts: tuple[str, ...] = ("serious", "critical")) -> list[str]:
+        """axe-core's WCAG 2 A/AA violations of the page as it is now, of the given impacts,
+        one line each (rule, impact, the first elements): an empty list when it passes."""
+        if not AXE_SCRIPT.exists():
+            raise AssertionError(f"{AXE_SCRIPT} is missing: run `npm ci` in ts/webui (.ci/run does)")
+        if not self.page.evaluate("() => typeof window.axe !== 'undefined'"):
+            self.page.add_script_tag(path=str(AXE_SCRIPT))
+        violations = self.page.evaluate(
+            "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})"
+            ".then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+            " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))", AXE_TAGS)
+        return [f"{v['id']} ({v['impact']}): {v['help']} at {', '.join(v['nodes'])}"
+                for v in violations if v["impact"] in impacts]
 
     def screenshot(self, label: str) -> Path:
         """Save the page as ``<test>-<label>.png`` in each of ``folders``; the first path."""
