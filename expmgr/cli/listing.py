@@ -3,8 +3,6 @@ the registry and an experiment's store hold (tables, or ``--json`` for scripts).
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import shutil
 import sys
@@ -16,7 +14,7 @@ from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, f
                                is_serving, print_table, printable, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
 from expmgr.metrics import ranked
-from expmgr.server import views
+from expmgr.server import downloads, views
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
@@ -113,46 +111,15 @@ def experiment_status(args: argparse.Namespace) -> int:
 
 
 def export_experiment(args: argparse.Namespace) -> int:
-    """NNI's export: one record per trial with a final result (its value decoded; a
-    non-finite number as the string "NaN", "Infinity" or "-Infinity", so the JSON is valid);
-    with ``--intermediate``, its intermediate results in order under ``intermediate``."""
+    """NNI's export (downloads.export_records, as the web UI's download), as JSON or CSV."""
     with experiment_store(find_experiment(args.id)) as store:
-        records = [{"trialJobId": view["trialJobId"], "parameter": view["parameter"],
-                    "value": json.loads(view["value"])} for view in views.export_data_view(store)]
-        if args.intermediate:
-            periodical: dict[str, list] = {}
-            for metric in store.metrics():
-                if metric.type == "PERIODICAL":
-                    periodical.setdefault(metric.trial_id, []).append(views.json_safe(metric.value))
-            for record in records:
-                record["intermediate"] = periodical.get(record["trialJobId"], [])
-    text = json.dumps(records, indent=2, allow_nan=False) + "\n" if args.format == "json" else _as_csv(records)
+        records = downloads.export_records(store, intermediate=args.intermediate)
+    text = downloads.results_text(records, args.format)
     if args.output is None:
         sys.stdout.write(text)
     else:
         args.output.write_text(text, encoding="utf-8")
     return EXIT_OK
-
-
-def _as_csv(records: list[dict]) -> str:
-    """One column per parameter and per result key (``default`` for a plain number)."""
-    parameter_keys = sorted({key for record in records for key in record["parameter"]})
-    value_keys = sorted({key for record in records
-                         for key in (record["value"] if isinstance(record["value"], dict) else {"default": 0})})
-    value_keys += ["intermediate"] if any("intermediate" in record for record in records) else []
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["trialJobId", *parameter_keys, *value_keys])
-    for record in records:
-        value = record["value"] if isinstance(record["value"], dict) else {"default": record["value"]}
-        value = {**value, "intermediate": record["intermediate"]} if "intermediate" in record else value
-        writer.writerow([record["trialJobId"], *(_cell(record["parameter"].get(k)) for k in parameter_keys),
-                         *(_cell(value.get(k)) for k in value_keys)])
-    return out.getvalue()
-
-
-def _cell(value: object) -> object:
-    return json.dumps(value) if isinstance(value, (dict, list)) else ("" if value is None else value)
 
 
 def webui_url(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import ExperimentConfig
+from ._parameters import check_parameters
 from ._sections import AlgorithmConfig, LocalConfig, RayConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 from ._updatable import UPDATABLE_FIELDS, UpdatableField
@@ -34,6 +35,7 @@ __all__ = [
     "SEARCH_SPACE_TYPES",
     "UPDATABLE_FIELDS",
     "UpdatableField",
+    "check_parameters",
     "parse_duration",
     "validate_search_space",
 ]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE
+from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
 from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
@@ -541,9 +541,7 @@ class TrialRunner:
     def submit_trial(self, parameters: dict[str, Any]) -> tuple[str, concurrent.futures.Future]:
         """Queue a trial with these parameters; returns its id and a future of its
         (final state, final value). Raises SubmissionRefused."""
-        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise SubmissionRefused(RefusalKind.CONFLICT,
-                                    f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
+        self._refuse_new_trial()
         if not isinstance(parameters, dict):
             raise SubmissionRefused(RefusalKind.INVALID,
                                     f"parameters: expected a dict, got {type(parameters).__name__}")
@@ -551,15 +549,38 @@ class TrialRunner:
             json.dumps(parameters)
         except (TypeError, ValueError) as error:
             raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
-        if not self._budget_left():
-            raise SubmissionRefused(RefusalKind.CONFLICT,
-                                    f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already")
         record = self._create_trial(self._reserve_trial(), parameters)
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
         self._submitted_by_strategy.append(record)
         self._wake.set()
         return record.trial_id, outcome
+
+    def add_customized_trial(self, parameters: Any) -> TrialRecord:
+        """NNI's customized trial: a trial with parameters a user chose (the web UI's "Add
+        trial" and "Clone", ``POST trial-jobs``), run as a strategy's is (the tuner does not
+        hear of its result, as NNI's tuners ignore customized ones) and counted against
+        maxTrialNumber. Raises SubmissionRefused: CONFLICT when the experiment takes no new
+        trial or its budget is spent, INVALID naming the parameter the search space refuses."""
+        self._refuse_new_trial()
+        if self.config.search_space is not None:
+            try:
+                check_parameters(parameters, self.config.search_space)
+            except ConfigError as error:
+                raise SubmissionRefused(RefusalKind.INVALID, str(error)) from None
+        self.submit_trial(parameters)
+        return self._submitted_by_strategy[-1]   # the one just queued
+
+    def _refuse_new_trial(self) -> None:
+        """SubmissionRefused (CONFLICT) when the experiment takes no new trial: it is ending,
+        or maxTrialNumber trials were submitted."""
+        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
+            raise SubmissionRefused(RefusalKind.CONFLICT,
+                                    f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
+        if not self._budget_left():
+            raise SubmissionRefused(RefusalKind.CONFLICT,
+                                    f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already; "
+                                    "raise maxTrialNumber to add one")
 
     def strategy_finished(self, error: str | None) -> None:
         """The strategy returned (``error`` None) or raised (its traceback)."""

@@ -32,7 +32,7 @@ import tornado.web
 from expmgr import strict_json, trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.server import auth, memory, request_values, tails, views
+from expmgr.server import auth, downloads, memory, request_values, tails, views
 from expmgr.server.budget import Reservation
 from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
@@ -120,6 +120,23 @@ class _Handler(tornado.web.RequestHandler):
         if self.runner is None:
             raise RequestError(RefusalKind.CONFLICT, READ_ONLY)
         return self.runner
+
+    async def send_log(self, log: tails.LogFile, filename: str | None = None) -> None:
+        """The log whole (tails.whole_log), a block at a time; with ``filename``, as a download."""
+        blocks = tails.whole_log(log)
+        first = next(blocks, b"")  # a refused file raises here, before anything is sent
+        self.set_header("Content-Type", "text/plain; charset=UTF-8")
+        if filename is not None:
+            self.set_header("Content-Disposition", f"attachment; filename={filename}")
+        try:
+            block = first
+            while block:  # local files, read in blocks between flushes
+                self.write(block)
+                await self.flush()
+                block = next(blocks, b"")
+        finally:
+            blocks.close()
+        self.finish()
 
     async def json_body(self) -> Any:
         """The request's JSON body (a RequestError when it is not JSON, or an object in it
@@ -240,6 +257,16 @@ class TrialJobsHandler(_Handler):
         self.send_json(views.nni_trial_job_view(trial, self.paths,
                                                 self.store.final_metrics([trial_id]).get(trial_id)))
 
+    async def post(self, trial_id: str | None = None) -> None:
+        """NNI's customized trial: the body is its parameters; answered NNI's ``sequenceId``
+        and the new trial's ``trialJobId`` (TrialRunner.add_customized_trial refuses)."""
+        if trial_id is not None:
+            raise RequestError(RefusalKind.INVALID, "POST trial-jobs takes no trial id: the body is the new "
+                                                    "trial's parameters")
+        runner = self.writable_runner()
+        record = runner.add_customized_trial(await self.json_body())
+        self.send_json({"sequenceId": record.sequence_id, "trialJobId": record.trial_id})
+
     def compute_etag(self) -> None:
         """None: no ETag. Tornado's is a SHA-1 of the whole answer (6 MB at 10,000 trials)
         at every poll, for clients that never ask If-None-Match (NNI's do not)."""
@@ -315,18 +342,49 @@ class TrialFileHandler(_Handler):
         if name not in tails.TRIAL_FILES:
             raise RequestError(RefusalKind.INVALID,
                                f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
-        blocks = tails.whole_log(tails.log_file(self.paths, self.store, name, trial_id))
-        first = next(blocks, b"")  # a refused file raises here, before anything is sent
-        self.set_header("Content-Type", "text/plain; charset=UTF-8")
-        try:
-            block = first
-            while block:  # local files, read in blocks between flushes
-                self.write(block)
-                await self.flush()
-                block = next(blocks, b"")
-        finally:
-            blocks.close()
-        self.finish()
+        await self.send_log(tails.log_file(self.paths, self.store, name, trial_id))
+
+
+class LogDownloadHandler(_Handler):
+    """A log file as a download (``<id>[-<trial>]-<file>.log``): a trial's stdout, stderr or
+    trial.log (``?trial=<id>``), or the experiment's experiment.log or dispatcher.log."""
+
+    async def get(self, name: str) -> None:
+        trial_id = self.get_query_argument("trial", None)
+        log = tails.log_file(self.paths, self.store, name, trial_id)   # INVALID / NOT_FOUND named there
+        stem = name.removesuffix(".log")
+        parts = [self.store.profile().id, trial_id, stem] if name in tails.TRIAL_FILES else [self.store.profile().id, stem]
+        await self.send_log(log, downloads.download_name(*[p for p in parts if p], "log"))
+
+
+class ResultsDownloadHandler(_Handler):
+    """The results as ``expctl experiment export`` writes them (downloads.py), as a download."""
+
+    def get(self, fmt: str) -> None:
+        if fmt not in downloads.RESULT_FORMATS:
+            raise RequestError(RefusalKind.NOT_FOUND, f"format: expected one of {', '.join(downloads.RESULT_FORMATS)}, "
+                                                      f"got {fmt!r}")
+        text = downloads.results_text(downloads.export_records(self.store), fmt)
+        self.send_download(text, downloads.download_name(self.store.profile().id, "results", fmt),
+                           "text/csv" if fmt == "csv" else "application/json")
+
+    def send_download(self, text: str, filename: str, content_type: str) -> None:
+        self.set_header("Content-Type", f"{content_type}; charset=UTF-8")
+        self.set_header("Content-Disposition", f"attachment; filename={filename}")
+        self.finish(text.encode())
+
+
+class ConfigDownloadHandler(ResultsDownloadHandler):
+    """The config as stored (updates made while running included), as YAML or JSON."""
+
+    def get(self, fmt: str) -> None:
+        if fmt not in downloads.CONFIG_FORMATS:
+            raise RequestError(RefusalKind.NOT_FOUND, f"format: expected one of {', '.join(downloads.CONFIG_FORMATS)}, "
+                                                      f"got {fmt!r}")
+        profile = self.store.profile()
+        self.send_download(downloads.config_text(profile.config, fmt),
+                           downloads.download_name(profile.id, "config", fmt),
+                           "application/yaml" if fmt == "yml" else "application/json")
 
 
 class TailHandler(_Handler):
@@ -405,6 +463,9 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         (f"{EXPMGR_API}/trials/([^/]+)", TrialHandler),
         (f"{EXPMGR_API}/changes", ChangesHandler),
         (f"{EXPMGR_API}/tail", TailHandler),
+        (f"{EXPMGR_API}/download/results\\.([^/]+)", ResultsDownloadHandler),
+        (f"{EXPMGR_API}/download/config\\.([^/]+)", ConfigDownloadHandler),
+        (f"{EXPMGR_API}/download/logs/([^/]+)", LogDownloadHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
     served = ([(path, handler, context) for path, handler in routes]
