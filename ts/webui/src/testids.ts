@@ -65,6 +65,17 @@
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
  *   ALL, INFO, WARNING, ERROR), log-search, experiment-log, dispatcher-log (like stdout)
+ *
+ * Actions and downloads
+ *   add-trial (trials page), clone-trial (trial page): open trial-form (a dialog; only while the experiment
+ *   takes trials and not in view mode): trial-form-param-<name> (one input or select per parameter),
+ *   trial-form-submit, trial-form-cancel, trial-form-error (the server's refusal, verbatim); trial-added (a link
+ *   to the new trial, shown after it was added)
+ *   search-space (the card), search-space-table (parameter, type, values), space-row-<name> (its rows);
+ *   edit-search-space (only while running, not in view mode), search-space-input (the JSON), search-space-save,
+ *   search-space-cancel, search-space-error (the server's message), search-space-saved
+ *   download-results-csv, download-results-json, download-config-yml, download-config-json (overview),
+ *   download-log (trial page and logs page: the file shown)
  */
 export const testids = {
   app: 'app',
@@ -164,6 +175,29 @@ export const testids = {
   dispatcherLog: 'dispatcher-log',
   logRotated: 'log-rotated',
   logSkipped: 'log-skipped',
+
+  // actions and downloads (TrialForm.tsx, SearchSpaceEditor.tsx, Downloads.tsx, ConfigView.tsx)
+  addTrial: 'add-trial',
+  cloneTrial: 'clone-trial',
+  trialForm: 'trial-form',
+  trialFormParamPrefix: 'trial-form-param-',
+  trialFormSubmit: 'trial-form-submit',
+  trialFormCancel: 'trial-form-cancel',
+  trialFormError: 'trial-form-error',
+  trialAdded: 'trial-added',
+  searchSpaceTable: 'search-space-table',
+  spaceRowPrefix: 'space-row-',
+  editSearchSpace: 'edit-search-space',
+  searchSpaceInput: 'search-space-input',
+  searchSpaceSave: 'search-space-save',
+  searchSpaceCancel: 'search-space-cancel',
+  searchSpaceError: 'search-space-error',
+  searchSpaceSaved: 'search-space-saved',
+  downloadResultsCsv: 'download-results-csv',
+  downloadResultsJson: 'download-results-json',
+  downloadConfigYml: 'download-config-yml',
+  downloadConfigJson: 'download-config-json',
+  downloadLog: 'download-log',
 } as const;
 
 /** The test ids that name a trial, a state, a column or a file. */
@@ -179,4 +213,6 @@ export const tid = {
   sort: (key: string) => testids.sortPrefix + key,
   logFile: (file: string) => file.replace('.', '-'),
   logTab: (file: string) => `tab-${file.replace('.', '-')}`,
+  trialFormParam: (name: string) => testids.trialFormParamPrefix + name,
+  spaceRow: (name: string) => testids.spaceRowPrefix + name,
 };

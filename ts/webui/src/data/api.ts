@@ -1,6 +1,6 @@
 // The REST calls the UI makes. Paths are relative to the page (served at `/`), so the UI also
 // works behind a reverse proxy that adds a prefix.
-import type { ChangesMessage, LogFile, TailChunk, TrialJobView } from './types';
+import type { ChangesMessage, Json, LogFile, TailChunk, TrialJobView } from './types';
 
 export class ApiError extends Error {
   constructor(message: string, readonly status: number) {
@@ -71,6 +71,17 @@ export class Api {
 
   stopExperiment(): Promise<unknown> {
     return this.request('DELETE', 'api/v1/nni/experiment');
+  }
+
+  /** NNI's customized trial: a trial with these parameters (the server checks them against the search space
+   *  and counts it against maxTrialNumber). */
+  addTrial(parameters: Record<string, Json>): Promise<{ sequenceId: number; trialJobId: string }> {
+    return this.request('POST', 'api/v1/nni/trial-jobs', parameters);
+  }
+
+  /** A new search space, sent with the server's update type for it; answered once the tuner took it or refused it. */
+  updateSearchSpace(updateType: string, space: Json): Promise<unknown> {
+    return this.request('PUT', `api/v1/nni/experiment?update_type=${updateType}`, { params: { searchSpace: space } });
   }
 
   /** NNI's update: `field` is the config key (`trialConcurrency`, ...), `updateType` the server's for it

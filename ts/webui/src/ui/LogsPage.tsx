@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks';
 import { LEVELS, type Level } from '../data/logs';
 import type { LogFile } from '../data/types';
 import { tid } from '../testids';
+import { LogDownload } from './Downloads';
 import { LogView } from './LogView';
 
 const FILES: LogFile[] = ['experiment.log', 'dispatcher.log'];
@@ -28,6 +29,7 @@ export function LogsPage() {
           </select>
         </label>
         <input placeholder="search" value={search} data-testid="log-search" onInput={(e) => setSearch(e.currentTarget.value)} />
+        <LogDownload file={file} trial={null} />
       </div>
       <LogView key={file} file={file} trial={null} minLevel={level} search={search} />
     </section>

@@ -5,9 +5,12 @@ import { formatNumber, formatParam } from '../data/query';
 import type { ExperimentView } from '../data/types';
 import { tid } from '../testids';
 import { useApp } from './app-context';
+import { ConfigView } from './ConfigView';
 import { Controls } from './Controls';
+import { ResultsDownloads } from './Downloads';
 import { formatDuration, formatTime } from './format';
 import { trialHref, useNow, useSubscribed } from './hooks';
+import { SearchSpaceEditor } from './SearchSpaceEditor';
 import { StateBadge } from './StateBadge';
 
 /** Seconds the experiment has run, ticking while it runs. */
@@ -36,9 +39,6 @@ export function Overview() {
   const now = useNow(1000, running);
   const mode = store.optimizeMode();
   const best = useMemo(() => store.bestTrial(), [trialsVersion, experimentVersion]);
-  const configText = useMemo(() => (exp ? JSON.stringify(exp.params, null, 2) : ''), [experimentVersion]);
-  const spaceText = useMemo(() => (exp?.params?.searchSpace ? JSON.stringify(exp.params.searchSpace, null, 2) : ''),
-    [experimentVersion]);
 
   if (!exp) return <section class="page"><p class="empty">Loading…</p></section>;
 
@@ -109,18 +109,13 @@ export function Overview() {
               </table>
             </>
           ) : <p class="muted" data-testid="best-result">No final result yet.</p>}
+          <p class="card-foot"><ResultsDownloads /></p>
         </div>
       </div>
       <Controls />
       <div class="cards">
-        <div class="card wide">
-          <h2>Search space</h2>
-          <pre class="json" data-testid="search-space">{spaceText || '(none)'}</pre>
-        </div>
-        <div class="card wide">
-          <h2>Config</h2>
-          <pre class="json" data-testid="config">{configText}</pre>
-        </div>
+        <SearchSpaceEditor />
+        <ConfigView />
       </div>
     </section>
   );

@@ -7,11 +7,13 @@ import type { AttemptView, LogFile, Trial } from '../data/types';
 import { tid } from '../testids';
 import { useApp } from './app-context';
 import { useConfirm } from './confirm';
+import { LogDownload } from './Downloads';
 import { formatDuration, formatTime } from './format';
 import { useNow, useSubscribed, useThrottled } from './hooks';
 import { LazyChart } from './LazyChart';
 import { LogView } from './LogView';
 import { StateBadge } from './StateBadge';
+import { AddTrialButton } from './TrialForm';
 
 const FILES: LogFile[] = ['stdout', 'stderr', 'trial.log'];
 
@@ -82,6 +84,7 @@ export function TrialDetail({ trialId }: { trialId: string }) {
             Kill trial
           </button>
         )}
+        <AddTrialButton initial={trial.params} label="Clone" testid="clone-trial" title={`Clone trial ${trial.id}`} />
       </div>
       {confirm.view}
       <div class="cards">
@@ -129,6 +132,7 @@ export function TrialDetail({ trialId }: { trialId: string }) {
                     onClick={() => setFile(f)}>{f}</button>
           ))}
         </div>
+        <LogDownload file={file} trial={trialId} />
         <LogView key={`${trialId}/${file}`} file={file} trial={trialId} fitContent />
       </div>
     </section>

@@ -11,6 +11,7 @@ import { useApp } from './app-context';
 import { formatDuration } from './format';
 import { memo, trialHref, useNow, useSubscribed } from './hooks';
 import { StateBadge } from './StateBadge';
+import { AddTrialButton } from './TrialForm';
 import { VirtualList, slotKey } from './VirtualList';
 
 const ROW_HEIGHT = 30;
@@ -176,6 +177,7 @@ export function TrialsPage() {
         <button type="button" data-testid="filter-clear" onClick={() => { setQuery(EMPTY_QUERY); setMinText(''); setMaxText(''); }}>
           Clear filters
         </button>
+        <AddTrialButton label="Add trial" testid="add-trial" title="Add a trial" />
         <span class="muted">
           <span data-testid="trials-shown">{rows.length}</span> of <span data-testid="trials-count">{store.trials.length}</span> trials
         </span>
