@@ -24,7 +24,7 @@ describe('searchSpaceRows', () => {
 
 describe('compactJson', () => {
   it('keeps short arrays and objects on one line', () => {
-    const text = compactJson({ searchSpace: { x: { _type: 'choice', _value: [8, 16, 32, 64] } }, trialCommand: 'python3 trial.py' }, 56);
+    const text = compactJson({ searchSpace: { x: { _type: 'choice', _value: [8, 16, 32, 64] } }, trialCommand: 'python3 trial.py' }, 60);
     expect(text).toBe('{\n  "searchSpace": {\n    "x": {"_type": "choice", "_value": [8, 16, 32, 64]}\n  },\n  "trialCommand": "python3 trial.py"\n}');
     expect(JSON.parse(text)).toEqual({ searchSpace: { x: { _type: 'choice', _value: [8, 16, 32, 64] } }, trialCommand: 'python3 trial.py' });
   });

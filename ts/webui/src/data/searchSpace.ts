@@ -66,17 +66,25 @@ function oneLine(value: Json): string {
   return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${oneLine(v)}`).join(', ')}}`;
 }
 
-/** `value` as indented JSON in which an array or object that fits in `width` characters stays on one line. */
-export function compactJson(value: Json | undefined, width = 80, indent = ''): string {
-  if (value === undefined) return '';
+/** `value` as indented JSON in which an array or object that fits on its line (`width` characters, its
+ *  indent and key included) stays on one line. */
+export function compactJson(value: Json | undefined, width = 80): string {
+  return value === undefined ? '' : layout(value, width, '', 0);
+}
+
+/** `value` laid out at `indent`, its first line starting `used` characters into the line. */
+function layout(value: Json, width: number, indent: string, used: number): string {
   const flat = oneLine(value);
-  if (flat.length + indent.length <= width || value === null || typeof value !== 'object') return flat;
+  if (used + flat.length <= width || value === null || typeof value !== 'object') return flat;
   const inner = indent + '  ';
   if (Array.isArray(value)) {
     if (!value.length) return '[]';
-    return `[\n${value.map((item) => inner + compactJson(item, width, inner)).join(',\n')}\n${indent}]`;
+    return `[\n${value.map((item) => inner + layout(item, width, inner, inner.length)).join(',\n')}\n${indent}]`;
   }
   const entries = Object.entries(value);
   if (!entries.length) return '{}';
-  return `{\n${entries.map(([k, v]) => `${inner}${JSON.stringify(k)}: ${compactJson(v, width, inner)}`).join(',\n')}\n${indent}}`;
+  return `{\n${entries.map(([k, v]) => {
+    const head = `${inner}${JSON.stringify(k)}: `;
+    return head + layout(v, width, inner, head.length);
+  }).join(',\n')}\n${indent}}`;
 }

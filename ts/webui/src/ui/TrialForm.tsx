@@ -68,6 +68,14 @@ export function TrialForm({ initial, title, onClose, onAdded }: TrialFormProps) 
   useEffect(() => {
     dialog.current?.querySelector<HTMLElement>('input, select')?.focus();
   }, []);
+  // Escape closes wherever the focus is (a disabled button, while the server answers, drops it).
+  useEffect(() => {
+    const onEscape = (e: KeyboardEvent) => {
+      if (e.key === 'Escape' && !busy) { e.preventDefault(); onClose(); }
+    };
+    document.addEventListener('keydown', onEscape);
+    return () => document.removeEventListener('keydown', onEscape);
+  }, [busy, onClose]);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -88,13 +96,14 @@ export function TrialForm({ initial, title, onClose, onAdded }: TrialFormProps) 
       setBusy(false);
     }
   };
+  // Back on the first field once the server answered (the disabled submit button lost the focus).
+  useEffect(() => {
+    if (error !== null) dialog.current?.querySelector<HTMLElement>('input, select')?.focus();
+  }, [error]);
 
-  // Escape closes; Tab stays inside the dialog.
+  // Tab stays inside the dialog.
   const onKeyDown = (e: KeyboardEvent) => {
-    if (e.key === 'Escape') {
-      e.preventDefault();
-      onClose();
-    } else if (e.key === 'Tab' && dialog.current) {
+    if (e.key === 'Tab' && dialog.current) {
       const focusable = [...dialog.current.querySelectorAll<HTMLElement>('input, select, button:not(:disabled)')];
       const first = focusable[0];
       const last = focusable[focusable.length - 1];
