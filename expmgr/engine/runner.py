@@ -541,7 +541,7 @@ class TrialRunner:
     def submit_trial(self, parameters: dict[str, Any]) -> tuple[str, concurrent.futures.Future]:
         """Queue a trial with these parameters; returns its id and a future of its
         (final state, final value). Raises SubmissionRefused."""
-        self._refuse_new_trial()
+        self._refuse_new_trial(budget=False)
         if not isinstance(parameters, dict):
             raise SubmissionRefused(RefusalKind.INVALID,
                                     f"parameters: expected a dict, got {type(parameters).__name__}")
@@ -549,6 +549,7 @@ class TrialRunner:
             json.dumps(parameters)
         except (TypeError, ValueError) as error:
             raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
+        self._refuse_new_trial()
         record = self._create_trial(self._reserve_trial(), parameters)
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
@@ -571,13 +572,13 @@ class TrialRunner:
         self.submit_trial(parameters)
         return self._submitted_by_strategy[-1]   # the one just queued
 
-    def _refuse_new_trial(self) -> None:
+    def _refuse_new_trial(self, budget: bool = True) -> None:
         """SubmissionRefused (CONFLICT) when the experiment takes no new trial: it is ending,
-        or maxTrialNumber trials were submitted."""
+        or (``budget``) maxTrialNumber trials were submitted."""
         if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
             raise SubmissionRefused(RefusalKind.CONFLICT,
                                     f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
-        if not self._budget_left():
+        if budget and not self._budget_left():
             raise SubmissionRefused(RefusalKind.CONFLICT,
                                     f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already; "
                                     "raise maxTrialNumber to add one")
