@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -17,10 +18,10 @@ from tests.webui.conftest import AXE_SCRIPT, AXE_TAGS
 from tests.webui.test_live_updates import running_trials
 
 
-def dialog_accessibility_problems(ui, testid: str) -> list[str]:
+def element_accessibility_problems(ui, testid: str) -> list[str]:
     """axe-core's serious and critical WCAG 2 A/AA violations inside the element ``testid``
-    (as BrowserPage.accessibility_problems, for the whole page, words them): the dialog's own,
-    whatever the page behind it has."""
+    (as BrowserPage.accessibility_problems, for the whole page, words them): a form's own,
+    whatever the page around it has."""
     if not ui.page.evaluate("() => typeof window.axe !== 'undefined'"):
         ui.page.add_script_tag(path=str(AXE_SCRIPT))
     violations = ui.page.evaluate(
@@ -48,7 +49,7 @@ def test_cloned_trial_with_a_changed_parameter_runs_and_appears_in_the_table(ui,
     expect(form).to_be_visible()
     field = ui.get("trialFormParam", "x")
     expect(field.locator("option:checked")).to_have_text("1")   # prefilled from the cloned trial
-    assert dialog_accessibility_problems(ui, "trial-form") == []
+    assert element_accessibility_problems(ui, "trial-form") == []
     ui.screenshot("clone-form")
     field.select_option(label="3")
     ui.get("trialFormSubmit").click()
@@ -101,6 +102,8 @@ def test_search_space_edited_on_the_overview_is_saved_or_refused_with_the_server
 
     invalid = {"x": {"_type": "uniform", "_value": [1, 0]}}
     ui.get("editSearchSpace").click()
+    expect(ui.get("searchSpaceInput")).to_have_value(re.compile(r'"_value": \[1, 2, 3, 4\]'))
+    assert element_accessibility_problems(ui, "search-space") == []
     ui.get("searchSpaceInput").fill(json.dumps(invalid))
     ui.get("searchSpaceSave").click()
     status, answer = _put_search_space(run, invalid)
