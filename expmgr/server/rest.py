@@ -121,6 +121,12 @@ class _Handler(tornado.web.RequestHandler):
             raise RequestError(RefusalKind.CONFLICT, READ_ONLY)
         return self.runner
 
+    def send_download(self, text: str, filename: str, content_type: str) -> None:
+        """``text`` as a file the browser saves as ``filename`` (downloads.download_name made it safe)."""
+        self.set_header("Content-Type", f"{content_type}; charset=UTF-8")
+        self.set_header("Content-Disposition", f"attachment; filename={filename}")
+        self.finish(text.encode())
+
     async def send_log(self, log: tails.LogFile, filename: str | None = None) -> None:
         """The log whole (tails.whole_log), a block at a time; with ``filename``, as a download."""
         blocks = tails.whole_log(log)
@@ -352,9 +358,8 @@ class LogDownloadHandler(_Handler):
     async def get(self, name: str) -> None:
         trial_id = self.get_query_argument("trial", None)
         log = tails.log_file(self.paths, self.store, name, trial_id)   # INVALID / NOT_FOUND named there
-        stem = name.removesuffix(".log")
-        parts = [self.store.profile().id, trial_id, stem] if name in tails.TRIAL_FILES else [self.store.profile().id, stem]
-        await self.send_log(log, downloads.download_name(*[p for p in parts if p], "log"))
+        owner = [self.store.profile().id, trial_id] if name in tails.TRIAL_FILES and trial_id else [self.store.profile().id]
+        await self.send_log(log, downloads.download_name(*owner, name.removesuffix(".log"), "log"))
 
 
 class ResultsDownloadHandler(_Handler):
@@ -368,13 +373,8 @@ class ResultsDownloadHandler(_Handler):
         self.send_download(text, downloads.download_name(self.store.profile().id, "results", fmt),
                            "text/csv" if fmt == "csv" else "application/json")
 
-    def send_download(self, text: str, filename: str, content_type: str) -> None:
-        self.set_header("Content-Type", f"{content_type}; charset=UTF-8")
-        self.set_header("Content-Disposition", f"attachment; filename={filename}")
-        self.finish(text.encode())
 
-
-class ConfigDownloadHandler(ResultsDownloadHandler):
+class ConfigDownloadHandler(_Handler):
     """The config as stored (updates made while running included), as YAML or JSON."""
 
     def get(self, fmt: str) -> None:

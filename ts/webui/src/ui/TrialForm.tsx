@@ -18,10 +18,21 @@ export function useTakesTrials(): boolean {
   return readOnly === false && status !== undefined && !EXPERIMENT_FINISHED.has(status) && status !== 'STOPPING';
 }
 
-/** What a field's text is sent as: a choice's option as given, a number when the text is one
- *  (else the text, for the server to name what is wrong with it); undefined when empty. */
-function fieldValue(row: SpaceRow, text: string): Json | undefined {
-  if (row.options) return text === '' ? undefined : row.options[Number(text)];
+function isNestedOption(option: Json | undefined): option is { [key: string]: Json } {
+  return typeof option === 'object' && option !== null && !Array.isArray(option) && typeof option._name === 'string';
+}
+
+/** What a field's text is sent as: a choice's option as given (a nested option: the cloned trial's
+ *  value when it chose the same one, else its name alone, whose parameters the server then asks
+ *  for), a number when the text is one (else the text, for the server to name what is wrong with
+ *  it); undefined when empty. */
+function fieldValue(row: SpaceRow, text: string, initial: Json | undefined): Json | undefined {
+  if (row.options) {
+    if (text === '') return undefined;
+    const option = row.options[Number(text)];
+    if (!isNestedOption(option)) return option;
+    return isNestedOption(initial) && initial._name === option._name ? initial : { _name: option._name };
+  }
   const trimmed = text.trim();
   if (trimmed === '') return undefined;
   const n = Number(trimmed);
@@ -33,16 +44,16 @@ function fieldText(row: SpaceRow, value: Json | undefined): string {
   if (value === undefined) return '';
   if (row.options) {
     const key = JSON.stringify(value);
-    const nestedName = typeof value === 'object' && value !== null && !Array.isArray(value) ? value._name : undefined;
+    const nestedName = isNestedOption(value) ? value._name : undefined;
     const index = row.options.findIndex((o) => JSON.stringify(o) === key
-      || (nestedName !== undefined && typeof o === 'object' && o !== null && !Array.isArray(o) && o._name === nestedName));
+      || (nestedName !== undefined && isNestedOption(o) && o._name === nestedName));
     return index < 0 ? '' : String(index);
   }
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
 function optionLabel(option: Json): string {
-  if (typeof option === 'object' && option !== null && !Array.isArray(option) && typeof option._name === 'string') return option._name;
+  if (isNestedOption(option)) return String(option._name);
   return typeof option === 'string' ? option : JSON.stringify(option);
 }
 
@@ -82,7 +93,7 @@ export function TrialForm({ initial, title, onClose, onAdded }: TrialFormProps) 
     if (busy) return;
     const parameters: Record<string, Json> = {};
     for (const row of rows) {
-      const value = fieldValue(row, texts[row.name] ?? '');
+      const value = fieldValue(row, texts[row.name] ?? '', initial?.[row.name]);
       if (value !== undefined) parameters[row.name] = value;
     }
     setBusy(true);
