@@ -141,6 +141,9 @@ def test_results_download_is_the_csv_of_expctl_export(ui, gated_experiment, tmp_
                what="two succeeded trials")
     ui.page.goto(run.url + "#/overview")
     expect(ui.get("count", "SUCCEEDED")).to_have_text("2")
+    expect(ui.get("status")).to_have_text("DONE")
+    expect(ui.get("spaceRow", "x")).to_be_visible()
+    expect(ui.get("editSearchSpace")).to_have_count(0)   # ended: the search space is read-only
     with ui.page.expect_download() as download_info:
         ui.get("downloadResultsCsv").click()
     download = download_info.value
@@ -162,6 +165,8 @@ def test_a_trials_stdout_downloads_whole(ui, gated_experiment):
     run.release()
     wait_until(lambda: run.statuses()[trial] == "SUCCEEDED", what="the trial to succeed")
     ui.page.goto(run.url + f"#/trials/{trial}")
+    expect(ui.get("trialDetailState")).to_have_text("SUCCEEDED")
+    expect(ui.get("cloneTrial")).to_have_count(0)   # the experiment takes no more trials
     with ui.page.expect_download() as download_info:
         ui.get("downloadLog").click()
     download = download_info.value

@@ -21,7 +21,7 @@ export function ConfigDownloads() {
   const { api } = useApp();
   return (
     <span class="downloads" role="group" aria-label="Download the config">
-      <span class="muted">Config</span>
+      <span class="muted">Download</span>
       <a href={api.url(`${DOWNLOAD}/config.yml`)} download data-testid="download-config-yml">YAML</a>
       <a href={api.url(`${DOWNLOAD}/config.json`)} download data-testid="download-config-json">JSON</a>
     </span>
