@@ -41,6 +41,8 @@ from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
 from expmgr.engine.runner import TrialRunner
+from expmgr.server.importance import importance_view
+from expmgr.server.results import MAX_TOP, top_trials_view
 from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.store import Store, TrialRecord
@@ -366,6 +368,25 @@ class ExportDataHandler(_Handler):
         self.send_json(views.export_data_view(self.store))
 
 
+class ImportanceHandler(_Handler):
+    """Hyperparameter importance under a result key (importance.py), on the reader's thread."""
+
+    async def get(self) -> None:
+        key = self.get_query_argument("key", None)
+        self.send_json(await self.hub.reader.run(lambda store: importance_view(store, key)))
+
+
+class TopTrialsHandler(_Handler):
+    """The best trials under a result key (results.py), on the reader's thread."""
+
+    async def get(self) -> None:
+        key = self.get_query_argument("key", None)
+        count = self.int_argument("k", 10, minimum=1)
+        if count > MAX_TOP:
+            raise RequestError(RefusalKind.INVALID, f"k: at most {MAX_TOP}, got {count}")
+        self.send_json(await self.hub.reader.run(lambda store: top_trials_view(store, key, count)))
+
+
 class TrialMetricsHandler(_Handler):
     """The trial channel: one report per POST, stored before it is acknowledged."""
 
@@ -405,6 +426,8 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         (f"{EXPMGR_API}/trials/([^/]+)", TrialHandler),
         (f"{EXPMGR_API}/changes", ChangesHandler),
         (f"{EXPMGR_API}/tail", TailHandler),
+        (f"{EXPMGR_API}/importance", ImportanceHandler),
+        (f"{EXPMGR_API}/top", TopTrialsHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
     served = ([(path, handler, context) for path, handler in routes]

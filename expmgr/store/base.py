@@ -88,6 +88,12 @@ class Store(Protocol):
         """The last FINAL metric of each trial's last attempt, for trials that have one."""
         ...
 
+    def final_results(self) -> list[tuple[str, int, dict[str, Any], Any]]:
+        """(trial id, sequence id, parameters, final result's value) of each trial with a final
+        result (as ``final_metrics``), in the order the results were stored: what the web UI's
+        analysis (importance, the best trials under a key) reads, without whole trial records."""
+        ...
+
     def final_numbers(self) -> dict[str, float | None]:
         """The number (``metrics.metric_number``) of each final result, by trial id."""
         ...

@@ -377,6 +377,13 @@ class ExperimentStore:
             "ON m.trial_id = t.trial_id AND m.attempt = t.attempts AND m.type = 'FINAL' ORDER BY m.id")
         return dict(rows.fetchall())
 
+    def final_results(self) -> list[tuple[str, int, dict[str, Any], Any]]:
+        rows = self._conn.execute(
+            "SELECT t.trial_id, t.sequence_id, t.parameters_json, m.value_json FROM trials t CROSS JOIN metrics m "
+            "ON m.trial_id = t.trial_id AND m.attempt = t.attempts AND m.type = 'FINAL' ORDER BY m.id")
+        return [(trial_id, sequence_id, json.loads(parameters), json.loads(value))
+                for trial_id, sequence_id, parameters, value in rows]
+
     def latest_metrics(self) -> list[MetricRecord]:
         """Each trial's latest PERIODICAL metric and its final one (as in
         ``final_metrics``), in the order stored: NNI's metric-data-latest."""
