@@ -9,6 +9,7 @@ import { Controls } from './Controls';
 import { formatDuration, formatTime } from './format';
 import { trialHref, useNow, useSubscribed } from './hooks';
 import { StateBadge } from './StateBadge';
+import { TopTrials } from './TopTrials';
 
 /** Seconds the experiment has run, ticking while it runs. */
 export function experimentSeconds(exp: ExperimentView, receivedAt: number, now: number): number {
@@ -112,6 +113,7 @@ export function Overview() {
         </div>
       </div>
       <Controls />
+      <div class="cards"><TopTrials /></div>
       <div class="cards">
         <div class="card wide">
           <h2>Search space</h2>
