@@ -25,10 +25,11 @@ export function ImportancePanel({ resultKey }: { resultKey: string }) {
         <>
           {option && <LazyChart option={option} testid="chart-importance" points={countPoints(option)}
                                 height={Math.max(120, 36 * answer.parameters.length + 48)} />}
-          <table class="kv importance-table" data-first={answer.parameters[0]?.name}>
-            <caption class="muted small">
-              {answer.trials} trials with a finite result under “{answer.key}”, {answer.topTrials} of them in the best γ = {answer.gamma} ({answer.optimizeMode})
-            </caption>
+          <p class="muted small">
+            {answer.trials} trials with a finite result under “{answer.key}”, {answer.topTrials} of them in the
+            best γ = {answer.gamma} ({answer.optimizeMode}).
+          </p>
+          <table class="kv importance-table" aria-label="Importance of each parameter">
             <tbody>
               {answer.parameters.map((p) => (
                 <tr data-testid={tid.importanceParam(p.name)}><th scope="row">{p.name}</th><td class="num">{formatNumber(p.importance, 3)}</td></tr>
