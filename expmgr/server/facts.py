@@ -22,7 +22,7 @@ from collections import Counter
 
 from expmgr.config import ExperimentConfig
 from expmgr.metrics import best_result, is_better, metric_number
-from expmgr.server.results import add_result_keys, result_keys
+from expmgr.server.results import add_result_keys, stored_result_keys
 from expmgr.states import TrialState
 from expmgr.store import Changes, Store
 
@@ -122,5 +122,5 @@ class ExperimentFacts:
         self._statuses = {trial.trial_id: trial.status for trial in everything.trials}
         self.status_counts = Counter(self._statuses.values())
         self._hosts = set(store.hosts())
-        self.result_keys = result_keys(metric.value for metric in store.final_metrics().values())
+        self.result_keys = stored_result_keys(store)
         self._preempted_at, self._last_event = store.latest_preemption()

@@ -58,6 +58,18 @@ def result_keys(values: Iterable[Any]) -> list[str]:
     return keys
 
 
+def stored_result_keys(store: Store) -> list[str]:
+    """``result_keys`` of the store's final results, from the store's index of their keys
+    (a few ms at 10,000 trials, where reading every result takes a good part of a second)."""
+    keys: list[str] = []
+    found, unreadable = store.final_result_keys()
+    for key in found:
+        add_result_keys(keys, 0 if key is None else {key: 0})
+    for value in unreadable:
+        add_result_keys(keys, value)
+    return keys
+
+
 def final_numbers_by_key(value: Any) -> dict[str, float | None] | None:
     """A dict result's number under each of its keys (None where not finite), for the trial
     views; None for a plain number (its number is ``finalNumber``)."""

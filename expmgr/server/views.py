@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import best_result, metric_number
-from expmgr.server.results import final_numbers_by_key, result_keys
+from expmgr.server.results import final_numbers_by_key, stored_result_keys
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import AttemptRecord, Changes, MetricRecord, Store, TrialRecord
 
@@ -252,8 +252,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
         "bestTrialId": None if best is None else best[0],
         "updatableFields": _UPDATABLE_VIEW,
         "multiHost": runs_on_several_hosts(store) if facts is None else facts.multi_host,
-        "resultKeys": (result_keys(metric.value for metric in store.final_metrics().values())
-                       if facts is None else facts.result_keys),
+        "resultKeys": stored_result_keys(store) if facts is None else facts.result_keys,
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)

@@ -180,3 +180,19 @@ def test_top_route_ranks_by_the_chosen_key_in_the_optimize_mode_finite_results_o
     assert status == 400 and answer["error"].startswith("k: expected a positive integer")
     status, answer = call(port, "GET", "/api/v1/expmgr/top?k=5000")
     assert status == 400 and answer["error"] == "k: at most 1000, got 5000"
+
+
+def test_the_stores_result_keys_equal_those_read_from_every_result(tmp_path: Path) -> None:
+    from expmgr.layout import ExperimentPaths
+    from expmgr.server.results import result_keys, stored_result_keys
+    from expmgr.store import open_store
+    results: list[tuple[dict[str, Any], Any]] = [
+        ({"x": 1}, 3), ({"x": 2}, {"acc": 0.5, "default": 1}),
+        ({"x": 3}, {"nan": float("nan"), "flag": True, "text": "t"}),  # not JSON to SQLite: read in Python
+        ({"x": 4}, {"default": float("inf"), "w": 2}), ({"x": 5}, {"acc": 0.7})]
+    exp_id = experiment_of_results(tmp_path / "home", GRID_SPACE, results)
+    store = open_store(ExperimentPaths(tmp_path / "home" / exp_id), readonly=True)
+    try:
+        assert stored_result_keys(store) == result_keys(value for _, value in results) == ["default", "acc", "nan", "w"]
+    finally:
+        store.close()
