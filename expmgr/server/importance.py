@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from expmgr.config import ExperimentConfig
-from expmgr.server.results import checked_key, numbers_under_key, result_keys
+from expmgr.server.results import checked_key, numbers_under_key, stored_result_keys
 from expmgr.store import Store
 
 GAMMA = 0.1
@@ -230,15 +230,16 @@ def importances(parameters: list[dict[str, Any]], numbers: Sequence[float], spac
     return scored, skipped
 
 
-def importance_view(store: Store, key: str | None) -> dict[str, Any]:
+def importance_view(store: Store, key: str | None, keys: list[str] | None = None) -> dict[str, Any]:
     """``GET /api/v1/expmgr/importance?key=``: the importances under result ``key`` (default:
     ``default``), the trials counted, γ and how many were in the top; ``reason`` instead
     when there are too few trials or nothing to score. A key no final result has is a
-    RequestError (400)."""
+    RequestError (400). ``keys``: the result keys when known (the server's facts), else read
+    from the store."""
     with store.snapshot():
         profile = store.profile()
+        key = checked_key(key, stored_result_keys(store) if keys is None else keys)
         finals = store.final_results()
-    key = checked_key(key, result_keys(value for *_, value in finals))
     scored_trials = numbers_under_key(finals, key)
     minimize = ExperimentConfig.from_dict(profile.config).minimizes
     space = profile.config.get("searchSpace") or {}

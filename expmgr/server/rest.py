@@ -368,23 +368,34 @@ class ExportDataHandler(_Handler):
         self.send_json(views.export_data_view(self.store))
 
 
-class ImportanceHandler(_Handler):
-    """Hyperparameter importance under a result key (importance.py), on the reader's thread."""
+class _AnalysisHandler(_Handler):
+    async def answer(self, view: Callable[[Store, list[str]], Any]) -> None:
+        """Answer ``view(store, result keys)``, on the reader's thread in one snapshot, the
+        result keys from the hub's facts (kept up to date) rather than read afresh."""
+        def read(store: Store) -> Any:
+            with store.snapshot():
+                self.hub.facts.refresh(store)
+                return view(store, list(self.hub.facts.result_keys))
+        self.send_json(await self.hub.reader.run(read))
+
+
+class ImportanceHandler(_AnalysisHandler):
+    """Hyperparameter importance under a result key (importance.py)."""
 
     async def get(self) -> None:
         key = self.get_query_argument("key", None)
-        self.send_json(await self.hub.reader.run(lambda store: importance_view(store, key)))
+        await self.answer(lambda store, keys: importance_view(store, key, keys))
 
 
-class TopTrialsHandler(_Handler):
-    """The best trials under a result key (results.py), on the reader's thread."""
+class TopTrialsHandler(_AnalysisHandler):
+    """The best trials under a result key (results.py)."""
 
     async def get(self) -> None:
         key = self.get_query_argument("key", None)
         count = self.int_argument("k", 10, minimum=1)
         if count > MAX_TOP:
             raise RequestError(RefusalKind.INVALID, f"k: at most {MAX_TOP}, got {count}")
-        self.send_json(await self.hub.reader.run(lambda store: top_trials_view(store, key, count)))
+        await self.answer(lambda store, keys: top_trials_view(store, key, count, keys))
 
 
 class TrialMetricsHandler(_Handler):

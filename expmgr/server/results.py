@@ -4,7 +4,7 @@ key, and the best trials under a key. One home for these rules; the rule for the
 ``expmgr.metrics`` (``ranked``): the experiment's optimize mode applied to the chosen key,
 finite numbers only, the first of equals first::
 
-    keys = result_keys(store.final_metrics().values())      # ["default", "loss"]
+    keys = stored_result_keys(store)                         # ["default", "loss"]
     answer = top_trials_view(store, key="loss", count=10)   # GET /api/v1/expmgr/top?key=loss&k=10
 """
 from __future__ import annotations
@@ -103,17 +103,22 @@ def numbers_under_key(finals: list[tuple[str, int, dict[str, Any], Any]], key: s
     return selected
 
 
-def top_trials_view(store: Store, key: str | None, count: int) -> dict[str, Any]:
+def top_trials_view(store: Store, key: str | None, count: int, keys: list[str] | None = None) -> dict[str, Any]:
     """``GET /api/v1/expmgr/top``: the ``count`` best trials under ``key`` (the experiment's
     optimize mode applied to that key; finite results only; the first reported of equals
     first), each with its sequence id and number, and how many trials have a finite
-    result under the key."""
+    result under the key. ``keys``: the result keys when known (the server's facts), else
+    read from the store."""
     with store.snapshot():
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
-        finals = store.final_results()
-    key = checked_key(key, result_keys(value for *_, value in finals))
-    scored = numbers_under_key(finals, key)
-    order, _ = ranked(((index, number) for index, (*_, number) in enumerate(scored)), minimize)
-    return {"key": key, "optimizeMode": "minimize" if minimize else "maximize", "scored": len(scored),
-            "trials": [{"trialJobId": scored[index][0], "sequenceId": scored[index][1], "number": scored[index][3]}
-                       for index in order[:count]]}
+        key = checked_key(key, stored_result_keys(store) if keys is None else keys)
+        if key == DEFAULT_KEY:  # the store has these numbers without reading the results
+            numbers = {trial_id: number for trial_id, number in store.final_numbers().items() if number is not None}
+        else:
+            numbers = {trial_id: number for trial_id, metric in store.final_metrics().items()
+                       if (number := metric_number(metric.value, key)) is not None}
+        sequence_ids = store.sequence_ids()
+    order, _ = ranked(numbers.items(), minimize)
+    return {"key": key, "optimizeMode": "minimize" if minimize else "maximize", "scored": len(order),
+            "trials": [{"trialJobId": trial_id, "sequenceId": sequence_ids.get(trial_id, -1),
+                        "number": numbers[trial_id]} for trial_id in order[:count]]}
