@@ -74,9 +74,9 @@
  *   compare-page, compare-table, compare-error (the refusal: fewer than 2 or more than 10, unknown ids),
  *   compare-param-<name> (a parameter's row; data-differs="true" when its values differ),
  *   compare-final-<id> (its result under the chosen key), chart-compare (the curves overlaid)
- *   importance-panel, chart-importance (bars, data-first = the most important parameter),
- *   importance-status (the loading hint, or why there is no importance), importance-param-<name>
- *   (a row of the table beside the chart: its importance)
+ *   importance-panel, chart-importance (the bars), importance-status (the loading hint, or why there
+ *   is no importance), importance-param-<name> (a row of the table beside the chart, most important
+ *   first: its importance)
  *
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
