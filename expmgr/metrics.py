@@ -17,15 +17,22 @@ from typing import Any, Iterable, TypeVar
 Key = TypeVar("Key")
 
 
-def reported_number(value: Any) -> Any:
-    """What a metric reports as its number, unchecked: the value itself, or a dict's ``default``."""
-    return value.get("default") if isinstance(value, dict) else value
+DEFAULT_KEY = "default"
+"""The key of a dict result that is its number (NNI's rule); the web UI may chart another."""
 
 
-def metric_number(value: Any) -> float | None:
-    """A metric's number: the value, or its ``default``; None when that is not a finite
-    number (NaN reported by a diverging trial), which JSON cannot carry."""
-    number = reported_number(value)
+def reported_number(value: Any, key: str = DEFAULT_KEY) -> Any:
+    """What a metric reports as its number, unchecked: the value itself, or a dict's ``key``
+    (a plain number is the ``default`` key's alone)."""
+    if isinstance(value, dict):
+        return value.get(key)
+    return value if key == DEFAULT_KEY else None
+
+
+def metric_number(value: Any, key: str = DEFAULT_KEY) -> float | None:
+    """A metric's number: the value, or its ``default`` (or ``key``); None when that is not
+    a finite number (NaN reported by a diverging trial), which JSON cannot carry."""
+    number = reported_number(value, key)
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         return None
     try:
@@ -51,13 +58,15 @@ def best_result(results: Iterable[tuple[Key, Any]], minimize: bool) -> tuple[Key
     return best
 
 
-def ranked(results: Iterable[tuple[Key, Any]], minimize: bool) -> tuple[list[Key], list[Key]]:
-    """Of ``(key, metric value)`` pairs: the keys with a finite number, best first (equals
-    in their given order), and the keys without one, in their given order."""
+def ranked(results: Iterable[tuple[Key, Any]], minimize: bool,
+           result_key: str = DEFAULT_KEY) -> tuple[list[Key], list[Key]]:
+    """Of ``(key, metric value)`` pairs: the keys with a finite number (under ``result_key``
+    of a dict result), best first (equals in their given order), and the keys without one,
+    in their given order."""
     scored: list[tuple[float, Key]] = []
     unscored: list[Key] = []
     for key, value in results:
-        number = metric_number(value)
+        number = metric_number(value, result_key)
         if number is None:
             unscored.append(key)
         else:

@@ -35,6 +35,17 @@ def test_ranked_puts_the_best_first_and_the_rest_last_in_order() -> None:
     assert ranked(results, minimize=True) == (["f", "a", "e", "c"], ["b", "d"])
 
 
+def test_a_dict_results_number_under_another_key_and_the_ranking_by_it() -> None:
+    assert metric_number({"default": 0.9, "loss": 0.3}, "loss") == 0.3
+    assert metric_number({"default": 0.9, "loss": float("nan")}, "loss") is None
+    assert metric_number({"default": 0.9}, "loss") is None
+    assert metric_number(0.9, "loss") is None  # a plain number is the default key's alone
+    assert reported_number(0.9, "loss") is None and reported_number(0.9) == 0.9
+    results = [("a", {"default": 1, "loss": 3}), ("b", 2), ("c", {"default": 3, "loss": 1})]
+    assert ranked(results, minimize=True, result_key="loss") == (["c", "a"], ["b"])
+    assert ranked(results, minimize=True) == (["a", "b", "c"], [])
+
+
 def test_is_better() -> None:
     assert is_better(1.0, None, minimize=True) and is_better(1.0, None, minimize=False)
     assert is_better(1.0, 2.0, minimize=True) and not is_better(1.0, 2.0, minimize=False)

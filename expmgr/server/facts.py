@@ -8,7 +8,7 @@ for them up to four times a second while trials end.
 alone, and the events added since) and updates the facts from it; a change it cannot
 account for incrementally (a trial's final result replaced or gone, as when a failed trial
 is retried) makes it read that fact afresh. The facts equal what ``views`` reads afresh
-(``experiment_view``'s ``bestTrialId``, ``multiHost`` and ``preempted``,
+(``experiment_view``'s ``bestTrialId``, ``multiHost``, ``preempted`` and ``resultKeys``,
 ``job_statistics_view``)::
 
     facts = ExperimentFacts()
@@ -22,6 +22,7 @@ from collections import Counter
 
 from expmgr.config import ExperimentConfig
 from expmgr.metrics import best_result, is_better, metric_number
+from expmgr.server.results import add_result_keys, stored_result_keys
 from expmgr.states import TrialState
 from expmgr.store import Changes, Store
 
@@ -40,6 +41,8 @@ class ExperimentFacts:
         self._last_event = 0
         self._preempted_at: float | None = None
         self.status_counts: Counter[TrialState] = Counter()
+        self.result_keys: list[str] = []
+        """The keys of the final results seen (``results.result_keys``); they only grow."""
         self.full_reads = 0
         """How many refreshes read a fact afresh (the first one does)."""
 
@@ -77,6 +80,8 @@ class ExperimentFacts:
             if len(self._hosts) < 2:
                 self._add_hosts(store, trial.trial_id, trial.host, trial.attempts)
             final = changes.finals.get(trial.trial_id)
+            if final is not None:
+                add_result_keys(self.result_keys, final.value)
             number = None if final is None else metric_number(final.value)
             had = trial.trial_id in self._numbers
             if final is None and not had:
@@ -117,4 +122,5 @@ class ExperimentFacts:
         self._statuses = {trial.trial_id: trial.status for trial in everything.trials}
         self.status_counts = Counter(self._statuses.values())
         self._hosts = set(store.hosts())
+        self.result_keys = stored_result_keys(store)
         self._preempted_at, self._last_event = store.latest_preemption()

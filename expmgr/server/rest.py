@@ -41,6 +41,8 @@ from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
 from expmgr.engine.runner import TrialRunner
+from expmgr.server.importance import importance_view
+from expmgr.server.results import MAX_TOP, top_trials_view
 from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.store import Store, TrialRecord
@@ -424,6 +426,36 @@ class ExportDataHandler(_Handler):
         self.send_json(views.export_data_view(self.store))
 
 
+class _AnalysisHandler(_Handler):
+    async def answer(self, view: Callable[[Store, list[str]], Any]) -> None:
+        """Answer ``view(store, result keys)``, on the reader's thread in one snapshot, the
+        result keys from the hub's facts (kept up to date) rather than read afresh."""
+        def read(store: Store) -> Any:
+            with store.snapshot():
+                self.hub.facts.refresh(store)
+                return view(store, list(self.hub.facts.result_keys))
+        self.send_json(await self.hub.reader.run(read))
+
+
+class ImportanceHandler(_AnalysisHandler):
+    """Hyperparameter importance under a result key (importance.py)."""
+
+    async def get(self) -> None:
+        key = self.get_query_argument("key", None)
+        await self.answer(lambda store, keys: importance_view(store, key, keys))
+
+
+class TopTrialsHandler(_AnalysisHandler):
+    """The best trials under a result key (results.py)."""
+
+    async def get(self) -> None:
+        key = self.get_query_argument("key", None)
+        count = self.int_argument("k", 10, minimum=1)
+        if count > MAX_TOP:
+            raise RequestError(RefusalKind.INVALID, f"k: at most {MAX_TOP}, got {count}")
+        await self.answer(lambda store, keys: top_trials_view(store, key, count, keys))
+
+
 class TrialMetricsHandler(_Handler):
     """The trial channel: one report per POST, stored before it is acknowledged."""
 
@@ -466,6 +498,8 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         (f"{EXPMGR_API}/download/results\\.([^/]+)", ResultsDownloadHandler),
         (f"{EXPMGR_API}/download/config\\.([^/]+)", ConfigDownloadHandler),
         (f"{EXPMGR_API}/download/logs/([^/]+)", LogDownloadHandler),
+        (f"{EXPMGR_API}/importance", ImportanceHandler),
+        (f"{EXPMGR_API}/top", TopTrialsHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
     served = ([(path, handler, context) for path, handler in routes]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import best_result, metric_number
+from expmgr.server.results import final_numbers_by_key, stored_result_keys
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import AttemptRecord, Changes, MetricRecord, Store, TrialRecord
 
@@ -93,6 +94,9 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
         view["host"] = trial.host  # where its latest attempt ran
     if final is not None:
         view["finalNumber"] = metric_number(final.value)  # the UI shows it, sorts and filters by it
+        by_key = final_numbers_by_key(final.value)
+        if by_key is not None:
+            view["finalNumbers"] = by_key  # each key's number: the UI's key chooser shows one
     return view
 
 
@@ -226,7 +230,8 @@ def experiment_view(store: Store, read_only: bool | None = None,
     ``maximize``, the tuner's default when the config names none), ``bestTrialId`` (None
     until a trial has a finite final result), ``updatableFields`` (each with its NNI
     ``updateType``) and ``multiHost`` (``runs_on_several_hosts``: the trials table shows
-    each trial's host). The best trial, ``multiHost`` and ``preempted`` come from ``facts``
+    each trial's host), ``resultKeys`` (the keys of final results, ``default`` first: the
+    UI's key chooser offers them; results.py). The best trial, ``multiHost`` and ``preempted`` come from ``facts``
     (kept up to date, refreshed in this snapshot) when given, else are read afresh."""
     profile = store.profile()
     if running is None:  # served by its manager, or (nothing said) not ended
@@ -247,6 +252,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
         "bestTrialId": None if best is None else best[0],
         "updatableFields": _UPDATABLE_VIEW,
         "multiHost": runs_on_several_hosts(store) if facts is None else facts.multi_host,
+        "resultKeys": stored_result_keys(store) if facts is None else facts.result_keys,
     }
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)

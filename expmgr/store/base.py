@@ -88,6 +88,19 @@ class Store(Protocol):
         """The last FINAL metric of each trial's last attempt, for trials that have one."""
         ...
 
+    def final_results(self) -> list[tuple[str, int, dict[str, Any], Any]]:
+        """(trial id, sequence id, parameters, final result's value) of each trial with a final
+        result (as ``final_metrics``), in the order the results were stored: what the web UI's
+        analysis (importance, the best trials under a key) reads, without whole trial records."""
+        ...
+
+    def final_result_keys(self) -> tuple[list[str | None], list[Any]]:
+        """The keys final results (as ``final_metrics``) have a number under, each once, in
+        the order first reported (None: a plain number's), and the values the store could
+        not look into (a dict holding NaN), for the caller to read: ``results.stored_result_keys``
+        makes one list of them, without reading every result."""
+        ...
+
     def final_numbers(self) -> dict[str, float | None]:
         """The number (``metrics.metric_number``) of each final result, by trial id."""
         ...

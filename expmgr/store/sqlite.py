@@ -377,6 +377,27 @@ class ExperimentStore:
             "ON m.trial_id = t.trial_id AND m.attempt = t.attempts AND m.type = 'FINAL' ORDER BY m.id")
         return dict(rows.fetchall())
 
+    def final_results(self) -> list[tuple[str, int, dict[str, Any], Any]]:
+        rows = self._conn.execute(
+            "SELECT t.trial_id, t.sequence_id, t.parameters_json, m.value_json FROM trials t CROSS JOIN metrics m "
+            "ON m.trial_id = t.trial_id AND m.attempt = t.attempts AND m.type = 'FINAL' ORDER BY m.id")
+        return [(trial_id, sequence_id, json.loads(parameters), json.loads(value))
+                for trial_id, sequence_id, parameters, value in rows]
+
+    def final_result_keys(self) -> tuple[list[str | None], list[Any]]:
+        finals = ("FROM trials t CROSS JOIN metrics m ON m.trial_id = t.trial_id AND m.attempt = t.attempts "
+                  "AND m.type = 'FINAL'")
+        # SQLite's JSON functions read the values in place; a value with NaN or an infinity
+        # is not JSON to them (json_valid false) and is read here instead
+        keys = self._conn.execute(
+            f"SELECT j.key, MIN(m.id) AS first {finals} "
+            "JOIN json_each(CASE WHEN json_valid(m.value_json) THEN m.value_json ELSE '[]' END) j "
+            "WHERE j.type IN ('integer', 'real') "
+            "AND (j.key IS NULL OR json_type(m.value_json) = 'object') GROUP BY j.key ORDER BY first").fetchall()
+        unreadable = self._conn.execute(f"SELECT m.value_json {finals} WHERE NOT json_valid(m.value_json) "
+                                        "ORDER BY m.id").fetchall()
+        return [key for key, _ in keys], [json.loads(text) for (text,) in unreadable]
+
     def latest_metrics(self) -> list[MetricRecord]:
         """Each trial's latest PERIODICAL metric and its final one (as in
         ``final_metrics``), in the order stored: NNI's metric-data-latest."""

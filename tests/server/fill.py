@@ -11,7 +11,7 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
@@ -87,15 +87,33 @@ def experiment_on_hosts(home: Path, hosts: list[list[str | None]], *, exp_id: st
     return _finished_experiment(home, exp_id, len(hosts), 10 * len(hosts), fill)
 
 
+def experiment_of_results(home: Path, search_space: dict[str, Any], results: list[tuple[dict[str, Any], Any]],
+                          *, tuner: dict[str, Any] | None = None, exp_id: str = "res00000") -> str:
+    """A finished (DONE) experiment in ``home`` and its registry, written through the store's
+    API: trial ``i`` (id ``r<i>``) ran with ``results[i][0]`` as its parameters and SUCCEEDED
+    with the final result ``results[i][1]`` (a number or a dict)."""
+    def fill(store: ExperimentStore, start: float) -> None:
+        for sequence_id, (parameters, final) in enumerate(results):
+            trial_id, began = f"r{sequence_id}", start + sequence_id
+            store.add_trial(TrialRecord(trial_id, sequence_id, parameters, TrialState.WAITING, began))
+            store.start_attempt(trial_id, 1, began + 0.1, pid=None, host=None)
+            store.add_metric(MetricRecord(trial_id, 1, 0, "FINAL", final, time=began + 0.5))
+            store.end_attempt(trial_id, 1, TrialState.SUCCEEDED, began + 0.9, 0, None)
+    return _finished_experiment(home, exp_id, len(results), len(results), fill, search_space=search_space,
+                                tuner=tuner)
+
+
 def _finished_experiment(home: Path, exp_id: str, trials: int, seconds: float,
-                         fill: Callable[[ExperimentStore, float], None]) -> str:
+                         fill: Callable[[ExperimentStore, float], None], *,
+                         search_space: dict[str, Any] | None = None, tuner: dict[str, Any] | None = None) -> str:
     """A DONE experiment ``exp_id`` of ``trials`` trials in ``home`` and its registry, which ran
-    ``seconds`` until a little while ago, its store written by ``fill(store, start)``."""
+    ``seconds`` until a little while ago, its store written by ``fill(store, start)`` (the
+    search space and tuner: fill's own, or those given)."""
     paths = ExperimentPaths(home / exp_id)
     paths.create()
-    config = ExperimentConfig(experiment_name=f"{trials} trials", search_space=SEARCH_SPACE,
+    config = ExperimentConfig(experiment_name=f"{trials} trials", search_space=search_space or SEARCH_SPACE,
                               trial_command="python3 trial.py", trial_code_directory=home,
-                              trial_concurrency=8, max_trial_number=trials, tuner={"name": "Random"},
+                              trial_concurrency=8, max_trial_number=trials, tuner=tuner or {"name": "Random"},
                               experiment_working_directory=home).canonical()
     paths.config_file.write_text(config.to_yaml(), encoding="utf-8")
     start = time.time() - seconds - 10

@@ -62,6 +62,22 @@
  *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
  *   curves-others, curves-summary ("N highlighted, M in grey")
  *
+ * Analysis (docs/webui.md: Compare, Importance, Result key, Top trials)
+ *   key-chooser            select of the result key shown and charted (only when results are dicts of
+ *                          more than one key); kept in the address as ?key=<key>
+ *   select-trial-<id>      the trials table's checkbox selecting a trial to compare; selection-count,
+ *                          compare-selected (the link to the compare view; disabled outside 2-10),
+ *                          selection-clear, selection-note (why Compare is disabled)
+ *   best-mark              the marker of the best trial (under the chosen key) in the trials table;
+ *                          trial-best-badge on the best trial's page; chart-final has data-best=<id>
+ *   top-trials, top-k (the K input), top-trial-<rank> (1-based; data-trial = its id), top-trials-status
+ *   compare-page, compare-table, compare-error (the refusal: fewer than 2 or more than 10, unknown ids),
+ *   compare-param-<name> (a parameter's row; data-differs="true" when its values differ),
+ *   compare-final-<id> (its result under the chosen key), chart-compare (the curves overlaid)
+ *   importance-panel, chart-importance (the bars), importance-status (the loading hint, or why there
+ *   is no importance), importance-param-<name> (a row of the table beside the chart, most important
+ *   first: its importance)
+ *
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
  *   ALL, INFO, WARNING, ERROR), log-search, experiment-log, dispatcher-log (like stdout)
@@ -167,6 +183,29 @@ export const testids = {
   curvesOthers: 'curves-others',
   curvesSummary: 'curves-summary',
 
+  keyChooser: 'key-chooser',
+  selectTrialPrefix: 'select-trial-',
+  selectionCount: 'selection-count',
+  compareSelected: 'compare-selected',
+  selectionClear: 'selection-clear',
+  selectionNote: 'selection-note',
+  bestMark: 'best-mark',
+  trialBestBadge: 'trial-best-badge',
+  topTrials: 'top-trials',
+  topK: 'top-k',
+  topTrialPrefix: 'top-trial-',
+  topTrialsStatus: 'top-trials-status',
+  comparePage: 'compare-page',
+  compareTable: 'compare-table',
+  compareError: 'compare-error',
+  compareParamPrefix: 'compare-param-',
+  compareFinalPrefix: 'compare-final-',
+  chartCompare: 'chart-compare',
+  importancePanel: 'importance-panel',
+  chartImportance: 'chart-importance',
+  importanceStatus: 'importance-status',
+  importanceParamPrefix: 'importance-param-',
+
   tabExperimentLog: 'tab-experiment-log',
   tabDispatcherLog: 'tab-dispatcher-log',
   logLevel: 'log-level',
@@ -215,4 +254,9 @@ export const tid = {
   logTab: (file: string) => `tab-${file.replace('.', '-')}`,
   trialFormParam: (name: string) => testids.trialFormParamPrefix + name,
   spaceRow: (name: string) => testids.spaceRowPrefix + name,
+  selectTrial: (id: string) => testids.selectTrialPrefix + id,
+  topTrial: (rank: number) => testids.topTrialPrefix + rank,
+  compareParam: (name: string) => testids.compareParamPrefix + name,
+  compareFinal: (id: string) => testids.compareFinalPrefix + id,
+  importanceParam: (name: string) => testids.importanceParamPrefix + name,
 };

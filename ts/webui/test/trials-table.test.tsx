@@ -119,6 +119,7 @@ describe('TrialsPage', () => {
     });
     const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
     expect(finals).toEqual([...finals].sort((a, b) => b - a));
-    expect(rows()[0].querySelector('.cell:nth-child(5)')!.textContent).toBe('adam');
+    // the sixth cell: after the Pick (select to compare) column's
+    expect(rows()[0].querySelector('.cell:nth-child(6)')!.textContent).toBe('adam');
   });
 });

@@ -1,6 +1,6 @@
 // The REST calls the UI makes. Paths are relative to the page (served at `/`), so the UI also
 // works behind a reverse proxy that adds a prefix.
-import type { ChangesMessage, Json, LogFile, TailChunk, TrialJobView } from './types';
+import type { ChangesMessage, ImportanceAnswer, Json, LogFile, TailChunk, TopTrialsAnswer, TrialJobView } from './types';
 
 export class ApiError extends Error {
   constructor(message: string, readonly status: number) {
@@ -63,6 +63,16 @@ export class Api {
    *  NNI's trial-jobs routes answer NNI's keys alone. */
   trial(id: string): Promise<TrialJobView> {
     return this.request('GET', `api/v1/expmgr/trials/${encodeURIComponent(id)}`);
+  }
+
+  /** The `count` best trials under result key `key`, by the server's rule for the best. */
+  topTrials(key: string, count: number): Promise<TopTrialsAnswer> {
+    return this.request('GET', `api/v1/expmgr/top?${new URLSearchParams({ key, k: String(count) })}`);
+  }
+
+  /** Hyperparameter importance (PED-ANOVA) under result key `key`, computed by the server. */
+  importance(key: string): Promise<ImportanceAnswer> {
+    return this.request('GET', `api/v1/expmgr/importance?${new URLSearchParams({ key })}`);
   }
 
   killTrial(id: string): Promise<unknown> {

@@ -78,6 +78,14 @@ export function parseTrial(view: TrialJobView): Trial {
   if (final !== undefined) {
     trial.finalRaw = final;
     trial.final = serverNumber(view.finalNumber);
+    if (view.finalNumbers && typeof view.finalNumbers === 'object') {
+      const finals: Record<string, number> = {};
+      for (const [key, value] of Object.entries(view.finalNumbers)) {
+        const number = serverNumber(value);
+        if (number !== undefined) finals[key] = number;
+      }
+      trial.finals = finals;
+    }
   }
   return trial;
 }

@@ -26,6 +26,8 @@ export interface ExperimentView {
   updatableFields?: UpdatableField[];
   /** The trials ran on more than one host: the server's word that the trials table shows each one's node. */
   multiHost?: boolean;
+  /** The keys of final results (`default` first, then those of dict results): the key chooser offers them. */
+  resultKeys?: string[];
 }
 
 export interface UpdatableField {
@@ -85,6 +87,8 @@ export interface TrialJobView {
   finalMetricData?: MetricView[];
   /** The final result's number (`default` of a dict); null when it is not finite. */
   finalNumber?: number | null;
+  /** A dict result's number under each of its keys (null when not finite). */
+  finalNumbers?: Record<string, number | null>;
   /** Whether the server would kill this trial now (only a RUNNING one). */
   canKill?: boolean;
   /** Where its latest attempt ran (sent once known). */
@@ -173,6 +177,8 @@ export interface Trial {
   final?: number;
   /** The final result as reported (number or dict). */
   finalRaw?: Json;
+  /** A dict result's finite numbers by key, as the server resolved them (`resultOf` reads them). */
+  finals?: Record<string, number>;
   /** The server's word: it would kill this trial now. */
   canKill: boolean;
   /** The host (node) its latest attempt ran on, once known. */
@@ -188,4 +194,30 @@ export interface Series {
   time: number[];
   /** The attempt these results are from: a retried trial reports from its first step again. */
   attempt?: number;
+}
+
+/** GET /api/v1/expmgr/top?key=&k=: the best trials under a result key, best first. */
+export interface TopTrialsAnswer {
+  key: string;
+  optimizeMode: 'maximize' | 'minimize';
+  /** Trials with a finite result under the key. */
+  scored: number;
+  trials: { trialJobId: string; sequenceId: number; number: number }[];
+}
+
+/** GET /api/v1/expmgr/importance?key=: PED-ANOVA importance of each parameter. */
+export interface ImportanceAnswer {
+  key: string;
+  method: string;
+  /** The quantile of the best trials compared with all. */
+  gamma: number;
+  optimizeMode: 'maximize' | 'minimize';
+  /** Trials with a finite result under the key; topTrials: how many of them are in the best γ. */
+  trials: number;
+  topTrials: number;
+  /** Most important first; the importances sum to 1. */
+  parameters: { name: string; importance: number }[];
+  skipped: { name: string; reason: string }[];
+  /** Why there are no importances (too few trials, nothing to score). */
+  reason?: string;
 }

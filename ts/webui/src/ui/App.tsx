@@ -3,6 +3,7 @@ import { useEffect } from 'preact/hooks';
 import { EXPERIMENT_FINISHED } from '../data/parse';
 import { useApp } from './app-context';
 import { ChartsPage } from './ChartsPage';
+import { ComparePage } from './ComparePage';
 import { loadCharts } from './LazyChart';
 import { useRoute, useSubscribed } from './hooks';
 import { LogsPage } from './LogsPage';
@@ -46,13 +47,14 @@ export function App() {
   }, [loaded, readOnly]);
   const ended = exp !== null && exp !== undefined && EXPERIMENT_FINISHED.has(exp.status);
 
-  const active = route.page === 'trial' ? 'trials' : route.page;
+  const active = route.page === 'trial' || route.page === 'compare' ? 'trials' : route.page;
   let page;
   switch (route.page) {
     case 'trials': page = <TrialsPage />; break;
     case 'trial': page = <TrialDetail key={route.trialId} trialId={route.trialId} />; break;
     case 'charts': page = <ChartsPage />; break;
     case 'logs': page = <LogsPage />; break;
+    case 'compare': page = <ComparePage ids={route.ids} />; break;
     default: page = <Overview />;
   }
 

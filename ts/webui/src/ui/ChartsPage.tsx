@@ -7,6 +7,11 @@ import {
 import { useApp } from './app-context';
 import { trialHref, useSubscribed, useThrottled } from './hooks';
 import { LazyChart } from './LazyChart';
+import { withBestMarked } from '../charts/analysis-options';
+import { trialsUnderKey } from '../data/analysis';
+import { ImportancePanel } from './ImportancePanel';
+import { KeyChooser, useResultKey } from './ResultKey';
+import { useBestTrialId } from './server-answers';
 
 const MODES: [CurvesMode, string][] = [
   ['best', 'best'], ['latest', 'latest'], ['running', 'running'], ['selected', 'selected'], ['all', 'all'],
@@ -32,21 +37,29 @@ export function ChartsPage() {
   const [highlight, setHighlight] = useState<string | null>(null);
 
   const optimize = store.optimizeMode();
+  const [resultKey, setResultKey] = useResultKey();
+  const bestId = useBestTrialId(resultKey);
+  // the charts of final results follow the chosen key (intermediate results are `default`'s)
+  const trials = useMemo(() => trialsUnderKey(store.trials, resultKey), [trialsVersion, resultKey]);
   const keys = store.paramKeys();
   const space = store.experiment?.params?.searchSpace;
   const spaceKey = useMemo(() => JSON.stringify(space ?? null), [experimentVersion]);
 
-  const final = useMemo(() => finalOption(store.trials, optimize), [trialsVersion, optimize]);
+  const final = useMemo(() => {
+    const best = bestId === undefined ? undefined : trials.find((t) => t.id === bestId);
+    return withBestMarked(finalOption(trials, optimize),
+      best?.final === undefined ? undefined : { id: best.id, seq: best.seq, value: best.final });
+  }, [trials, optimize, bestId]);
   const selected = useMemo(() => selectedText.split(/[\s,]+/).filter(Boolean), [selectedText]);
   const curves = useMemo(() => {
-    const selection = selectCurves(store.trials, (id) => store.seriesOf(id), mode, count, selected, optimize, withOthers);
+    const selection = selectCurves(trials, (id) => store.seriesOf(id), mode, count, selected, optimize, withOthers);
     return {
       option: curvesOption(selection, highlight), shown: selection.shown.length, others: selection.othersTotal,
       sampled: selection.others.length,
     };
-  }, [trialsVersion, metricsVersion, mode, count, selected, optimize, withOthers, highlight]);
-  const parallel = useMemo(() => parallelOption(store.trials, keys, space, optimize),
-    [trialsVersion, spaceKey, keys, optimize]);
+  }, [trials, metricsVersion, mode, count, selected, optimize, withOthers, highlight]);
+  const parallel = useMemo(() => parallelOption(trials, keys, space, optimize),
+    [trials, spaceKey, keys, optimize]);
   const durations = useMemo(() => durationsOption(store.trials, Date.now()), [trialsVersion]);
 
   const toggleSelected = (id: string) => {
@@ -59,9 +72,10 @@ export function ChartsPage() {
 
   return (
     <section class="page charts-page">
+      <div class="filterbar"><KeyChooser value={resultKey} onChange={setResultKey} /></div>
       <div class="card">
-        <h2>Final results <span class="muted small">click a point to show its curve below</span></h2>
-        <LazyChart option={final} testid="chart-final" points={countPoints(final)}
+        <h2>Final results <span class="muted small">click a point to show its curve below; the pin marks the best trial</span></h2>
+        <LazyChart option={final} testid="chart-final" points={countPoints(final)} best={bestId}
                    onClick={(p) => {
                      const id = Array.isArray(p.data) ? p.data[2] : undefined;
                      if (typeof id === 'string') toggleSelected(id);
@@ -97,6 +111,7 @@ export function ChartsPage() {
         <h2>Hyperparameters <span class="muted small">drag along an axis to select a range</span></h2>
         <LazyChart option={parallel} testid="chart-parallel" points={countPoints(parallel)} height={380} />
       </div>
+      <ImportancePanel resultKey={resultKey} />
       <div class="card">
         <h2>Trial durations</h2>
         <LazyChart option={durations} testid="chart-durations" points={countPoints(durations)}

@@ -12,6 +12,7 @@ import { formatDuration, formatTime } from './format';
 import { trialHref, useNow, useSubscribed } from './hooks';
 import { SearchSpaceEditor } from './SearchSpaceEditor';
 import { StateBadge } from './StateBadge';
+import { TopTrials } from './TopTrials';
 
 /** Seconds the experiment has run, ticking while it runs. */
 export function experimentSeconds(exp: ExperimentView, receivedAt: number, now: number): number {
@@ -113,6 +114,7 @@ export function Overview() {
         </div>
       </div>
       <Controls />
+      <div class="cards"><TopTrials /></div>
       <div class="cards">
         <SearchSpaceEditor />
         <ConfigView />

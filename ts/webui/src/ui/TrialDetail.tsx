@@ -77,6 +77,9 @@ export function TrialDetail({ trialId }: { trialId: string }) {
         <a href="#/trials" class="muted">← trials</a>
         <h1>Trial <span data-testid="trial-detail-id">{trial.id}</span> <span class="muted">#{trial.seq}</span></h1>
         <StateBadge state={trial.status} testid="trial-detail-state" />
+        {store.experiment?.bestTrialId === trial.id && (
+          <span class="badge best" data-testid="trial-best-badge" title="the best final result of the experiment">★ best trial</span>
+        )}
         {readOnly === false && trial.canKill && (
           <button type="button" class="danger" data-testid="kill-trial"
                   onClick={() => confirm.ask(<>Kill trial <b>{trial.id}</b>? It ends as USER_CANCELED.</>,

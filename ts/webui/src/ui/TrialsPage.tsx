@@ -1,5 +1,5 @@
 // The trials table: every trial, sortable and filterable, virtually scrolled.
-import type { VNode } from 'preact';
+import { Fragment, type VNode } from 'preact';
 import { useMemo, useState } from 'preact/hooks';
 import { TRIAL_STATES, trialDuration } from '../data/parse';
 import {
@@ -13,6 +13,10 @@ import { memo, trialHref, useNow, useSubscribed } from './hooks';
 import { StateBadge } from './StateBadge';
 import { AddTrialButton } from './TrialForm';
 import { VirtualList, slotKey } from './VirtualList';
+import { KeyChooser, useResultKey } from './ResultKey';
+import { SELECT_COLUMN, SelectBox, SelectionBar, useSelection } from './TrialSelection';
+import { useBestTrialId } from './server-answers';
+import { trialsUnderKey } from '../data/analysis';
 
 const ROW_HEIGHT = 30;
 const HEADER_HEIGHT = 64;
@@ -50,14 +54,19 @@ interface RowProps {
   latest: number | undefined;
   /** Only running trials' durations tick. */
   now: number;
+  /** The best trial under the chosen key (the server's word). */
+  best: boolean;
 }
 
-const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) => {
+const Row = memo(({ trial, index, top, columns, width, latest, now, best }: RowProps) => {
   const cells = columns.map((c) => {
     let content: string | VNode;
     let testid: string | undefined;
     switch (c.key) {
-      case 'seq': content = String(trial.seq); break;
+      case 'seq':
+        content = best ? <>{trial.seq} <span class="best-mark" data-testid="best-mark" title="the best trial">★</span></>
+          : String(trial.seq);
+        break;
       case 'id': content = trial.id; break;
       case 'status':
         content = <StateBadge state={trial.status} testid={tid.trialState(trial.id)} />;
@@ -78,7 +87,7 @@ const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) 
     );
   });
   return (
-    <a class="row" href={trialHref(trial.id)} style={{ top: `${top}px`, width: `${width}px` }}
+    <a class={best ? 'row best' : 'row'} href={trialHref(trial.id)} style={{ top: `${top}px`, width: `${width}px` }}
        data-testid={tid.trialRow(trial.id)} data-index={index}>
       {cells}
     </a>
@@ -101,11 +110,15 @@ export function TrialsPage() {
   const [minText, setMinText] = useState('');
   const [maxText, setMaxText] = useState('');
   const selectRows = useMemo(() => makeRowSelector(), []);
+  const [resultKey, setResultKey] = useResultKey();
+  const bestId = useBestTrialId(resultKey);
+  const selection = useSelection();
   const hasRunning = store.trials.some((t) => t.status === 'RUNNING');
   const now = useNow(1000, hasRunning);
 
   const paramKeys = store.paramKeys();
   const columns = useMemo<Column[]>(() => [
+    SELECT_COLUMN,
     ...FIXED_BEFORE,
     ...(multiHost ? [NODE] : []),
     ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, numeric: true, param: p })),
@@ -113,7 +126,9 @@ export function TrialsPage() {
   ], [paramKeys, multiHost]);
   const width = columns.reduce((sum, c) => sum + c.width, 0);
 
-  const rows = selectRows(store.trials, trialsVersion, query, sort);
+  // the Result column, its sorting and filter follow the chosen key
+  const trials = useMemo(() => trialsUnderKey(store.trials, resultKey), [trialsVersion, resultKey]);
+  const rows = selectRows(trials, trialsVersion, query, sort);
 
   const toggleSort = (key: SortKey) => {
     setSort((s) => (s.key === key ? { key, dir: s.dir === 'asc' ? 'desc' : 'asc' } : { key, dir: key === 'final' ? 'desc' : 'asc' }));
@@ -128,7 +143,7 @@ export function TrialsPage() {
   const header = (
     <div class="thead" style={{ width: `${width}px`, height: `${HEADER_HEIGHT}px` }}>
       <div class="thead-row">
-        {columns.map((c) => (
+        {columns.map((c) => c === SELECT_COLUMN ? <span class="th" style={{ width: `${c.width}px` }}>{c.label}</span> : (
           <button type="button" class={`th ${sort.key === c.key ? 'sorted' : ''}`} style={{ width: `${c.width}px` }}
                   onClick={() => toggleSort(c.key)} data-testid={tid.sort(c.key)} title={`Sort by ${c.label}`}>
             {c.label}{sort.key === c.key ? (sort.dir === 'asc' ? ' ▲' : ' ▼') : ''}
@@ -178,10 +193,12 @@ export function TrialsPage() {
           Clear filters
         </button>
         <AddTrialButton label="Add trial" testid="add-trial" title="Add a trial" />
+        <KeyChooser value={resultKey} onChange={setResultKey} />
         <span class="muted">
           <span data-testid="trials-shown">{rows.length}</span> of <span data-testid="trials-count">{store.trials.length}</span> trials
         </span>
       </div>
+      <SelectionBar selection={selection} resultKey={resultKey} />
       <VirtualList
         class="table"
         testid="trials-table"
@@ -193,9 +210,14 @@ export function TrialsPage() {
         width={width}
         renderRow={(i, top) => {
           const t = rows[i];
-          return <Row key={slotKey(i)} trial={t} index={i} top={top} columns={columns} width={width}
-                      latest={t.final === undefined ? store.latest(t.id) : undefined}
-                      now={t.status === 'RUNNING' ? now : 0} />;
+          return (
+            <Fragment key={slotKey(i)}>
+              <Row trial={t} index={i} top={top} columns={columns} width={width}
+                   latest={t.final === undefined ? store.latest(t.id) : undefined}
+                   now={t.status === 'RUNNING' ? now : 0} best={t.id === bestId} />
+              <SelectBox id={t.id} top={top} selection={selection} />
+            </Fragment>
+          );
         }}
       />
       {rows.length === 0 && <p class="empty">{store.loaded ? 'No trial matches.' : 'Loading…'}</p>}

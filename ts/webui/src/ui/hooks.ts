@@ -68,10 +68,11 @@ export type Route =
   | { page: 'trials' }
   | { page: 'trial'; trialId: string }
   | { page: 'charts' }
-  | { page: 'logs' };
+  | { page: 'logs' }
+  | { page: 'compare'; ids: string };
 
 export function parseRoute(hash: string): Route {
-  const path = hash.replace(/^#\/?/, '');
+  const path = hash.replace(/^#\/?/, '').split('?')[0]; // after `?`: the page's settings (analysis.ts)
   const [head, ...rest] = path.split('/');
   switch (head) {
     case 'trials':
@@ -80,6 +81,8 @@ export function parseRoute(hash: string): Route {
       return { page: 'charts' };
     case 'logs':
       return { page: 'logs' };
+    case 'compare':
+      return { page: 'compare', ids: rest.join('/') };
     default:
       return { page: 'overview' };
   }
