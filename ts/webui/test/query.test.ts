@@ -58,6 +58,16 @@ describe('filters', () => {
     expect(paramMatcher('>=x')!(1)).toBe(false);
     expect(paramMatcher('=adam')!('adam')).toBe(true);
   });
+
+  it('a|b keeps the values equal to one of them, not the ones containing one (docs/webui.md: any of)', () => {
+    const anyOf = paramMatcher('8|16')!;
+    expect([8, 16, 32, 64, 160, 1.6].filter((v) => anyOf(v))).toEqual([8, 16]);
+    const names = paramMatcher('adam | sgd')!;
+    expect(['adam', 'ADAM', 'adamw', 'sgd', 'nadam'].filter((v) => names(v))).toEqual(['adam', 'ADAM', 'sgd']);
+    const comparisons = paramMatcher('<0.01|>0.5|0.1')!;
+    expect([0.001, 0.1, 0.2, 0.7].filter((v) => comparisons(v))).toEqual([0.001, 0.1, 0.7]);
+    expect(paramMatcher('|')).toBeNull();
+  });
 });
 
 describe('sorting', () => {

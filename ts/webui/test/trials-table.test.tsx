@@ -8,6 +8,7 @@ import { Api } from '../src/data/api';
 import { Live } from '../src/data/live';
 import { ExperimentData } from '../src/data/store';
 import { AppCtx } from '../src/ui/app-context';
+import { useRoute } from '../src/ui/hooks';
 import { TrialsPage } from '../src/ui/TrialsPage';
 import { visibleRange } from '../src/ui/VirtualList';
 import { changes, withFinal, trialView } from './helpers';
@@ -33,9 +34,16 @@ describe('visibleRange', () => {
   });
 });
 
+/** The table at the address's route, as App shows it (its sort and filters live in the address). */
+function RoutedTrials() {
+  const route = useRoute();
+  return <TrialsPage search={route.page === 'trials' ? route.search : ''} />;
+}
+
 describe('TrialsPage', () => {
   let root: HTMLElement;
   beforeEach(() => {
+    history.replaceState(null, '', '#/trials');
     root = document.createElement('div');
     document.body.appendChild(root);
   });
@@ -48,7 +56,7 @@ describe('TrialsPage', () => {
     const api = new Api('', async () => new Response('{}'));
     const live = new Live({ api, store, wsUrl: 'ws://unused' });
     act(() => {
-      render(<AppCtx.Provider value={{ store, live, api }}><TrialsPage /></AppCtx.Provider>, root);
+      render(<AppCtx.Provider value={{ store, live, api }}><RoutedTrials /></AppCtx.Provider>, root);
     });
   }
 
@@ -120,5 +128,33 @@ describe('TrialsPage', () => {
     const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
     expect(finals).toEqual([...finals].sort((a, b) => b - a));
     expect(rows()[0].querySelector('.cell:nth-child(5)')!.textContent).toBe('adam');
+  });
+
+  it('keeps its sort and filters in the address, and takes them from it', async () => {
+    history.replaceState(null, '', '#/trials?sort=final&dir=asc&state=SUCCEEDED&p.opt=adam');
+    mount(makeStore(200));
+    expect(root.querySelector('[data-testid="trials-shown"]')!.textContent).toBe('100');
+    expect((root.querySelector('[data-testid="filter-param-opt"]') as HTMLInputElement).value).toBe('adam');
+    const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
+    expect(finals).toEqual([...finals].sort((a, b) => a - b));
+    await act(async () => {
+      (root.querySelector('[data-testid="sort-final"]') as HTMLElement).click();
+      const min = root.querySelector('[data-testid="filter-result-min"]') as HTMLInputElement;
+      min.value = '0.5';
+      min.dispatchEvent(new Event('input'));
+    });
+    expect(location.hash).toBe('#/trials?sort=final&dir=desc&state=SUCCEEDED&min=0.5&p.opt=adam');
+  });
+
+  it('sorts results best first on the first click under minimize (the server\'s optimize mode)', async () => {
+    const store = makeStore(200);
+    store.apply(changes('c2', { experiment: { id: 'exp1', execDuration: 1, params: {}, status: 'RUNNING', optimizeMode: 'minimize' } }));
+    mount(store);
+    await act(async () => {
+      (root.querySelector('[data-testid="sort-final"]') as HTMLElement).click();
+    });
+    const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
+    expect(finals).toEqual([...finals].sort((a, b) => a - b));
+    expect(location.hash).toBe('#/trials?sort=final&dir=asc');
   });
 });
