@@ -65,7 +65,8 @@
  *   empty view: "Loading…", "Nothing written to stderr yet.", "No line matches.")
  *
  * Charts (#/charts): a chart has data-rendered="true" once drawn and data-points = points drawn
- *   chart-final, chart-intermediate, chart-parallel, chart-durations,
+ *   chart-final, chart-intermediate, chart-parallel (data-summary: its axes, `batch: category 8|16|32|64; lr: value; ...`),
+ *   chart-durations,
  *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
  *   curves-others, curves-summary ("N highlighted, M in grey")
  *

@@ -36,11 +36,13 @@ export interface EChartProps {
   testid?: string;
   height?: number;
   points?: number;
+  /** What the chart shows in words (its axes), for tests and tools: `data-summary`. */
+  summary?: string;
   /** Called with the data item or the series name clicked. */
   onClick?: (params: { seriesName?: string; data?: unknown; seriesType?: string }) => void;
 }
 
-export function EChart({ option, testid, height = 320, points, onClick }: EChartProps) {
+export function EChart({ option, testid, height = 320, points, summary, onClick }: EChartProps) {
   const ref = useRef<HTMLDivElement>(null);
   const chart = useRef<ECharts | null>(null);
   const clickRef = useRef(onClick);
@@ -97,6 +99,6 @@ export function EChart({ option, testid, height = 320, points, onClick }: EChart
 
   return (
     <div ref={ref} class="chart" style={{ height: `${height}px` }} data-testid={testid}
-         data-rendered={rendered ? 'true' : undefined} data-points={points} />
+         data-rendered={rendered ? 'true' : undefined} data-points={points} data-summary={summary} />
   );
 }
