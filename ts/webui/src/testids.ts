@@ -43,6 +43,7 @@
  *                          scrolling); data-index = its position in the sorted, filtered rows
  *   trial-state-<id>, trial-final-<id>   cells of that row (a trial without a final result: its latest
  *                          intermediate result, in .latest while it may still report, else in .latest-ended)
+ *   trial-duration-<id>    its Duration cell (formatDuration: 0.65s, 42s, 1m 05s, ...)
  *   trial-host-<id>        its Node cell: the host of its latest attempt; the column is there only when the
  *                          server says the trials ran on more than one host (the experiment's multiHost)
  *   sort-<key>             column headers; key: seq, id, status, host, final, duration, attempts, param:<name>
@@ -127,6 +128,7 @@ export const testids = {
   trialStatePrefix: 'trial-state-',
   trialFinalPrefix: 'trial-final-',
   trialHostPrefix: 'trial-host-',
+  trialDurationPrefix: 'trial-duration-',
   sortPrefix: 'sort-',
   filterStatePrefix: 'filter-state-',
   filterParamPrefix: 'filter-param-',
@@ -188,6 +190,7 @@ export const tid = {
   trialState: (id: string) => testids.trialStatePrefix + id,
   trialFinal: (id: string) => testids.trialFinalPrefix + id,
   trialHost: (id: string) => testids.trialHostPrefix + id,
+  trialDuration: (id: string) => testids.trialDurationPrefix + id,
   attemptHost: (attempt: number) => testids.attemptHostPrefix + attempt,
   count: (state: string) => testids.countPrefix + state,
   countLink: (state: string) => testids.countLinkPrefix + state,

@@ -76,7 +76,7 @@ const Row = memo(({ trial, index, top, columns, width, latest, now }: RowProps) 
                 {formatNumber(latest)}<sup aria-hidden="true">†</sup></span>
             : <span class="latest" title="latest intermediate result">{formatNumber(latest)}</span>;
         break;
-      case 'duration': content = formatDuration(trialDuration(trial, now)); break;
+      case 'duration': testid = tid.trialDuration(trial.id); content = formatDuration(trialDuration(trial, now)); break;
       case 'attempts': content = String(trial.attempts); break;
       default: content = formatParam(trial.params[c.param!]);
     }
