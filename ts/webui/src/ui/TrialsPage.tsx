@@ -116,13 +116,16 @@ export function TrialsPage({ search }: { search: string }) {
   const now = Math.min(useNow(1000, hasRunning && unreachableSince === null), unreachableSince ?? Infinity);
 
   const paramKeys = store.paramKeys();
+  // the parameters holding text, as one string: the columns (and so every row) change only when it does
+  const textParams = useMemo(() => paramKeys.filter((p) => isTextParam(store.trials, p)).join('\n'),
+    [paramKeys, trialsVersion]);
   const columns = useMemo<Column[]>(() => [
     ...FIXED_BEFORE,
     ...(multiHost ? [NODE] : []),
     ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, numeric: true, param: p,
-                               text: isTextParam(store.trials, p) })),
+                               text: textParams.split('\n').includes(p) })),
     ...FIXED_AFTER,
-  ], [paramKeys, multiHost, trialsVersion]);
+  ], [paramKeys, multiHost, textParams]);
   const width = columns.reduce((sum, c) => sum + c.width, 0);
 
   const rows = selectRows(store.trials, trialsVersion, query, sort);
