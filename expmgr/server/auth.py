@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import ipaddress
 import json
 import os
@@ -334,11 +335,42 @@ def _user_name(uid: int) -> str:
 
 
 def _refuse(handler: tornado.web.RequestHandler, message: str) -> NoReturn:
+    """Answer 401: a small page to a browser opening the web UI, ``{"error": message}`` to anything else."""
     handler.clear()
     handler.set_status(401)
     handler.set_header("WWW-Authenticate", 'Bearer realm="expmgr"')
+    if _wants_page(handler):
+        handler.set_header("Content-Type", "text/html; charset=UTF-8")
+        raise tornado.web.Finish(_token_page(message))
     handler.set_header("Content-Type", "application/json; charset=UTF-8")
     raise tornado.web.Finish(json.dumps({"error": message}))
+
+
+def _wants_page(handler: tornado.web.RequestHandler) -> bool:
+    """Whether the request is a browser opening a page (it accepts HTML, and is no REST route):
+    REST clients, the page's own requests among them, are answered JSON."""
+    prefix = handler.settings.get(PREFIX_SETTING) or ""
+    path = handler.request.path[len(prefix):] if handler.request.path.startswith(prefix) else handler.request.path
+    return (handler.request.method in ("GET", "HEAD") and not path.startswith("/api/")
+            and "text/html" in handler.request.headers.get("Accept", ""))
+
+
+def _token_page(problem: str) -> str:
+    """The page a browser is shown without the right token: what is wrong and how to get the link."""
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<title>Access token needed · expmgr</title>"
+        "<style>body{font:15px/1.5 system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em;color:#1f2430}"
+        "code{background:#eef0f3;padding:1px 4px;border-radius:4px}</style></head><body>"
+        "<h1>This link needs the experiment's access token</h1>"
+        "<p>This experiment's web UI is opened with a link that carries its token, "
+        f"<code>http://…/?{TOKEN_QUERY}=…</code>: <code>expctl create</code> (and <code>expctl resume</code>, "
+        "<code>expctl view</code>) print it when they start the experiment's server, and "
+        "<code>expctl webui url &lt;experiment id&gt;</code> prints it again, on the machine the experiment runs on. "
+        "Open that link once: the browser then keeps the access in a cookie for this address.</p>"
+        f"<p>What the server found: {html.escape(problem)}.</p>"
+        "</body></html>\n")
 
 
 def _set_cookie_and_redirect(handler: tornado.web.RequestHandler, token: str) -> None:

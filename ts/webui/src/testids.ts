@@ -8,7 +8,9 @@
  *   app                    the root; data-loaded="true" once the first full data arrived
  *   status                 the experiment's state in the header (text: RUNNING, DONE, ERROR, ...)
  *   experiment-name, experiment-id
- *   offline-badge          shown only while the websocket is disconnected
+ *   offline-badge          shown only while the websocket is disconnected ("unreachable since <time>" while
+ *                          the server of an experiment that had not ended gives no answer at all; "status" then reads UNKNOWN)
+ *   unreachable-notice     then: since when, the last known state, and `expctl resume <id>` / `expctl view <id>`
  *   live-badge             shown while it is connected
  *   readonly-badge         shown in view mode (readOnly: no controls anywhere)
  *   store-badge            shown while the store cannot be written (launching paused; title: why)
@@ -16,7 +18,8 @@
  *
  * Overview (#/overview, the default)
  *   overview, experiment-error (the error with its traceback, when ERROR), start-time, duration,
- *   budget-trials, budget-time (text "used / max"), count-<STATE> (trial counts by state),
+ *   budget-trials, budget-time (text "used / max"), count-<STATE> (trial counts by state), count-link-<STATE>
+ *   (the link around it, to the table of the trials in that state),
  *   optimize-mode, best-result, best-trial (link), best-params (the server's optimize mode and
  *   best trial: the tuner's default direction when the config names none), concurrency,
  *   max-trials, max-duration (current values, updated live), search-space, config
@@ -27,6 +30,8 @@
  *   concurrency-input, concurrency-apply
  *   max-trials-input, max-trials-apply
  *   max-duration-input, max-duration-apply   (30s, 10m, 1.5h, 2d or seconds)
+ *   concurrency-error, max-trials-error, max-duration-error   a value the field could not read (until the next action)
+ *   controls-off-reason    why the controls are disabled (the server does not answer)
  *   confirm-dialog, confirm, cancel          the confirmation of any control (also kill-trial)
  *   control-message        the outcome of the last control (data-kind="ok" | "error")
  *
@@ -36,7 +41,9 @@
  *   trials-count           the number of trials loaded (digits only); trials-shown: rows after filtering
  *   trial-row-<id>         a row, a link that opens the trial; rendered only while in view (virtual
  *                          scrolling); data-index = its position in the sorted, filtered rows
- *   trial-state-<id>, trial-final-<id>   cells of that row
+ *   trial-state-<id>, trial-final-<id>   cells of that row (a trial without a final result: its latest
+ *                          intermediate result, in .latest while it may still report, else in .latest-ended)
+ *   trial-duration-<id>    its Duration cell (formatDuration: 0.65s, 42s, 1m 05s, ...)
  *   trial-host-<id>        its Node cell: the host of its latest attempt; the column is there only when the
  *                          server says the trials ran on more than one host (the experiment's multiHost)
  *   sort-<key>             column headers; key: seq, id, status, host, final, duration, attempts, param:<name>
@@ -45,7 +52,7 @@
  *                          (x..y  >x  <=x  =x  a|b  !text  text)
  *
  * Trial detail (#/trials/<id>)
- *   trial-detail, trial-detail-id, trial-detail-state, trial-final, trial-duration, trial-params,
+ *   trial-detail, trial-detail-id, trial-detail-state, trial-final, trial-latest, trial-duration, trial-params,
  *   trial-host (the node of its latest attempt, "—" before it started or when not known),
  *   trial-attempts (a table with nodes, exit codes and signals, else "N attempts"), attempt-host-<n> (the
  *   node of attempt n in that table),
@@ -55,10 +62,12 @@
  *   data-next = bytes read
  *   log-rotated (beside any tailed file, when its log was rotated: the server's facts; data-rotated =
  *   rotated files kept, data-dropped = bytes deleted), log-skipped (when the server skipped bytes to keep
- *   up: how many; the place is a note line in the file, "… 812 MiB skipped to keep up …")
+ *   up: how many; the place is a note line in the file, "… 812 MiB skipped to keep up …"), log-empty (inside an
+ *   empty view: "Loading…", "Nothing written to stderr yet.", "No line matches.")
  *
  * Charts (#/charts): a chart has data-rendered="true" once drawn and data-points = points drawn
- *   chart-final, chart-intermediate, chart-parallel, chart-durations,
+ *   chart-final, chart-intermediate, chart-parallel (data-summary: its axes, `batch: category 8|16|32|64; lr: value; ...`),
+ *   chart-durations,
  *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
  *   curves-others, curves-summary ("N highlighted, M in grey")
  *
@@ -114,6 +123,7 @@ export const testids = {
   budgetTrials: 'budget-trials',
   budgetTime: 'budget-time',
   countPrefix: 'count-',
+  countLinkPrefix: 'count-link-',
   optimizeMode: 'optimize-mode',
   bestResult: 'best-result',
   bestTrial: 'best-trial',
@@ -145,6 +155,7 @@ export const testids = {
   trialStatePrefix: 'trial-state-',
   trialFinalPrefix: 'trial-final-',
   trialHostPrefix: 'trial-host-',
+  trialDurationPrefix: 'trial-duration-',
   sortPrefix: 'sort-',
   filterStatePrefix: 'filter-state-',
   filterParamPrefix: 'filter-param-',
@@ -158,6 +169,7 @@ export const testids = {
   trialDetailId: 'trial-detail-id',
   trialDetailState: 'trial-detail-state',
   trialFinal: 'trial-final',
+  trialLatest: 'trial-latest',
   trialDuration: 'trial-duration',
   trialParams: 'trial-params',
   trialHost: 'trial-host',
@@ -237,6 +249,12 @@ export const testids = {
   downloadConfigYml: 'download-config-yml',
   downloadConfigJson: 'download-config-json',
   downloadLog: 'download-log',
+  logEmpty: 'log-empty',
+  unreachableNotice: 'unreachable-notice',
+  controlsOffReason: 'controls-off-reason',
+  concurrencyError: 'concurrency-error',
+  maxTrialsError: 'max-trials-error',
+  maxDurationError: 'max-duration-error',
 } as const;
 
 /** The test ids that name a trial, a state, a column or a file. */
@@ -245,8 +263,10 @@ export const tid = {
   trialState: (id: string) => testids.trialStatePrefix + id,
   trialFinal: (id: string) => testids.trialFinalPrefix + id,
   trialHost: (id: string) => testids.trialHostPrefix + id,
+  trialDuration: (id: string) => testids.trialDurationPrefix + id,
   attemptHost: (attempt: number) => testids.attemptHostPrefix + attempt,
   count: (state: string) => testids.countPrefix + state,
+  countLink: (state: string) => testids.countLinkPrefix + state,
   filterState: (state: string) => testids.filterStatePrefix + state,
   filterParam: (name: string) => testids.filterParamPrefix + name,
   sort: (key: string) => testids.sortPrefix + key,

@@ -44,7 +44,7 @@ describe('result keys', () => {
     expect(hashWithKey('#/trials', 'loss')).toBe('#/trials?key=loss');
     expect(hashWithKey('#/charts?key=loss&x=1', 'default')).toBe('#/charts?x=1');
     expect(hashWithKey('', 'a b')).toBe('#/?key=a+b');
-    expect(parseRoute('#/trials?key=loss')).toEqual({ page: 'trials' });
+    expect(parseRoute('#/trials?key=loss')).toEqual({ page: 'trials', search: 'key=loss' });
     expect(parseRoute('#/trials/t1?key=loss')).toEqual({ page: 'trial', trialId: 't1' });
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  BACKGROUND_POINT_BUDGET, CURVE_POINT_BUDGET, MAX_COLOURED_CURVES, MAX_GREY_CURVES, countPoints, curvesOption, finalOption, parallelOption,
+  BACKGROUND_POINT_BUDGET, CURVE_POINT_BUDGET, MAX_COLOURED_CURVES, MAX_GREY_CURVES, countPoints, curvesOption, describeParallelAxes, finalOption, parallelOption,
   selectCurves,
 } from '../src/charts/options';
 import { parseTrial } from '../src/data/parse';
@@ -86,5 +86,17 @@ describe('other charts', () => {
     expect(axes[1].data).toEqual(['adam', 'sgd']);
     expect((option.visualMap as { dimension: number }).dimension).toBe(2);
     expect((option.series[0].data as unknown[]).length).toBe(18);
+  });
+
+  it('parallel coordinates: a numeric choice is a category axis of exactly its values, in the space\'s order', () => {
+    const trials = [8, 64, 16, 8].map((batch, i) => parseTrial(trialView(`t${i}`, i, 'SUCCEEDED', withFinal(`t${i}`, i),
+      { batch, lr: 0.1 * (i + 1) })));
+    const space = { batch: { _type: 'choice', _value: [8, 16, 32, 64] }, lr: { _type: 'uniform', _value: [0, 1] } };
+    const option = parallelOption(trials, ['batch', 'lr'], space, 'maximize');
+    const axes = option.parallelAxis as { name: string; type: string; data?: string[] }[];
+    expect(axes[0]).toMatchObject({ name: 'batch', type: 'category', data: ['8', '16', '32', '64'] });
+    expect(axes[1].type).toBe('value');
+    expect((option.series[0].data as unknown[][]).map((row) => row[0])).toEqual(['8', '64', '16', '8']);
+    expect(describeParallelAxes(option)).toBe('batch: category 8|16|32|64; lr: value; result: value');
   });
 });

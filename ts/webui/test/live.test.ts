@@ -147,6 +147,47 @@ describe('Live', () => {
     live.stop();
   });
 
+  it('says since when the server does not answer at all, and forgets it when it answers again', async () => {
+    vi.setSystemTime(1_000_000);
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));
+    const { live } = setup(server);
+    live.start();
+    await settle();
+    server.queue(() => changes('c1'));
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    expect(live.unreachableSince).toBeNull();
+    vi.setSystemTime(1_005_000);
+    server.setDown(true);
+    sockets[0].drop();
+    await settle();
+    expect(live.state).toBe('offline');
+    expect(live.unreachableSince).toBe(1_005_000); // when the socket dropped
+    await vi.advanceTimersByTimeAsync(4_100); // still down at the next polls: the time stays
+    expect(live.unreachableSince).toBe(1_005_000);
+    server.setDown(false);
+    server.queue(() => changes('c2'));
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(live.unreachableSince).toBeNull(); // REST answers again
+    live.stop();
+  });
+
+  it('a server that answers with a refusal is reachable', async () => {
+    const server = fakeServer();
+    server.queue(() => changes('c1', { full: true }));
+    const { live } = setup(server);
+    live.start();
+    await settle();
+    sockets[0].message({ type: 'hello', cursor: 'c1', readOnly: false });
+    await settle();
+    sockets[0].drop(); // the catch-up gets HTTP 500 (no answer queued)
+    await settle();
+    expect(live.state).toBe('offline');
+    expect(live.unreachableSince).toBeNull();
+    live.stop();
+  });
+
   it('holds socket changes during a catch-up and applies those newer than its request after it', async () => {
     const server = fakeServer();
     let release!: () => void;

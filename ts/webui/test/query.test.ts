@@ -58,6 +58,16 @@ describe('filters', () => {
     expect(paramMatcher('>=x')!(1)).toBe(false);
     expect(paramMatcher('=adam')!('adam')).toBe(true);
   });
+
+  it('a|b keeps the values equal to one of them, not the ones containing one (docs/webui.md: any of)', () => {
+    const anyOf = paramMatcher('8|16')!;
+    expect([8, 16, 32, 64, 160, 1.6].filter((v) => anyOf(v))).toEqual([8, 16]);
+    const names = paramMatcher('adam | sgd')!;
+    expect(['adam', 'ADAM', 'adamw', 'sgd', 'nadam'].filter((v) => names(v))).toEqual(['adam', 'ADAM', 'sgd']);
+    const comparisons = paramMatcher('<0.01|>0.5|0.1')!;
+    expect([0.001, 0.1, 0.2, 0.7].filter((v) => comparisons(v))).toEqual([0.001, 0.1, 0.7]);
+    expect(paramMatcher('|')).toBeNull();
+  });
 });
 
 describe('sorting', () => {
@@ -88,12 +98,11 @@ describe('sorting', () => {
     expect(select(trials, 2, query, { key: 'final', dir: 'desc' })).not.toBe(first);
   });
 
-  it('sorts and filters 10,000 trials fast', () => {
+  // how fast is measured by tests/perf/webui_scale.py, not here: a loaded CI machine is no clock
+  it('sorts and filters 10,000 trials', () => {
     const many: Trial[] = [];
     for (let i = 0; i < 10_000; i++) many.push(t(`t${i}`, i, i % 3 ? 'SUCCEEDED' : 'FAILED', { lr: (i * 7919) % 1000 / 1000 }, (i * 31) % 97));
-    const start = performance.now();
     const rows = sortTrials(filterTrials(many, q({ states: ['SUCCEEDED'], params: { lr: '>0.5' } })), { key: 'final', dir: 'desc' });
-    expect(performance.now() - start).toBeLessThan(200);
     expect(rows.length).toBeGreaterThan(3000);
     for (let i = 1; i < rows.length; i++) expect(rows[i - 1].final! >= rows[i].final!).toBe(true);
   });

@@ -194,7 +194,8 @@ describe('ExperimentData.apply', () => {
     expect(store.paramKeys()).toEqual(['b', 'a', 'extra', 'c']);
   });
 
-  it('loads 10,000 trials with 20 metrics each quickly', () => {
+  // how fast is measured by tests/perf/webui_scale.py, not here: a loaded CI machine is no clock
+  it('loads 10,000 trials with 20 metrics each', () => {
     const store = new ExperimentData();
     const trials = [];
     const metrics = [];
@@ -202,12 +203,9 @@ describe('ExperimentData.apply', () => {
       trials.push(trialView(`t${i}`, i, 'SUCCEEDED', withFinal(`t${i}`, i / 10_000)));
       for (let s = 0; s < 20; s++) metrics.push(metric(`t${i}`, s, s / 20, 'PERIODICAL', i));
     }
-    const start = performance.now();
     store.apply(changes('c1', { full: true, trials, metrics }));
-    const ms = performance.now() - start;
     expect(store.trials.length).toBe(10_000);
     expect(store.seriesOf('t9999').value.length).toBe(20);
-    expect(ms).toBeLessThan(1500);
   });
 });
 

@@ -3,11 +3,12 @@
 // the rows of the new position, filters and sorting apply.
 import { render } from 'preact';
 import { act } from 'preact/test-utils';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Api } from '../src/data/api';
 import { Live } from '../src/data/live';
 import { ExperimentData } from '../src/data/store';
 import { AppCtx } from '../src/ui/app-context';
+import { useRoute } from '../src/ui/hooks';
 import { TrialsPage } from '../src/ui/TrialsPage';
 import { visibleRange } from '../src/ui/VirtualList';
 import { changes, withFinal, trialView } from './helpers';
@@ -33,9 +34,16 @@ describe('visibleRange', () => {
   });
 });
 
+/** The table at the address's route, as App shows it (its sort and filters live in the address). */
+function RoutedTrials() {
+  const route = useRoute();
+  return <TrialsPage search={route.page === 'trials' ? route.search : ''} />;
+}
+
 describe('TrialsPage', () => {
   let root: HTMLElement;
   beforeEach(() => {
+    history.replaceState(null, '', '#/trials');
     root = document.createElement('div');
     document.body.appendChild(root);
   });
@@ -48,7 +56,7 @@ describe('TrialsPage', () => {
     const api = new Api('', async () => new Response('{}'));
     const live = new Live({ api, store, wsUrl: 'ws://unused' });
     act(() => {
-      render(<AppCtx.Provider value={{ store, live, api }}><TrialsPage /></AppCtx.Provider>, root);
+      render(<AppCtx.Provider value={{ store, live, api }}><RoutedTrials /></AppCtx.Provider>, root);
     });
   }
 
@@ -70,10 +78,11 @@ describe('TrialsPage', () => {
     await act(async () => {
       table.scrollTop = 64 + 5000 * 30; // header, then 5,000 rows of 30 px
       table.dispatchEvent(new Event('scroll'));
-      await new Promise((resolve) => setTimeout(resolve, 50));
     });
+    // the page renders on a later frame: wait for it (a loaded machine's frame is no fixed time)
+    await vi.waitFor(() => expect(rows().map((r) => r.getAttribute('data-testid'))).toContain('trial-row-t5000'),
+      { timeout: 20_000 });
     const ids = rows().map((r) => r.getAttribute('data-testid'));
-    expect(ids).toContain('trial-row-t5000');
     expect(ids).not.toContain('trial-row-t0');
     expect(ids.length).toBeLessThan(100);
   });
@@ -88,8 +97,8 @@ describe('TrialsPage', () => {
     expect(root.querySelector('[data-testid="trial-host-a"]')).toBeNull();
     await act(async () => {
       store.apply(changes('c2', { experiment: { ...experiment, multiHost: true } }));
-      await new Promise((resolve) => setTimeout(resolve, 50)); // the page renders on the next frame
     });
+    await vi.waitFor(() => expect(root.querySelector('[data-testid="sort-host"]')).not.toBeNull(), { timeout: 20_000 });
     expect(root.querySelector('[data-testid="sort-host"]')!.textContent).toBe('Node');
     expect(root.querySelector('[data-testid="trial-host-a"]')!.textContent).toBe('node-1');
     expect(root.querySelector('[data-testid="trial-host-b"]')!.textContent).toBe('node-2');
@@ -121,5 +130,33 @@ describe('TrialsPage', () => {
     expect(finals).toEqual([...finals].sort((a, b) => b - a));
     // the sixth cell: after the Pick (select to compare) column's
     expect(rows()[0].querySelector('.cell:nth-child(6)')!.textContent).toBe('adam');
+  });
+
+  it('keeps its sort and filters in the address, and takes them from it', async () => {
+    history.replaceState(null, '', '#/trials?sort=final&dir=asc&state=SUCCEEDED&p.opt=adam');
+    mount(makeStore(200));
+    expect(root.querySelector('[data-testid="trials-shown"]')!.textContent).toBe('100');
+    expect((root.querySelector('[data-testid="filter-param-opt"]') as HTMLInputElement).value).toBe('adam');
+    const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
+    expect(finals).toEqual([...finals].sort((a, b) => a - b));
+    await act(async () => {
+      (root.querySelector('[data-testid="sort-final"]') as HTMLElement).click();
+      const min = root.querySelector('[data-testid="filter-result-min"]') as HTMLInputElement;
+      min.value = '0.5';
+      min.dispatchEvent(new Event('input'));
+    });
+    expect(location.hash).toBe('#/trials?sort=final&dir=desc&state=SUCCEEDED&min=0.5&p.opt=adam');
+  });
+
+  it('sorts results best first on the first click under minimize (the server\'s optimize mode)', async () => {
+    const store = makeStore(200);
+    store.apply(changes('c2', { experiment: { id: 'exp1', execDuration: 1, params: {}, status: 'RUNNING', optimizeMode: 'minimize' } }));
+    mount(store);
+    await act(async () => {
+      (root.querySelector('[data-testid="sort-final"]') as HTMLElement).click();
+    });
+    const finals = rows().slice(0, 5).map((r) => Number(r.querySelector('[data-testid^="trial-final-"]')!.textContent));
+    expect(finals).toEqual([...finals].sort((a, b) => a - b));
+    expect(location.hash).toBe('#/trials?sort=final&dir=asc');
   });
 });

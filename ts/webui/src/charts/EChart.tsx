@@ -38,11 +38,13 @@ export interface EChartProps {
   points?: number;
   /** The best trial's id, drawn marked (data-best, for tests). */
   best?: string;
+  /** What the chart shows in words (its axes), for tests and tools: `data-summary`. */
+  summary?: string;
   /** Called with the data item or the series name clicked. */
   onClick?: (params: { seriesName?: string; data?: unknown; seriesType?: string }) => void;
 }
 
-export function EChart({ option, testid, height = 320, points, best, onClick }: EChartProps) {
+export function EChart({ option, testid, height = 320, points, best, summary, onClick }: EChartProps) {
   const ref = useRef<HTMLDivElement>(null);
   const chart = useRef<ECharts | null>(null);
   const clickRef = useRef(onClick);
@@ -99,6 +101,6 @@ export function EChart({ option, testid, height = 320, points, best, onClick }: 
 
   return (
     <div ref={ref} class="chart" style={{ height: `${height}px` }} data-testid={testid}
-         data-rendered={rendered ? 'true' : undefined} data-points={points} data-best={best} />
+         data-rendered={rendered ? 'true' : undefined} data-points={points} data-best={best} data-summary={summary} />
   );
 }

@@ -219,7 +219,18 @@ export function trialCurveOption(series: Series, final: number | undefined): Opt
 
 const LOG_TYPES = new Set(['loguniform', 'qloguniform']);
 
-/** Hyperparameters as parallel coordinates, one line per trial with a final result, coloured by it. */
+/** A `choice` parameter's values as its axis lists them (in the search space's order), or null for other types. */
+function choiceValues(spec: unknown): string[] | null {
+  const s = spec as { _type?: string; _value?: unknown } | undefined;
+  if (s?._type !== 'choice' || !Array.isArray(s._value)) return null;
+  return [...new Set(s._value.map((v) => formatParam(v as Json) || '—'))];
+}
+
+/**
+ * Hyperparameters as parallel coordinates, one line per trial with a final result, coloured by it.
+ * A `choice` parameter has a category axis of exactly its values (8, 16, 32, 64 are four choices,
+ * not a range from 0 to 70); numbers of other types a value axis (log for log types); others categories.
+ */
 export function parallelOption(trials: readonly Trial[], keys: readonly string[],
                                searchSpace: Record<string, Json> | undefined, optimize: 'maximize' | 'minimize'): Option {
   const done = trials.filter((t) => t.final !== undefined);
@@ -228,7 +239,13 @@ export function parallelOption(trials: readonly Trial[], keys: readonly string[]
   keys.forEach((key, dim) => {
     const numeric = done.length > 0 && done.every((t) => typeof t.params[key] === 'number');
     const spec = searchSpace?.[key] as { _type?: string } | undefined;
-    if (numeric) {
+    const choices = choiceValues(spec);
+    if (choices) {
+      // values the space no longer lists (it was edited) are kept, after its own
+      const extra = [...new Set(done.map((t) => formatParam(t.params[key]) || '—'))].filter((v) => !choices.includes(v));
+      axes.push({ dim, name: key, type: 'category', data: [...choices, ...extra.sort()] });
+      columns.push((t) => formatParam(t.params[key]) || '—');
+    } else if (numeric) {
       const positive = done.every((t) => (t.params[key] as number) > 0);
       axes.push({ dim, name: key, type: spec && LOG_TYPES.has(spec._type ?? '') && positive ? 'log' : 'value', scale: true });
       columns.push((t) => t.params[key] as number);
@@ -269,6 +286,12 @@ export function parallelOption(trials: readonly Trial[], keys: readonly string[]
       emphasis: { lineStyle: { width: 2, opacity: 1 } },
     }],
   };
+}
+
+/** The parallel axes of `option` in words, `name: category a|b|c` or `name: value` (log), one per axis, `; ` between. */
+export function describeParallelAxes(option: Option): string {
+  const axes = (option.parallelAxis ?? []) as { name: string; type: string; data?: string[] }[];
+  return axes.map((a) => `${a.name}: ${a.type}${a.data ? ` ${a.data.join('|')}` : ''}`).join('; ');
 }
 
 /** How long each trial ran (running ones up to `now`). */

@@ -96,7 +96,7 @@ export class Api {
 
   /** NNI's update: `field` is the config key (`trialConcurrency`, ...), `updateType` the server's for it
    *  (ExperimentData.updateType). */
-  updateExperiment(updateType: string, field: string, value: number): Promise<unknown> {
+  updateExperiment(updateType: string, field: string, value: number | string): Promise<unknown> {
     return this.request('PUT', `api/v1/nni/experiment?update_type=${updateType}`, { params: { [field]: value } });
   }
 }

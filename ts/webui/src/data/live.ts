@@ -1,11 +1,13 @@
 // Keeps an ExperimentData current: the websocket's `changes` messages are applied as they come;
 // on every (re)connect the `hello` is followed by a catch-up `changes?since=<cursor>` (paged),
 // during which socket messages are held back and applied after it. A dropped socket is reopened
-// with exponential backoff, and meanwhile the REST routes are polled so the page stays fresh.
+// with exponential backoff, and meanwhile the REST routes are polled so the page stays fresh; when
+// they do not answer at all (no HTTP answer: the server's process is gone, or the network), the
+// server is unreachable (`unreachableSince`) until it answers again.
 // Files are tailed with `follow`: the last bytes are read by REST, then the socket pushes more,
 // across the log's rotations; the server's facts about the log (rotated files kept, bytes
 // deleted, bytes it skipped to keep up) are kept for the view to show.
-import type { Api } from './api';
+import { ApiError, type Api } from './api';
 import { LogLines, TailState, type TailResult } from './logs';
 import { formatBytes } from '../ui/format';
 import type { ExperimentData } from './store';
@@ -167,6 +169,9 @@ export function followKey(file: LogFile, trial: string | null): string {
 
 export class Live {
   state: ConnectionState = 'connecting';
+  /** When the server stopped answering (ms; the socket's drop), while neither the socket nor REST gets an answer; else null. */
+  unreachableSince: number | null = null;
+  private lostAt: number | null = null;
   readonly api: Api;
   private store: ExperimentData;
   private socket: SocketLike | null = null;
@@ -266,8 +271,11 @@ export class Live {
 
   private disconnected(): void {
     if (this.stopped) return;
+    const wasOffline = this.state === 'offline';
+    if (this.state === 'online') this.lostAt = Date.now();
     this.setState('offline');
     this.startOfflinePolling();
+    if (!wasOffline) this.probe();
     const delay = Math.min(this.opts.backoffMaxMs, this.opts.backoffInitialMs * 2 ** this.attempt);
     this.attempt = Math.min(this.attempt + 1, 20);
     const jittered = delay * (0.75 + 0.5 * this.opts.random());
@@ -282,7 +290,7 @@ export class Live {
     if (this.pollTimer !== null) return;
     this.pollTimer = setInterval(() => {
       if (this.state === 'online') return;
-      void this.catchUp().catch(() => undefined);
+      this.probe();
       for (const f of this.followers.values()) void f.sync();
     }, this.opts.offlinePollMs);
   }
@@ -292,11 +300,28 @@ export class Live {
     this.pollTimer = null;
   }
 
+  /** A catch-up by REST while offline, which tells whether the server answers at all. */
+  private probe(): void {
+    void this.catchUp().then(() => this.setReachable(true), (err) => {
+      // an HTTP answer, even a refusal, comes from a live server; a failed fetch does not
+      this.setReachable(err instanceof ApiError);
+    });
+  }
+
+  private setReachable(reachable: boolean): void {
+    const since = reachable ? null : this.unreachableSince ?? this.lostAt ?? Date.now();
+    if (since === this.unreachableSince) return;
+    this.unreachableSince = since;
+    this.notify();
+  }
+
   /** Handles one server message (exposed for tests). */
   received(msg: ServerMessage): void {
     switch (msg.type) {
       case 'hello':
         this.attempt = 0;
+        this.lostAt = null;
+        this.setReachable(true);
         this.store.setReadOnly(!!msg.readOnly);
         this.store.setStoreUnwritable(msg.storeUnwritable ?? null);
         this.stopOfflinePolling();

@@ -49,13 +49,17 @@ export function formatNumber(value: number | undefined | null, digits = 6): stri
 /**
  * A test for a parameter's value from what the user typed:
  * `a..b` (range), `>x`, `>=x`, `<x`, `<=x`, `=x` or `==x` (equal), `!x` (does not contain),
- * `x|y` (any of), anything else: the shown value contains it (case-insensitive).
+ * `x|y` (any of: equal to one of the values, or matching one of the comparisons), anything else: the
+ * shown value contains it (case-insensitive).
  */
 export function paramMatcher(expr: string): ((value: Json | undefined) => boolean) | null {
   const text = expr.trim();
   if (!text) return null;
   if (text.includes('|')) {
-    const parts = text.split('|').map((part) => paramMatcher(part)).filter((m): m is NonNullable<typeof m> => !!m);
+    // any of: each part is a value the parameter equals (`8|16`, `adam|sgd`) or a comparison (`<0.01|>0.5`)
+    const parts = text.split('|').map((part) => part.trim()).filter(Boolean)
+      .map((part) => (/^(>=|<=|==|=|>|<)|\.\./.test(part) ? paramMatcher(part) : equalTo(part)))
+      .filter((m): m is NonNullable<typeof m> => !!m);
     return parts.length ? (v) => parts.some((m) => m(v)) : null;
   }
   const range = /^(-?[\d.eE+-]*)\s*\.\.\s*(-?[\d.eE+-]*)$/.exec(text);
@@ -88,6 +92,13 @@ export function paramMatcher(expr: string): ((value: Json | undefined) => boolea
   }
   const needle = text.toLowerCase();
   return (v) => formatParam(v).toLowerCase().includes(needle);
+}
+
+/** The test of `=value`: a number equal to it, or a value shown as it (case-insensitive). */
+function equalTo(text: string): (value: Json | undefined) => boolean {
+  const num = Number(text);
+  const lower = text.toLowerCase();
+  return (v) => (typeof v === 'number' && !Number.isNaN(num) ? v === num : formatParam(v).toLowerCase() === lower);
 }
 
 export function isEmptyQuery(q: TrialQuery): boolean {

@@ -8,9 +8,11 @@ import { loadCharts } from './LazyChart';
 import { useRoute, useSubscribed } from './hooks';
 import { LogsPage } from './LogsPage';
 import { Overview } from './Overview';
+import { formatTime } from './format';
 import { StateBadge } from './StateBadge';
 import { TrialDetail } from './TrialDetail';
 import { TrialsPage } from './TrialsPage';
+import { UnreachableNotice, useUnreachableSince } from './Unreachable';
 
 const TABS = [
   ['overview', 'Overview'],
@@ -46,11 +48,12 @@ export function App() {
     };
   }, [loaded, readOnly]);
   const ended = exp !== null && exp !== undefined && EXPERIMENT_FINISHED.has(exp.status);
+  const unreachableSince = useUnreachableSince();
 
   const active = route.page === 'trial' || route.page === 'compare' ? 'trials' : route.page;
   let page;
   switch (route.page) {
-    case 'trials': page = <TrialsPage />; break;
+    case 'trials': page = <TrialsPage search={route.search} />; break;
     case 'trial': page = <TrialDetail key={route.trialId} trialId={route.trialId} />; break;
     case 'charts': page = <ChartsPage />; break;
     case 'logs': page = <LogsPage />; break;
@@ -65,7 +68,8 @@ export function App() {
         <div class="exp-title">
           <span class="exp-name" data-testid="experiment-name">{name ?? ''}</span>
           <span class="muted" data-testid="experiment-id">{exp?.id ?? ''}</span>
-          {exp && <StateBadge state={exp.status} testid="status" />}
+          {exp && (unreachableSince === null ? <StateBadge state={exp.status} testid="status" />
+            : <span class="badge state-UNKNOWN" data-testid="status" title={`last known: ${exp.status}`}>UNKNOWN</span>)}
         </div>
         <nav class="nav">
           {TABS.map(([key, label]) => (
@@ -77,7 +81,11 @@ export function App() {
             <span class="badge paused" data-testid="store-badge" title={store.storeUnwritable}>launching paused</span>
           )}
           {store.readOnly && <span class="badge readonly" data-testid="readonly-badge" title="expctl view: read-only">view only</span>}
-          {connection === 'offline' && (
+          {connection === 'offline' && unreachableSince !== null && (
+            <span class="badge offline" data-testid="offline-badge" title="The experiment's server does not answer">
+              unreachable since {formatTime(unreachableSince)}</span>
+          )}
+          {connection === 'offline' && unreachableSince === null && (
             <span class="badge offline" data-testid="offline-badge"
               title={ended ? `The experiment ended and its server stopped; \`expctl view ${exp?.id ?? '<id>'}\` serves it again`
                 : 'The live connection dropped; reconnecting'}>{ended ? 'ended · offline' : 'offline'}</span>
@@ -85,7 +93,7 @@ export function App() {
           {connection === 'online' && <span class="badge live" data-testid="live-badge" title="Updates arrive live">live</span>}
         </div>
       </header>
-      <main>{page}</main>
+      <main><UnreachableNotice />{page}</main>
     </div>
   );
 }

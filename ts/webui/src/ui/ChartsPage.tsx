@@ -2,7 +2,7 @@
 // Options are rebuilt at most once a second while the experiment runs.
 import { useMemo, useState } from 'preact/hooks';
 import {
-  countPoints, curvesOption, durationsOption, finalOption, parallelOption, selectCurves, type CurvesMode,
+  countPoints, curvesOption, describeParallelAxes, durationsOption, finalOption, parallelOption, selectCurves, type CurvesMode,
 } from '../charts/options';
 import { useApp } from './app-context';
 import { trialHref, useSubscribed, useThrottled } from './hooks';
@@ -109,7 +109,8 @@ export function ChartsPage() {
       </div>
       <div class="card">
         <h2>Hyperparameters <span class="muted small">drag along an axis to select a range</span></h2>
-        <LazyChart option={parallel} testid="chart-parallel" points={countPoints(parallel)} height={380} />
+        <LazyChart option={parallel} testid="chart-parallel" points={countPoints(parallel)} height={380}
+                   summary={describeParallelAxes(parallel)} />
       </div>
       <ImportancePanel resultKey={resultKey} />
       <div class="card">

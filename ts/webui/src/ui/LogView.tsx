@@ -76,7 +76,13 @@ export function LogView({ file, trial, minLevel = 0, search = '', fitContent = f
           );
         }}
       />
-      {count === 0 && <p class="empty small">{follower?.isSyncing() ? 'Loading…' : '(empty)'}</p>}
+      {count === 0 && (
+        // one empty state, inside the (empty) box rather than a second line under it
+        <p class="log-empty-state" data-testid={testids.logEmpty}>
+          {!follower || follower.isSyncing() ? 'Loading…' : (lines?.count() ?? 0) > 0 ? 'No line matches.'
+            : `Nothing written to ${file} yet.`}
+        </p>
+      )}
     </div>
   );
 }

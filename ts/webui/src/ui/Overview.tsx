@@ -2,6 +2,7 @@
 import { useMemo } from 'preact/hooks';
 import { EXPERIMENT_FINISHED, TRIAL_STATES, parseDuration } from '../data/parse';
 import { formatNumber, formatParam } from '../data/query';
+import { trialsInStateHref } from '../data/trials-url';
 import type { ExperimentView } from '../data/types';
 import { tid } from '../testids';
 import { useApp } from './app-context';
@@ -13,6 +14,7 @@ import { trialHref, useNow, useSubscribed } from './hooks';
 import { SearchSpaceEditor } from './SearchSpaceEditor';
 import { StateBadge } from './StateBadge';
 import { TopTrials } from './TopTrials';
+import { useUnreachableSince } from './Unreachable';
 
 /** Seconds the experiment has run, ticking while it runs. */
 export function experimentSeconds(exp: ExperimentView, receivedAt: number, now: number): number {
@@ -37,7 +39,9 @@ export function Overview() {
   const trialsVersion = useSubscribed(store, () => store.trialsVersion);
   const exp = store.experiment;
   const running = !!exp && !EXPERIMENT_FINISHED.has(exp.status);
-  const now = useNow(1000, running);
+  const unreachableSince = useUnreachableSince();
+  // the duration stops where the server stopped answering: nothing is known after that
+  const now = Math.min(useNow(1000, running && unreachableSince === null), unreachableSince ?? Infinity);
   const mode = store.optimizeMode();
   const best = useMemo(() => store.bestTrial(), [trialsVersion, experimentVersion]);
 
@@ -64,7 +68,9 @@ export function Overview() {
           <dl class="facts">
             <dt>Name</dt><dd>{params.experimentName ?? <span class="muted">(none)</span>}</dd>
             <dt>Id</dt><dd>{exp.id}</dd>
-            <dt>Status</dt><dd><StateBadge state={exp.status} /></dd>
+            <dt>Status</dt><dd>{unreachableSince === null ? <StateBadge state={exp.status} />
+              : <span>unknown: no answer since {formatTime(unreachableSince)} (last
+                known: {exp.status})</span>}</dd>
             <dt>Started</dt><dd data-testid="start-time">{formatTime(exp.startTime)}</dd>
             {exp.endTime !== undefined && <><dt>Ended</dt><dd>{formatTime(exp.endTime)}</dd></>}
             <dt>Duration</dt><dd data-testid="duration">{formatDuration(seconds)}</dd>
@@ -87,7 +93,7 @@ export function Overview() {
           <h3>Trials by state</h3>
           <div class="counts">
             {TRIAL_STATES.filter((s) => counts[s]).map((s) => (
-              <a class="count" href="#/trials">
+              <a class="count" href={trialsInStateHref(s)} data-testid={tid.countLink(s)}>
                 <StateBadge state={s} /> <b data-testid={tid.count(s)}>{counts[s]}</b>
               </a>
             ))}

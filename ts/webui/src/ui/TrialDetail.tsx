@@ -1,7 +1,7 @@
 // One trial: its parameters, attempts, intermediate and final results, and its files tailed live.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { trialCurveOption, countPoints } from '../charts/options';
-import { parseTrial, trialDuration } from '../data/parse';
+import { FINISHED_STATES, parseTrial, trialDuration } from '../data/parse';
 import { formatNumber, formatParam } from '../data/query';
 import type { AttemptView, LogFile, Trial } from '../data/types';
 import { tid } from '../testids';
@@ -14,6 +14,7 @@ import { LazyChart } from './LazyChart';
 import { LogView } from './LogView';
 import { StateBadge } from './StateBadge';
 import { AddTrialButton } from './TrialForm';
+import { UNREACHABLE_REASON, useUnreachableSince } from './Unreachable';
 
 const FILES: LogFile[] = ['stdout', 'stderr', 'trial.log'];
 
@@ -45,11 +46,14 @@ export function TrialDetail({ trialId }: { trialId: string }) {
   const { store, api } = useApp();
   const trial = useSubscribed(store, () => store.trial(trialId));
   const seriesRev = useThrottled(useSubscribed(store, () => store.seriesRevision(trialId)), 500);
-  const [file, setFile] = useState<LogFile>('stdout');
+  // a failed trial says why in its stderr: open on it (once the trial is known; a choice made stays)
+  const [chosenFile, setFile] = useState<LogFile | null>(null);
+  const file: LogFile = chosenFile ?? (trial?.status === 'FAILED' ? 'stderr' : 'stdout');
   const [fetched, setFetched] = useState<Trial | null>(null);
   const confirm = useConfirm();
   const readOnly = useSubscribed(store, () => store.readOnly);
-  const now = useNow(1000, trial?.status === 'RUNNING');
+  const unreachableSince = useUnreachableSince();
+  const now = Math.min(useNow(1000, trial?.status === 'RUNNING' && unreachableSince === null), unreachableSince ?? Infinity);
   const status = trial?.status;
 
   // the single-trial route may list attempts with exit codes where the bulk views do not
@@ -81,9 +85,10 @@ export function TrialDetail({ trialId }: { trialId: string }) {
           <span class="badge best" data-testid="trial-best-badge" title="the best final result of the experiment">★ best trial</span>
         )}
         {readOnly === false && trial.canKill && (
-          <button type="button" class="danger" data-testid="kill-trial"
+          <button type="button" class="danger" data-testid="kill-trial" disabled={unreachableSince !== null}
+                  title={unreachableSince !== null ? UNREACHABLE_REASON : undefined}
                   onClick={() => confirm.ask(<>Kill trial <b>{trial.id}</b>? It ends as USER_CANCELED.</>,
-                    () => api.killTrial(trial.id), `Trial ${trial.id} is being stopped.`)}>
+                    () => api.killTrial(trial.id), `Trial ${trial.id} is being stopped.`, 'Kill this trial?')}>
             Kill trial
           </button>
         )}
@@ -99,7 +104,10 @@ export function TrialDetail({ trialId }: { trialId: string }) {
             {trial.finalRaw !== undefined && typeof trial.finalRaw === 'object' && (
               <><dt>Reported</dt><dd class="mono">{JSON.stringify(trial.finalRaw)}</dd></>
             )}
-            <dt>Latest</dt><dd>{formatNumber(latest) || '—'}</dd>
+            <dt>Latest</dt><dd data-testid="trial-latest">{latest === undefined ? '—' : formatNumber(latest)}
+              {latest !== undefined && trial.final === undefined && FINISHED_STATES.has(trial.status) && (
+                <span class="muted"> (last intermediate result; no final result)</span>
+              )}</dd>
             <dt>Node</dt><dd data-testid="trial-host" title="where its latest attempt ran">{trial.host ?? '—'}</dd>
             <dt>Submitted</dt><dd>{formatTime(trial.submitTime)}</dd>
             <dt>Started</dt><dd>{formatTime(trial.startTime)}</dd>

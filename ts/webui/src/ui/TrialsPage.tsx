@@ -1,22 +1,25 @@
 // The trials table: every trial, sortable and filterable, virtually scrolled.
 import { Fragment, type VNode } from 'preact';
-import { useMemo, useState } from 'preact/hooks';
-import { TRIAL_STATES, trialDuration } from '../data/parse';
+import { useMemo } from 'preact/hooks';
+import { FINISHED_STATES, TRIAL_STATES, trialDuration } from '../data/parse';
 import {
-  EMPTY_QUERY, formatNumber, formatParam, makeRowSelector, type SortKey, type SortSpec, type TrialQuery,
+  EMPTY_QUERY, formatNumber, formatParam, makeRowSelector, type SortKey, type TrialQuery,
 } from '../data/query';
+import { firstSortDirection, isTextParam } from '../data/columns';
+import { parseTrialsView, trialsHref, type TrialsView } from '../data/trials-url';
 import type { Trial } from '../data/types';
 import { tid } from '../testids';
 import { useApp } from './app-context';
 import { formatDuration } from './format';
-import { memo, trialHref, useNow, useSubscribed } from './hooks';
+import { memo, parseRoute, replaceRoute, trialHref, useNow, useSubscribed } from './hooks';
 import { StateBadge } from './StateBadge';
 import { AddTrialButton } from './TrialForm';
+import { useUnreachableSince } from './Unreachable';
 import { VirtualList, slotKey } from './VirtualList';
 import { KeyChooser, useResultKey } from './ResultKey';
 import { SELECT_COLUMN, SelectBox, SelectionBar, useSelection } from './TrialSelection';
 import { useBestTrialId } from './server-answers';
-import { trialsUnderKey } from '../data/analysis';
+import { hashWithKey, keyFromHash, trialsUnderKey } from '../data/analysis';
 
 const ROW_HEIGHT = 30;
 const HEADER_HEIGHT = 64;
@@ -28,6 +31,8 @@ interface Column {
   /** Numbers: tabular figures. */
   numeric?: boolean;
   param?: string;
+  /** A parameter with values other than numbers (its filter takes text, not ranges). */
+  text?: boolean;
 }
 
 const FIXED_BEFORE: Column[] = [
@@ -75,9 +80,13 @@ const Row = memo(({ trial, index, top, columns, width, latest, now, best }: RowP
       case 'final':
         testid = tid.trialFinal(trial.id);
         content = trial.final !== undefined ? formatNumber(trial.final)
-          : latest !== undefined ? <span class="latest" title="latest intermediate result">{formatNumber(latest)}</span> : '';
+          : latest === undefined ? ''
+          : FINISHED_STATES.has(trial.status)
+            ? <span class="latest-ended" title="last intermediate result; the trial ended without a final result">
+                {formatNumber(latest)}<sup aria-hidden="true">†</sup></span>
+            : <span class="latest" title="latest intermediate result">{formatNumber(latest)}</span>;
         break;
-      case 'duration': content = formatDuration(trialDuration(trial, now)); break;
+      case 'duration': testid = tid.trialDuration(trial.id); content = formatDuration(trialDuration(trial, now)); break;
       case 'attempts': content = String(trial.attempts); break;
       default: content = formatParam(trial.params[c.param!]);
     }
@@ -94,50 +103,59 @@ const Row = memo(({ trial, index, top, columns, width, latest, now, best }: RowP
   );
 });
 
-function numberOrNull(text: string): number | null {
-  if (text.trim() === '') return null;
-  const n = Number(text);
-  return Number.isNaN(n) ? null : n;
-}
-
-export function TrialsPage() {
+export function TrialsPage({ search }: { search: string }) {
   const { store } = useApp();
   const trialsVersion = useSubscribed(store, () => store.trialsVersion);
   const multiHost = useSubscribed(store, () => store.multiHost());
   const metricsVersion = useSubscribed(store, () => store.metricsVersion);
-  const [query, setQuery] = useState<TrialQuery>(EMPTY_QUERY);
-  const [sort, setSort] = useState<SortSpec>({ key: 'seq', dir: 'asc' });
-  const [minText, setMinText] = useState('');
-  const [maxText, setMaxText] = useState('');
+  // the sort and filters live in the address (#/trials?sort=final&state=FAILED...): Back and links restore them
+  const view = useMemo(() => parseTrialsView(search), [search]);
+  const { query, sort } = view;
+  // read at the event, not from this render: two inputs before the next render must both count
+  const current = (): TrialsView => {
+    const route = parseRoute(location.hash);
+    return route.page === 'trials' ? parseTrialsView(route.search) : view;
+  };
+  const show = (patch: (shown: TrialsView) => Partial<TrialsView>) => {
+    const shown = current();
+    replaceRoute(hashWithKey(trialsHref({ ...shown, ...patch(shown) }), keyFromHash(location.hash)));
+  };
   const selectRows = useMemo(() => makeRowSelector(), []);
   const [resultKey, setResultKey] = useResultKey();
   const bestId = useBestTrialId(resultKey);
   const selection = useSelection();
   const hasRunning = store.trials.some((t) => t.status === 'RUNNING');
-  const now = useNow(1000, hasRunning);
+  const unreachableSince = useUnreachableSince();
+  const now = Math.min(useNow(1000, hasRunning && unreachableSince === null), unreachableSince ?? Infinity);
 
   const paramKeys = store.paramKeys();
+  // the parameters holding text, as one string: the columns (and so every row) change only when it does
+  const textParams = useMemo(() => paramKeys.filter((p) => isTextParam(store.trials, p)).join('\n'),
+    [paramKeys, trialsVersion]);
   const columns = useMemo<Column[]>(() => [
     SELECT_COLUMN,
     ...FIXED_BEFORE,
     ...(multiHost ? [NODE] : []),
-    ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, numeric: true, param: p })),
+    ...paramKeys.map((p) => ({ key: `param:${p}` as SortKey, label: p, width: 130, numeric: true, param: p,
+                               text: textParams.split('\n').includes(p) })),
     ...FIXED_AFTER,
-  ], [paramKeys, multiHost]);
+  ], [paramKeys, multiHost, textParams]);
   const width = columns.reduce((sum, c) => sum + c.width, 0);
 
   // the Result column, its sorting and filter follow the chosen key
   const trials = useMemo(() => trialsUnderKey(store.trials, resultKey), [trialsVersion, resultKey]);
   const rows = selectRows(trials, trialsVersion, query, sort);
 
+  const optimize = store.optimizeMode();
   const toggleSort = (key: SortKey) => {
-    setSort((s) => (s.key === key ? { key, dir: s.dir === 'asc' ? 'desc' : 'asc' } : { key, dir: key === 'final' ? 'desc' : 'asc' }));
+    show(({ sort: s }) => ({
+      sort: s.key === key ? { key, dir: s.dir === 'asc' ? 'desc' : 'asc' } : { key, dir: firstSortDirection(key, optimize) },
+    }));
   };
-  const update = (patch: Partial<TrialQuery>) => setQuery((q) => ({ ...q, ...patch }));
-  const toggleState = (state: string) => {
-    const states = query.states.includes(state) ? query.states.filter((s) => s !== state) : [...query.states, state];
-    update({ states });
-  };
+  const update = (patch: (q: TrialQuery) => Partial<TrialQuery>) => show(({ query: q }) => ({ query: { ...q, ...patch(q) } }));
+  const toggleState = (state: string) => update((q) => ({
+    states: q.states.includes(state) ? q.states.filter((s) => s !== state) : [...q.states, state],
+  }));
   const counts = store.counts();
 
   const header = (
@@ -154,17 +172,21 @@ export function TrialsPage() {
         {columns.map((c) => {
           if (c.key === 'id') {
             return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.id}
-                          data-testid="filter-id" onInput={(e) => update({ id: e.currentTarget.value })} />;
+                          data-testid="filter-id" onInput={(e) => { const id = e.currentTarget.value; update(() => ({ id })); }} />;
           }
           if (c.key === 'host') {
             return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.host}
-                          data-testid="filter-host" onInput={(e) => update({ host: e.currentTarget.value })} />;
+                          data-testid="filter-host" onInput={(e) => { const host = e.currentTarget.value; update(() => ({ host })); }} />;
           }
           if (c.param) {
             const value = query.params[c.param] ?? '';
-            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter: >0.1, a..b" value={value}
-                          data-testid={tid.filterParam(c.param)} title="x..y  >x  <=x  =x  text  a|b  !text"
-                          onInput={(e) => update({ params: { ...query.params, [c.param!]: e.currentTarget.value } })} />;
+            return <input class="tf" style={{ width: `${c.width}px` }} value={value} data-testid={tid.filterParam(c.param)}
+                          placeholder={c.text ? 'filter: text, a|b' : 'filter: >0.1, a..b'}
+                          title={c.text ? 'text (contains)  a|b (any of)  =x  !text' : 'x..y  >x  <=x  =x  a|b (any of)  text  !text'}
+                          onInput={(e) => {
+                            const expr = e.currentTarget.value;
+                            update((q) => ({ params: { ...q.params, [c.param!]: expr } }));
+                          }} />;
           }
           return <span class="tf-empty" style={{ width: `${c.width}px` }} />;
         })}
@@ -185,11 +207,12 @@ export function TrialsPage() {
             </label>
           ))}
         </div>
-        <label>Result from <input class="small" value={minText} data-testid="filter-result-min" inputMode="decimal"
-          onInput={(e) => { setMinText(e.currentTarget.value); update({ resultMin: numberOrNull(e.currentTarget.value) }); }} /></label>
-        <label>to <input class="small" value={maxText} data-testid="filter-result-max" inputMode="decimal"
-          onInput={(e) => { setMaxText(e.currentTarget.value); update({ resultMax: numberOrNull(e.currentTarget.value) }); }} /></label>
-        <button type="button" data-testid="filter-clear" onClick={() => { setQuery(EMPTY_QUERY); setMinText(''); setMaxText(''); }}>
+        <label>Result from <input class="small" value={view.resultMinText} data-testid="filter-result-min" inputMode="decimal"
+          onInput={(e) => { const text = e.currentTarget.value; show(() => ({ resultMinText: text })); }} /></label>
+        <label>to <input class="small" value={view.resultMaxText} data-testid="filter-result-max" inputMode="decimal"
+          onInput={(e) => { const text = e.currentTarget.value; show(() => ({ resultMaxText: text })); }} /></label>
+        <button type="button" data-testid="filter-clear"
+                onClick={() => show(() => ({ query: EMPTY_QUERY, resultMinText: '', resultMaxText: '' }))}>
           Clear filters
         </button>
         <AddTrialButton label="Add trial" testid="add-trial" title="Add a trial" />

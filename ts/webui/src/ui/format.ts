@@ -1,16 +1,27 @@
 // How times, durations and numbers are shown.
 
+/**
+ * A duration for a person, with the precision that matters at its size: `4ms` below 10 ms,
+ * two significant digits below 10 s (`0.65s`, `2.0s`), whole seconds below a minute (`42s`),
+ * then two or three units with the zero ones dropped (`1m 05s`, `2h 03m`, `1h 05s`, `2d 3h`, `4000d`).
+ */
 export function formatDuration(seconds: number | undefined): string {
   if (seconds === undefined || !Number.isFinite(seconds)) return '';
-  const s = Math.max(0, Math.round(seconds));
+  const exact = Math.max(0, seconds);
+  if (exact === 0) return '0s';
+  if (exact < 0.01) return `${Math.round(exact * 1000)}ms`;
+  if (exact < 9.95) return `${exact.toPrecision(2)}s`;
+  const s = Math.round(exact);
   if (s < 60) return `${s}s`;
   const d = Math.floor(s / 86400);
   const h = Math.floor((s % 86400) / 3600);
   const m = Math.floor((s % 3600) / 60);
   const sec = s % 60;
-  if (d) return `${d}d ${h}h ${m}m`;
-  if (h) return `${h}h ${m}m ${sec}s`;
-  return `${m}m ${sec}s`;
+  // the largest unit, then the smaller ones that are not zero (seconds not counted in days)
+  const parts: [number, string][] = d ? [[d, 'd'], [h, 'h'], [m, 'm']] : h ? [[h, 'h'], [m, 'm'], [sec, 's']]
+    : [[m, 'm'], [sec, 's']];
+  return parts.filter(([n], i) => i === 0 || n > 0)
+    .map(([n, unit], i) => `${i === 0 || unit === 'd' || unit === 'h' ? n : pad(n)}${unit}`).join(' ');
 }
 
 function pad(n: number): string {

@@ -65,18 +65,19 @@ export function useThrottled<T>(value: T, ms: number): T {
 
 export type Route =
   | { page: 'overview' }
-  | { page: 'trials' }
+  | { page: 'trials'; search: string }
   | { page: 'trial'; trialId: string }
   | { page: 'charts' }
   | { page: 'logs' }
   | { page: 'compare'; ids: string };
 
 export function parseRoute(hash: string): Route {
-  const path = hash.replace(/^#\/?/, '').split('?')[0]; // after `?`: the page's settings (analysis.ts)
+  // after `?`: the page's settings (the result key: analysis.ts; the table's sort and filters: trials-url.ts)
+  const [path, search = ''] = hash.replace(/^#\/?/, '').split(/\?(.*)/s);
   const [head, ...rest] = path.split('/');
   switch (head) {
     case 'trials':
-      return rest.length && rest[0] ? { page: 'trial', trialId: decodeURIComponent(rest[0]) } : { page: 'trials' };
+      return rest.length && rest[0] ? { page: 'trial', trialId: decodeURIComponent(rest[0]) } : { page: 'trials', search };
     case 'charts':
       return { page: 'charts' };
     case 'logs':
@@ -88,14 +89,27 @@ export function parseRoute(hash: string): Route {
   }
 }
 
+const ROUTE_REPLACED = 'expmgr:route-replaced';
+
 export function useRoute(): Route {
   const [hash, setHash] = useState(() => location.hash);
   useEffect(() => {
     const onChange = () => setHash(location.hash);
     addEventListener('hashchange', onChange);
-    return () => removeEventListener('hashchange', onChange);
+    addEventListener(ROUTE_REPLACED, onChange);
+    return () => {
+      removeEventListener('hashchange', onChange);
+      removeEventListener(ROUTE_REPLACED, onChange);
+    };
   }, []);
   return parseRoute(hash);
+}
+
+/** Shows `hash` in the address without a new history entry (a filter typed is not a page to go back to). */
+export function replaceRoute(hash: string): void {
+  if (hash === location.hash || (hash === '#/trials' && location.hash === '#/trials?')) return;
+  history.replaceState(history.state, '', hash);
+  dispatchEvent(new Event(ROUTE_REPLACED));
 }
 
 export function trialHref(id: string): string {
