@@ -13,6 +13,7 @@
  *   readonly-badge         shown in view mode (readOnly: no controls anywhere)
  *   store-badge            shown while the store cannot be written (launching paused; title: why)
  *   nav-overview, nav-trials, nav-charts, nav-logs    the tabs (links to #/overview, ...)
+ *   theme-select           the colour theme (values system, light, dark); <html data-theme> is the one in force
  *
  * Overview (#/overview, the default)
  *   overview, experiment-error (the error with its traceback, when ERROR), start-time, duration,
@@ -60,7 +61,9 @@
  * Charts (#/charts): a chart has data-rendered="true" once drawn and data-points = points drawn
  *   chart-final, chart-intermediate, chart-parallel, chart-durations,
  *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
- *   curves-others, curves-summary ("N highlighted, M in grey")
+ *   curves-others, curves-summary ("N highlighted, M in grey"; "loading trials…" while loading)
+ *   chart-loading          over each chart while the experiment's trials are still loading
+ *   a chart's data-theme   the colour theme it was drawn in (light, dark)
  *
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
@@ -79,6 +82,7 @@ export const testids = {
   navTrials: 'nav-trials',
   navCharts: 'nav-charts',
   navLogs: 'nav-logs',
+  themeSelect: 'theme-select',
 
   overview: 'overview',
   experimentError: 'experiment-error',
@@ -155,6 +159,7 @@ export const testids = {
   curvesTrials: 'curves-trials',
   curvesOthers: 'curves-others',
   curvesSummary: 'curves-summary',
+  chartLoading: 'chart-loading',
 
   tabExperimentLog: 'tab-experiment-log',
   tabDispatcherLog: 'tab-dispatcher-log',

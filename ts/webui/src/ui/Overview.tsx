@@ -54,7 +54,7 @@ export function Overview() {
       {exp.status === 'ERROR' && exp.error && (
         <div class="card error-card">
           <h2>Error</h2>
-          <pre data-testid="experiment-error">{exp.error}</pre>
+          <pre data-testid="experiment-error" tabIndex={0} role="region" aria-label="Error">{exp.error}</pre>
         </div>
       )}
       <div class="cards">
@@ -115,11 +115,11 @@ export function Overview() {
       <div class="cards">
         <div class="card wide">
           <h2>Search space</h2>
-          <pre class="json" data-testid="search-space">{spaceText || '(none)'}</pre>
+          <pre class="json" data-testid="search-space" tabIndex={0} role="region" aria-label="Search space">{spaceText || '(none)'}</pre>
         </div>
         <div class="card wide">
           <h2>Config</h2>
-          <pre class="json" data-testid="config">{configText}</pre>
+          <pre class="json" data-testid="config" tabIndex={0} role="region" aria-label="Config">{configText}</pre>
         </div>
       </div>
     </section>

@@ -137,17 +137,18 @@ export function TrialsPage() {
       <div class="thead-row filters">
         {columns.map((c) => {
           if (c.key === 'id') {
-            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.id}
+            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.id} aria-label="Filter by trial id"
                           data-testid="filter-id" onInput={(e) => update({ id: e.currentTarget.value })} />;
           }
           if (c.key === 'host') {
-            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.host}
+            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.host} aria-label="Filter by node"
                           data-testid="filter-host" onInput={(e) => update({ host: e.currentTarget.value })} />;
           }
           if (c.param) {
             const value = query.params[c.param] ?? '';
             return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter: >0.1, a..b" value={value}
                           data-testid={tid.filterParam(c.param)} title="x..y  >x  <=x  =x  text  a|b  !text"
+                          aria-label={`Filter by ${c.label}`}
                           onInput={(e) => update({ params: { ...query.params, [c.param!]: e.currentTarget.value } })} />;
           }
           return <span class="tf-empty" style={{ width: `${c.width}px` }} />;
