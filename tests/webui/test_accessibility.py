@@ -69,3 +69,19 @@ def test_page_has_an_svg_favicon_and_asks_for_no_missing_file(ui, mixed_experime
     assert ui.page.evaluate("""h => new Promise(ok => { const img = new Image(); img.onload = () => ok(img.width > 0);
                                img.onerror = () => ok(false); img.src = h; })""", href), "the favicon does not load"
     assert not missing and not ui.errors
+
+
+def test_filters_have_names_and_scrolling_boxes_take_the_keyboard(ui, mixed_experiment):  # noqa: F811
+    """What axe passes only when the box happens to overflow: each is named and takes the focus."""
+    run = mixed_experiment()
+    ui.page.goto(run.url + "#/trials")
+    expect(ui.page.get_by_role("textbox", name="Filter by x")).to_have_attribute("data-testid", "filter-param-x")
+    expect(ui.page.get_by_role("textbox", name="Filter by trial id")).to_be_visible()
+    boxes = [("#/overview", "Search space"), ("#/overview", "Config"), ("#/logs", "experiment.log"),
+             (f"#/trials/{run.running}", f"stdout of trial {run.running}"), (f"#/trials/{run.running}", "Attempts")]
+    for route, name in boxes:
+        ui.page.goto(run.url + route)
+        box = ui.page.get_by_role("region", name=name, exact=True)
+        box.focus()
+        expect(box).to_be_focused()
+    assert not ui.errors
