@@ -7,6 +7,7 @@ websocket and tail meanwhile; so answers are compressed at level 1 (3.7 times fa
 larger), and the ``changes`` answer off the event loop::
 
     Application(routes, transforms=TRANSFORMS)               # every answer over 1 KiB, level 1
+    leave_uncompressed(handler)                              # but this one (a live tail)
     body, encoding = await compress_off_loop(handler, text)  # a large answer, on a thread
 """
 from __future__ import annotations
@@ -29,6 +30,11 @@ class FastGZipContentEncoding(tornado.web.GZipContentEncoding):
 
 TRANSFORMS = [FastGZipContentEncoding]
 """The Application's ``transforms``: what ``compress_response=True`` installs, at LEVEL."""
+
+
+def leave_uncompressed(handler: tornado.web.RequestHandler) -> None:
+    """Answer this request as it is, whatever the client accepts (call from ``prepare``)."""
+    handler._transforms = [t for t in handler._transforms if not isinstance(t, tornado.web.GZipContentEncoding)]
 
 
 def accepts_gzip(handler: tornado.web.RequestHandler) -> bool:

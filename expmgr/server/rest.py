@@ -332,6 +332,12 @@ class TrialFileHandler(_Handler):
 class TailHandler(_Handler):
     """Bytes of a log file from an offset: ``tails.tail_json``'s fields."""
 
+    def prepare(self) -> None:
+        super().prepare()
+        # A view catching up on a followed file: at most 256 KiB, read on this machine, where
+        # waiting for gzip costs more than the bytes (and changes how it races the websocket).
+        compression.leave_uncompressed(self)
+
     def get(self) -> None:
         which = self.get_query_argument("file", None)
         if which is None:
