@@ -32,7 +32,7 @@ import tornado.web
 from expmgr import strict_json, trial as trial_api
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.server import auth, downloads, memory, request_values, tails, views
+from expmgr.server import auth, compression, downloads, memory, request_values, tails, views
 from expmgr.server.budget import Reservation
 from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
@@ -392,6 +392,12 @@ class ConfigDownloadHandler(_Handler):
 class TailHandler(_Handler):
     """Bytes of a log file from an offset: ``tails.tail_json``'s fields."""
 
+    def prepare(self) -> None:
+        super().prepare()
+        # A view catching up on a followed file: at most 256 KiB, read on this machine, where
+        # waiting for gzip costs more than the bytes (and changes how it races the websocket).
+        compression.leave_uncompressed(self)
+
     def get(self) -> None:
         which = self.get_query_argument("file", None)
         if which is None:
@@ -412,7 +418,7 @@ class ChangesHandler(_Handler):
         limit = self.int_argument("limit", None, minimum=1)
         text = await self.hub.changes(since, limit)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(text)
+        self.finish(await compression.compress_off_loop(self, text))
 
 
 class JobStatisticsHandler(_Handler):
@@ -508,7 +514,8 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
     redirect = [(re.escape(url_prefix), tornado.web.RedirectHandler, {"url": f"{url_prefix}/"})] if url_prefix else []
     return GuardedApplication(
         [(re.escape(url_prefix) + path, *rest) for path, *rest in served] + redirect,
-        guard, websocket_ping_interval=20, expmgr_context=context, **auth.settings(token, url_prefix))
+        guard, websocket_ping_interval=20, expmgr_context=context, transforms=compression.TRANSFORMS,
+        **auth.settings(token, url_prefix))
 
 
 def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None) -> None:

@@ -5,8 +5,12 @@ import { Live } from './data/live';
 import { ExperimentData } from './data/store';
 import { App } from './ui/App';
 import { AppCtx } from './ui/app-context';
+import { theme } from './ui/theme';
 import './style.css';
+import './dark.css';
+import './narrow.css';
 
+theme.start(); // before the first paint: no light flash in dark mode
 const api = new Api();
 const store = new ExperimentData();
 const wsUrl = new URL('api/v1/expmgr/ws', location.href);

@@ -15,6 +15,7 @@
  *   readonly-badge         shown in view mode (readOnly: no controls anywhere)
  *   store-badge            shown while the store cannot be written (launching paused; title: why)
  *   nav-overview, nav-trials, nav-charts, nav-logs    the tabs (links to #/overview, ...)
+ *   theme-select           the colour theme (values system, light, dark); <html data-theme> is the one in force
  *
  * Overview (#/overview, the default)
  *   overview, experiment-error (the error with its traceback, when ERROR), start-time, duration,
@@ -69,7 +70,9 @@
  *   chart-final, chart-intermediate, chart-parallel (data-summary: its axes, `batch: category 8|16|32|64; lr: value; ...`),
  *   chart-durations,
  *   curves-mode (select: best, latest, running, selected, all), curves-count, curves-trials,
- *   curves-others, curves-summary ("N highlighted, M in grey")
+ *   curves-others, curves-summary ("N highlighted, M in grey"; "loading trials…" while loading)
+ *   chart-loading          over each chart while the experiment's trials are still loading
+ *   a chart's data-theme   the colour theme it was drawn in (light, dark)
  *
  * Analysis (docs/webui.md: Compare, Importance, Result key, Top trials)
  *   key-chooser            select of the result key shown and charted (only when results are dicts of
@@ -115,6 +118,7 @@ export const testids = {
   navTrials: 'nav-trials',
   navCharts: 'nav-charts',
   navLogs: 'nav-logs',
+  themeSelect: 'theme-select',
 
   overview: 'overview',
   experimentError: 'experiment-error',
@@ -194,6 +198,7 @@ export const testids = {
   curvesTrials: 'curves-trials',
   curvesOthers: 'curves-others',
   curvesSummary: 'curves-summary',
+  chartLoading: 'chart-loading',
 
   keyChooser: 'key-chooser',
   selectTrialPrefix: 'select-trial-',

@@ -7,6 +7,7 @@ import {
 import { init, use, type ECharts } from 'echarts/core';
 import { CanvasRenderer } from 'echarts/renderers';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { useTheme } from '../ui/theme';
 import type { Option } from './options';
 
 use([
@@ -31,6 +32,10 @@ function schedule(task: () => void): void {
   requestAnimationFrame(run);
 }
 
+function echartsTheme(colourTheme: 'light' | 'dark'): string {
+  return colourTheme === 'dark' ? 'dark' : 'default';
+}
+
 export interface EChartProps {
   option: Option;
   testid?: string;
@@ -50,10 +55,12 @@ export function EChart({ option, testid, height = 320, points, best, summary, on
   const clickRef = useRef(onClick);
   clickRef.current = onClick;
   const [rendered, setRendered] = useState(false);
+  const { resolved: colourTheme } = useTheme();
+  const drawnTheme = useRef(colourTheme);
 
   useEffect(() => {
     const el = ref.current!;
-    const c = init(el, undefined, { renderer: 'canvas' });
+    const c = init(el, echartsTheme(drawnTheme.current), { renderer: 'canvas' });
     chart.current = c;
     c.on('finished', () => setRendered(true));
     c.on('click', (p) => clickRef.current?.(p as Parameters<NonNullable<EChartProps['onClick']>>[0]));
@@ -69,6 +76,13 @@ export function EChart({ option, testid, height = 320, points, best, summary, on
       c.dispose();
     };
   }, []);
+
+  // ECharts' own dark theme (axes, labels, tooltips) in the dark colour theme, switched in place (the zoom stays)
+  useEffect(() => {
+    if (!chart.current || drawnTheme.current === colourTheme) return;
+    drawnTheme.current = colourTheme;
+    chart.current.setTheme(echartsTheme(colourTheme));
+  }, [colourTheme]);
 
   // a chart out of view is not updated (a page of four charts of 10,000 trials each would
   // redraw them all on every change); it catches up when scrolled into view
@@ -101,6 +115,7 @@ export function EChart({ option, testid, height = 320, points, best, summary, on
 
   return (
     <div ref={ref} class="chart" style={{ height: `${height}px` }} data-testid={testid}
-         data-rendered={rendered ? 'true' : undefined} data-points={points} data-best={best} data-summary={summary} />
+         data-rendered={rendered ? 'true' : undefined} data-points={points} data-best={best} data-summary={summary}
+         data-theme={colourTheme} />
   );
 }

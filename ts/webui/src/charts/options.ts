@@ -13,6 +13,7 @@ const BASE = {
   animation: false,
   color: COLORS,
   textStyle: { fontFamily: 'inherit' },
+  backgroundColor: 'transparent', // the card's, in either colour theme
 };
 
 /** Number of points an option draws (for data-points and tests). */

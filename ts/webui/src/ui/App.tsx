@@ -10,6 +10,7 @@ import { LogsPage } from './LogsPage';
 import { Overview } from './Overview';
 import { formatTime } from './format';
 import { StateBadge } from './StateBadge';
+import { ThemeSelect } from './ThemeSelect';
 import { TrialDetail } from './TrialDetail';
 import { TrialsPage } from './TrialsPage';
 import { UnreachableNotice, useUnreachableSince } from './Unreachable';
@@ -20,6 +21,9 @@ const TABS = [
   ['charts', 'Charts'],
   ['logs', 'Logs'],
 ] as const;
+
+/** Each page's one h1 (read by screen readers; the tabs show it to the eye). The trial page has its own. */
+const PAGE_TITLES: Record<string, string> = { overview: 'Overview', trials: 'Trials', charts: 'Charts', logs: 'Logs' };
 
 export function App() {
   const { store, live } = useApp();
@@ -91,9 +95,14 @@ export function App() {
                 : 'The live connection dropped; reconnecting'}>{ended ? 'ended · offline' : 'offline'}</span>
           )}
           {connection === 'online' && <span class="badge live" data-testid="live-badge" title="Updates arrive live">live</span>}
+          <ThemeSelect />
         </div>
       </header>
-      <main><UnreachableNotice />{page}</main>
+      <main>
+        {PAGE_TITLES[route.page] && <h1 class="visually-hidden">{PAGE_TITLES[route.page]} · {name ?? exp?.id ?? 'experiment'}</h1>}
+        <UnreachableNotice />
+        {page}
+      </main>
     </div>
   );
 }

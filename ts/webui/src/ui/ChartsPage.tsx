@@ -30,6 +30,9 @@ export function ChartsPage() {
   const trialsVersion = useThrottled(useSubscribed(store, () => (loading ? -1 : store.trialsVersion)), 1000);
   const metricsVersion = useThrottled(useSubscribed(store, () => (loading ? -1 : store.metricsVersion)), 1000);
   const experimentVersion = useSubscribed(store, () => store.experimentVersion);
+  const loaded = useSubscribed(store, () => store.loaded);
+  const trialsSoFar = useSubscribed(store, () => store.trials.length);
+  const loadingHint = loading || !loaded ? `Loading trials… ${trialsSoFar.toLocaleString('en')} so far` : null;
   const [mode, setMode] = useState<CurvesMode>('best');
   const [count, setCount] = useState(20);
   const [selectedText, setSelectedText] = useState('');
@@ -75,7 +78,7 @@ export function ChartsPage() {
       <div class="filterbar"><KeyChooser value={resultKey} onChange={setResultKey} /></div>
       <div class="card">
         <h2>Final results <span class="muted small">click a point to show its curve below; the pin marks the best trial</span></h2>
-        <LazyChart option={final} testid="chart-final" points={countPoints(final)} best={bestId}
+        <LazyChart option={final} testid="chart-final" points={countPoints(final)} best={bestId} loading={loadingHint}
                    onClick={(p) => {
                      const id = Array.isArray(p.data) ? p.data[2] : undefined;
                      if (typeof id === 'string') toggleSelected(id);
@@ -99,23 +102,24 @@ export function ChartsPage() {
           )}
           <label><input type="checkbox" checked={withOthers || mode === 'all'} disabled={mode === 'all'}
                         onChange={(e) => setWithOthers(e.currentTarget.checked)} data-testid="curves-others" /> others in grey</label>
-          <span class="muted" data-testid="curves-summary">{curves.shown} highlighted
-            {curves.others ? `, ${curves.others} in grey` : ''}
-            {curves.sampled < curves.others ? ` (${curves.sampled} of them drawn)` : ''}</span>
+          <span class="muted" data-testid="curves-summary">{loadingHint ? 'loading trials…' : <>{curves.shown} highlighted</>}
+            {!loadingHint && curves.others ? `, ${curves.others} in grey` : ''}
+            {!loadingHint && curves.sampled < curves.others ? ` (${curves.sampled} of them drawn)` : ''}</span>
           {highlight && <a href={trialHref(highlight)}>open trial {highlight}</a>}
         </div>
         <LazyChart option={curves.option} testid="chart-intermediate" points={countPoints(curves.option)} height={360}
+                   loading={loadingHint}
                    onClick={(p) => { if (p.seriesName && p.seriesName !== 'other trials') setHighlight(p.seriesName === highlight ? null : p.seriesName); }} />
       </div>
       <div class="card">
         <h2>Hyperparameters <span class="muted small">drag along an axis to select a range</span></h2>
         <LazyChart option={parallel} testid="chart-parallel" points={countPoints(parallel)} height={380}
-                   summary={describeParallelAxes(parallel)} />
+                   summary={describeParallelAxes(parallel)} loading={loadingHint} />
       </div>
       <ImportancePanel resultKey={resultKey} />
       <div class="card">
         <h2>Trial durations</h2>
-        <LazyChart option={durations} testid="chart-durations" points={countPoints(durations)}
+        <LazyChart option={durations} testid="chart-durations" points={countPoints(durations)} loading={loadingHint}
                    onClick={(p) => openTrial(Array.isArray(p.data) ? p.data[2] : undefined)} />
       </div>
     </section>

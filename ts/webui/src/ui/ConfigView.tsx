@@ -23,7 +23,7 @@ export function ConfigView() {
       {/* a short config open, a long one folded */}
       <details class="config-details" open={lines <= OPEN_UP_TO_LINES}>
         <summary>{lines} lines</summary>
-        <pre class="json" data-testid="config" tabIndex={0} aria-label="The experiment's config">{text}</pre>
+        <pre class="json" data-testid="config" tabIndex={0} role="region" aria-label="The experiment's config">{text}</pre>
       </details>
     </div>
   );

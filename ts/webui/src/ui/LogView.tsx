@@ -60,6 +60,7 @@ export function LogView({ file, trial, minLevel = 0, search = '', fitContent = f
         class="log"
         style={fitContent ? { height: `${Math.min(420, Math.max(72, count * LINE_HEIGHT + 24))}px` } : undefined}
         testid={tid.logFile(file)}
+        label={trial ? `${file} of trial ${trial}` : file}
         attrs={{ lines: lines?.count() ?? 0, next: follower?.tail.next ?? -1 }}
         count={count}
         rowHeight={LINE_HEIGHT}

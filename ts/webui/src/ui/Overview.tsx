@@ -59,7 +59,7 @@ export function Overview() {
       {exp.status === 'ERROR' && exp.error && (
         <div class="card error-card">
           <h2>Error</h2>
-          <pre data-testid="experiment-error">{exp.error}</pre>
+          <pre data-testid="experiment-error" tabIndex={0} role="region" aria-label="Error">{exp.error}</pre>
         </div>
       )}
       <div class="cards">

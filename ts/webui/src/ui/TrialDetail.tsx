@@ -23,22 +23,24 @@ function Attempts({ trial, details }: { trial: Trial; details: AttemptView[] | u
     return <p data-testid="trial-attempts">{trial.attempts} attempt{trial.attempts === 1 ? '' : 's'}</p>;
   }
   return (
-    <table class="grid" data-testid="trial-attempts">
-      <thead><tr><th>#</th><th>State</th><th>Node</th><th>Started</th><th>Ended</th><th>Exit code</th><th>Signal</th></tr></thead>
-      <tbody>
-        {details.map((a, i) => (
-          <tr>
-            <td>{a.attempt ?? i + 1}</td>
-            <td>{a.status ? <StateBadge state={a.status} /> : ''}</td>
-            <td data-testid={tid.attemptHost(a.attempt ?? i + 1)}>{a.host ?? ''}</td>
-            <td>{formatTime(a.startTime)}</td>
-            <td>{formatTime(a.endTime)}</td>
-            <td>{a.exitCode ?? ''}</td>
-            <td>{a.signal ?? ''}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <div class="scroll-x" tabIndex={0} role="region" aria-label="Attempts">
+      <table class="grid" data-testid="trial-attempts">
+        <thead><tr><th>#</th><th>State</th><th>Node</th><th>Started</th><th>Ended</th><th>Exit code</th><th>Signal</th></tr></thead>
+        <tbody>
+          {details.map((a, i) => (
+            <tr>
+              <td>{a.attempt ?? i + 1}</td>
+              <td>{a.status ? <StateBadge state={a.status} /> : ''}</td>
+              <td data-testid={tid.attemptHost(a.attempt ?? i + 1)}>{a.host ?? ''}</td>
+              <td>{formatTime(a.startTime)}</td>
+              <td>{formatTime(a.endTime)}</td>
+              <td>{a.exitCode ?? ''}</td>
+              <td>{a.signal ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

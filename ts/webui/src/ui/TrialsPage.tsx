@@ -171,16 +171,17 @@ export function TrialsPage({ search }: { search: string }) {
       <div class="thead-row filters">
         {columns.map((c) => {
           if (c.key === 'id') {
-            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.id}
+            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.id} aria-label="Filter by trial id"
                           data-testid="filter-id" onInput={(e) => { const id = e.currentTarget.value; update(() => ({ id })); }} />;
           }
           if (c.key === 'host') {
-            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.host}
+            return <input class="tf" style={{ width: `${c.width}px` }} placeholder="filter" value={query.host} aria-label="Filter by node"
                           data-testid="filter-host" onInput={(e) => { const host = e.currentTarget.value; update(() => ({ host })); }} />;
           }
           if (c.param) {
             const value = query.params[c.param] ?? '';
             return <input class="tf" style={{ width: `${c.width}px` }} value={value} data-testid={tid.filterParam(c.param)}
+                          aria-label={`Filter by ${c.label}`}
                           placeholder={c.text ? 'filter: text, a|b' : 'filter: >0.1, a..b'}
                           title={c.text ? 'text (contains)  a|b (any of)  =x  !text' : 'x..y  >x  <=x  =x  a|b (any of)  text  !text'}
                           onInput={(e) => {

@@ -21,6 +21,9 @@ export interface VirtualListProps {
   style?: Record<string, string>;
   testid?: string;
   attrs?: Record<string, string | number>;
+  /** Names the list for screen readers and makes it reachable by the keyboard (Tab, then the
+   * arrow keys scroll it): for a list with nothing focusable in it, such as a log. */
+  label?: string;
 }
 
 /**
@@ -88,7 +91,7 @@ export function VirtualList(props: VirtualListProps) {
 
   return (
     <div ref={ref} class={`vlist ${props.class ?? ''}`} style={props.style} onScroll={onScroll} data-testid={props.testid}
-         {...dataAttrs}>
+         {...(props.label ? { tabIndex: 0, role: 'region', 'aria-label': props.label } : {})} {...dataAttrs}>
       {header}
       <div class="vlist-body" style={{ height: `${count * rowHeight}px`, width: width ? `${width}px` : undefined }}>
         {rows}
