@@ -3,6 +3,7 @@ import { useEffect } from 'preact/hooks';
 import { EXPERIMENT_FINISHED } from '../data/parse';
 import { useApp } from './app-context';
 import { ChartsPage } from './ChartsPage';
+import { ExperimentsPage } from './ExperimentsPage';
 import { loadCharts } from './LazyChart';
 import { useRoute, useSubscribed } from './hooks';
 import { LogsPage } from './LogsPage';
@@ -16,10 +17,11 @@ const TABS = [
   ['trials', 'Trials'],
   ['charts', 'Charts'],
   ['logs', 'Logs'],
+  ['experiments', 'All experiments'],
 ] as const;
 
 export function App() {
-  const { store, live } = useApp();
+  const { store, live, api } = useApp();
   const route = useRoute();
   const connection = useSubscribed(live, () => live.state);
   const experimentVersion = useSubscribed(store, () => store.experimentVersion);
@@ -53,6 +55,7 @@ export function App() {
     case 'trial': page = <TrialDetail key={route.trialId} trialId={route.trialId} />; break;
     case 'charts': page = <ChartsPage />; break;
     case 'logs': page = <LogsPage />; break;
+    case 'experiments': page = <ExperimentsPage api={api} />; break;
     default: page = <Overview />;
   }
 

@@ -68,7 +68,8 @@ export type Route =
   | { page: 'trials' }
   | { page: 'trial'; trialId: string }
   | { page: 'charts' }
-  | { page: 'logs' };
+  | { page: 'logs' }
+  | { page: 'experiments' };
 
 export function parseRoute(hash: string): Route {
   const path = hash.replace(/^#\/?/, '');
@@ -80,6 +81,8 @@ export function parseRoute(hash: string): Route {
       return { page: 'charts' };
     case 'logs':
       return { page: 'logs' };
+    case 'experiments':
+      return { page: 'experiments' };
     default:
       return { page: 'overview' };
   }
