@@ -174,19 +174,21 @@ def _read_facts(paths: ExperimentPaths, running: bool, now: float) -> _StoreFact
         with store:
             with store.snapshot():
                 profile = store.profile()
-                config = profile.config
-                best = best_result(store.final_numbers().items(),
-                                   minimize=ExperimentConfig.from_dict(config).minimizes)
-                return _StoreFacts(
-                    platform=platform_of(config),
-                    best=None if best is None else {"trialId": best[0], "value": best[1]},
+                facts = _StoreFacts(
+                    platform=platform_of(profile.config),
                     trials={state.value: count for state, count in store.status_counts().items() if count},
                     start_time=profile.start_time, end_time=profile.end_time,
                     seconds_run=store.seconds_run(until=now if running else None))
+                try:
+                    minimize = ExperimentConfig.from_dict(profile.config).minimizes
+                except Exception as error:  # noqa: BLE001 - a config this version cannot read: that row says so
+                    facts.problem = f"{paths.database}: its config cannot be read ({error}), so its best is not known"
+                    return facts
+                best = best_result(store.final_numbers().items(), minimize=minimize)
+                facts.best = None if best is None else {"trialId": best[0], "value": best[1]}
+                return facts
     except sqlite3.DatabaseError as error:
         return _StoreFacts(problem=str(unreadable_store(paths.database, error)))
-    except Exception as error:  # noqa: BLE001 - a config this version cannot read: that row says so
-        return _StoreFacts(problem=f"{paths.database}: cannot be read ({error})")
 
 
 def _ms(seconds: float | None) -> int | None:

@@ -136,7 +136,7 @@ class Shelf(tornado.routing.Router):
 
     def _redirect(self, request: tornado.httputil.HTTPServerRequest, url: str) -> Any:
         assert self.home_app is not None, "make_home_app sets the app"
-        return self.home_app.get_handler_delegate(request, tornado.web.RedirectHandler, {"url": url})
+        return self.home_app.get_handler_delegate(request, tornado.web.RedirectHandler, {"url": url, "permanent": False})
 
 
 async def _close_opened(opened: _Opened) -> None:
