@@ -4,7 +4,7 @@ its trials), and copies of them under new ids, made as the product makes an expe
 (its folder under the home, its store naming it, its registry row), to list many cheaply::
 
     fill = RegistryFill(home, cwd)
-    running = fill.daemon(SLEEPING_TRIAL)           # RUNNING until fill.stop_all()
+    running = fill.daemon(SLEEPING_TRIAL)           # RUNNING until fill.kill()
     crashed = fill.crash(fill.daemon(SLEEPING_TRIAL))
     fill.copy(crashed, "crash0001", platform="ray")
 """
@@ -127,10 +127,11 @@ class RegistryFill:
                                   status=status or source.status))
         return new_id
 
-    def stop_all(self) -> None:
-        """SIGKILL every experiment process of the registry still alive, with its children."""
+    def kill(self, *exp_ids: str) -> None:
+        """SIGKILL the processes of these experiments (default: all of the registry) still
+        alive, with their children: nothing a test started outlives it."""
         for entry in self.registry.entries():
-            if entry.pid and psutil.pid_exists(entry.pid):
+            if (not exp_ids or entry.id in exp_ids) and entry.pid and psutil.pid_exists(entry.pid):
                 try:
                     self.crash(entry.id)
                 except psutil.Error:

@@ -62,6 +62,16 @@ def platform_of(config: dict[str, Any]) -> str:
     return "+".join(platforms) or "local"
 
 
+def stored_platform(folder: Path) -> str:
+    """The platform of the experiment in ``folder``, from its stored config; ``local`` (NNI's
+    default) when its store cannot be read."""
+    try:
+        with open_store(ExperimentPaths(folder), readonly=True) as store:
+            return platform_of(store.profile().config)
+    except (StoreError, sqlite3.DatabaseError):
+        return "local"
+
+
 @dataclass(frozen=True)
 class HomeSite:
     """Where the experiments page is served: the registry's folder, the server's url

@@ -67,7 +67,7 @@ def fill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         ids["cwd"] = str(root)
         yield ids
     finally:
-        registry.stop_all()
+        registry.kill()
 
 
 @pytest.fixture
@@ -192,7 +192,7 @@ def test_stop_resume_and_delete_do_what_expctl_does(fill, home_server):
         assert registry.entry(exp_id).status == ExperimentState.STOPPED
         assert records(port)[exp_id]["state"] == "STOPPED"
     finally:
-        registry.stop_all()
+        registry.kill(exp_id)
     status, answer, _ = call(port, "DELETE", f"/api/v1/expmgr/experiments/{exp_id}")
     assert status == 200 and answer["message"] == f"deleted experiment {exp_id}"
     assert not (home / exp_id).exists() and registry.registry.get(exp_id) is None
@@ -208,3 +208,11 @@ def test_a_deleted_experiment_open_read_only_is_closed(fill, home_server):
     status, answer, _ = call(home_server.port, "GET", f"/experiments/{exp_id}/api/v1/nni/check-status")
     assert status == 404 and exp_id not in home_server.shelf.open_ids
     shutil.rmtree(Path(fill["home"], exp_id), ignore_errors=True)
+
+
+def test_nnis_experiments_info_reads_the_platform_from_each_experiments_config(fill):
+    running = RegistryFill(Path(fill["home"]), Path(fill["cwd"])).entry(fill["running"])
+    with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/api/v1/nni/experiments-info",
+                                timeout=30) as response:
+        platforms = {record["id"]: record["platform"] for record in json.loads(response.read())}
+    assert platforms["rayrun01"] == "ray" and platforms[fill["done"]] == "local"

@@ -70,7 +70,8 @@
  *   experiment-state-<id>, experiment-open-<id> (a link; data-kind = live | read-only),
  *   experiment-stop-<id>, experiment-resume-<id>, experiment-delete-<id> (stop and delete ask first),
  *   experiment-crashed-<id> (the note on a crashed one, with the command that resumes it),
- *   experiment-problem-<id> (why its store could not be read)
+ *   experiment-problem-<id> (why its store could not be read), experiment-open-hint-<id> (an ended one
+ *   listed by an experiment's own server, which does not open it: `expctl ui` does)
  *
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
@@ -189,6 +190,7 @@ export const testids = {
   experimentDeletePrefix: 'experiment-delete-',
   experimentCrashedPrefix: 'experiment-crashed-',
   experimentProblemPrefix: 'experiment-problem-',
+  experimentOpenHintPrefix: 'experiment-open-hint-',
 } as const;
 
 /** The test ids that name a trial, a state, a column or a file. */

@@ -23,6 +23,7 @@ function bestText(record: ExperimentRecord): string {
 function Row({ record, act }: { record: ExperimentRecord; act: (record: ExperimentRecord, action: ExperimentAction) => void }) {
   const label = record.name ? `${record.name} (${record.id})` : record.id;
   const crashed = record.state === 'CRASHED';
+  const openText = record.openKind === 'live' ? 'Open live' : 'Open read-only';
   return (
     <tr data-testid={`experiment-row-${record.id}`} data-state={record.state}>
       <td><StateBadge state={record.state} testid={`experiment-state-${record.id}`} /></td>
@@ -36,9 +37,12 @@ function Row({ record, act }: { record: ExperimentRecord; act: (record: Experime
       <td class="exp-list-actions">
         {record.open && (
           <a href={record.open} class="exp-open" data-testid={`experiment-open-${record.id}`} data-kind={record.openKind}
-             aria-label={`Open experiment ${label} (${record.openKind})`}>
-            {record.openKind === 'live' ? 'Open' : 'Open read-only'}
-          </a>
+             aria-label={`${openText}: experiment ${label}`}>{openText}</a>
+        )}
+        {!record.open && (
+          <span class="exp-list-note" data-testid={`experiment-open-hint-${record.id}`}>
+            <code>expctl ui</code> opens it read-only
+          </span>
         )}
         {record.actions.stop && (
           <button type="button" class="danger" data-testid={`experiment-stop-${record.id}`}
