@@ -18,6 +18,7 @@ import asyncio
 import json
 import socket
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,11 +108,15 @@ class ExperimentRecords:
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[tuple, _StoreFacts]] = {}
+        self._reading = threading.Lock()  # clients polling at once wait for one read, not race on the cache
 
     def read(self, registry: Registry, site: HomeSite, now: float | None = None) -> list[dict[str, Any]]:
         """Every experiment of ``registry``, newest first; RegistryError when the registry
-        cannot be read."""
-        now = time.time() if now is None else now
+        cannot be read. Called in a thread (it reads the stores)."""
+        with self._reading:
+            return self._read(registry, site, time.time() if now is None else now)
+
+    def _read(self, registry: Registry, site: HomeSite, now: float) -> list[dict[str, Any]]:
         deadline = time.monotonic() + LIST_BUDGET_SECONDS
         entries = registry.entries()
         records = []
@@ -119,7 +124,7 @@ class ExperimentRecords:
             records.append(self.record(entry, site, now, in_time=time.monotonic() < deadline))
         known = {entry.id for entry in entries}
         for gone in [exp_id for exp_id in self._cache if exp_id not in known]:
-            del self._cache[gone]
+            self._cache.pop(gone, None)
         return records
 
     def record(self, entry: RegistryEntry, site: HomeSite, now: float, in_time: bool = True) -> dict[str, Any]:
