@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from expmgr.layout import HOME_ENV, ExperimentPaths, default_home
-from expmgr.lifecycle import crashed, is_running, is_serving  # noqa: F401 - the commands import them from here
+from expmgr.server.lifecycle import crashed, is_running, is_serving  # noqa: F401 - the commands import them from here
 from expmgr.states import TrialState
 from expmgr.store import Store, StoreError, open_store, unreadable_store
 from expmgr.store.registry import Registry, RegistryEntry

@@ -16,7 +16,7 @@ from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, current_entry, experiment_store, find_experiment, is_running,
                                is_serving, port_number, registry, shown_status)
-from expmgr.lifecycle import ActionRefused, send_stop
+from expmgr.server.lifecycle import ActionRefused, send_stop
 from expmgr.store.registry import RegistryEntry
 from expmgr.states import ExperimentState
 

@@ -30,7 +30,7 @@ from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPE
                                find_experiment, not_supported, port_number, printable,
                                use_experiment_dir)
 from expmgr.layout import ExperimentPaths
-from expmgr.lifecycle import ActionRefused, check_can_resume
+from expmgr.server.lifecycle import ActionRefused, check_can_resume
 from expmgr.log import bound_stdout_file
 from expmgr.server import auth
 from expmgr.store.registry import Registry, RegistryEntry

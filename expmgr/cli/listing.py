@@ -14,7 +14,7 @@ from typing import cast
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
                                is_serving, print_table, printable, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
-from expmgr.lifecycle import ActionRefused, check_can_delete, delete
+from expmgr.server.lifecycle import ActionRefused, check_can_delete, delete
 from expmgr.metrics import ranked
 from expmgr.server import views
 

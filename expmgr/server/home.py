@@ -26,7 +26,7 @@ from typing import Any
 
 import tornado.web
 
-from expmgr import lifecycle
+from expmgr.server import lifecycle
 from expmgr.config import ExperimentConfig
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.layout import ID_RULE, ExperimentPaths, is_valid_id

@@ -22,7 +22,7 @@ import tornado.httputil
 import tornado.routing
 import tornado.web
 
-from expmgr import lifecycle
+from expmgr.server import lifecycle
 from expmgr.engine.errors import RefusalKind
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth

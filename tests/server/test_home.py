@@ -17,7 +17,7 @@ import pytest
 from expmgr.experiment.home_server import HomeServer
 from expmgr.experiment.listening import server_sockets
 from expmgr.layout import ExperimentPaths
-from expmgr.lifecycle import is_serving
+from expmgr.server.lifecycle import is_serving
 from expmgr.states import ExperimentState
 from tests.conftest import wait_until
 from tests.registry_fill import SLEEPING_TRIAL, RegistryFill

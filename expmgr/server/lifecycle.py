@@ -1,6 +1,7 @@
 """Stopping, resuming and deleting the experiments of a registry, and what state each is
 in as a user sees it: what ``expctl stop``, ``resume``, ``experiment delete`` and the web
-UI's experiments page (expmgr.server.home) both do, decided here once::
+UI's experiments page (home.py) both do, decided here once; a refusal is a Refusal, which
+the REST routes answer with its kind's status and expctl prints::
 
     entry = Registry(home).get(exp_id)
     if crashed(entry): print(resume_hint(entry))     # "expctl resume <id>"
@@ -17,7 +18,9 @@ import sys
 from pathlib import Path
 
 from expmgr.engine.errors import Refusal, RefusalKind
+from expmgr.layout import HOME_ENV
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
+from expmgr.trial import ENV_ACCESS_TOKEN
 
 CRASHED = "CRASHED"
 """The state shown for an experiment whose process died without recording its end (a
@@ -107,8 +110,6 @@ def resume_command(entry: RegistryEntry, *, port: int, home: Path, host: str | N
 def resume_environment(home: Path) -> dict[str, str]:
     """The environment of ``resume_command``: this one's, the registry's home as
     $EXPMGR_HOME, and no $EXPMGR_TOKEN (a server's own token is not the experiment's)."""
-    from expmgr.layout import HOME_ENV
-    from expmgr.server.auth import TOKEN_ENV
-    env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
+    env = {key: value for key, value in os.environ.items() if key != ENV_ACCESS_TOKEN}
     env[HOME_ENV] = str(home)
     return env
