@@ -136,7 +136,7 @@ class Shelf(tornado.routing.Router):
 
     def _redirect(self, request: tornado.httputil.HTTPServerRequest, url: str) -> Any:
         assert self.home_app is not None, "make_home_app sets the app"
-        return self.home_app.get_handler_delegate(request, tornado.web.RedirectHandler, {"url": url, "permanent": False})
+        return self.home_app.get_handler_delegate(request, _RedirectHandler, {"url": url, "permanent": False})
 
 
 async def _close_opened(opened: _Opened) -> None:
@@ -153,6 +153,13 @@ class _RefusalHandler(tornado.web.RequestHandler):
     def prepare(self) -> None:
         auth.check(self)
         send_refusal(self, self.error)
+
+
+class _RedirectHandler(tornado.web.RedirectHandler):
+    """A redirect for clients let in only: whether an experiment exists is not said to others."""
+
+    def prepare(self) -> None:
+        auth.check(self)
 
 
 class HomeIndexHandler(IndexHandler):

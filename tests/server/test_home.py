@@ -28,11 +28,14 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def call(port: int, method: str, path: str, body: object = None) -> tuple[int, Any, dict[str, str]]:
+def call(port: int, method: str, path: str, body: object = None,
+         token: str | None = None) -> tuple[int, Any, dict[str, str]]:
     """(status, JSON answer or text, headers) of ``method path`` on the home server; redirects not followed."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data is not None else {})
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    if token is not None:
+        headers["X-Expmgr-Token"] = token
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers)
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(request, timeout=120) as response:
@@ -216,3 +219,28 @@ def test_nnis_experiments_info_reads_the_platform_from_each_experiments_config(f
                                 timeout=30) as response:
         platforms = {record["id"]: record["platform"] for record in json.loads(response.read())}
     assert platforms["rayrun01"] == "ray" and platforms[fill["done"]] == "local"
+
+
+def test_with_a_token_and_a_prefix_nothing_is_said_to_a_client_without_the_token(fill):
+    token = "home-token-0123456789abcdef"
+    sockets, access = server_sockets(0, "127.0.0.1", "/lab", token)
+    server = HomeServer(Path(fill["home"]), sockets, access)
+    server.start()
+    try:
+        for path in ("/lab/api/v1/expmgr/experiments", f"/lab/experiments/{fill['done']}",
+                     f"/lab/experiments/{fill['done']}/api/v1/nni/experiment", "/lab/experiments/nosuch12/",
+                     f"/lab/api/v1/expmgr/experiments/{fill['running']}/open"):
+            status, answer, _ = call(server.port, "GET", path)
+            assert status == 401 and "token" in answer["error"], path
+        status, answer, _ = call(server.port, "DELETE", f"/lab/api/v1/expmgr/experiments/{fill['done']}")
+        assert status == 401 and Path(fill["home"], fill["done"]).is_dir()
+        status, answer, _ = call(server.port, "GET", "/lab/api/v1/expmgr/experiments", token=token)
+        assert status == 200
+        opened = {record["id"]: record["open"] for record in answer["experiments"]}
+        assert opened[fill["done"]] == f"/lab/experiments/{fill['done']}/"
+        assert opened[fill["running"]] == f"/lab/api/v1/expmgr/experiments/{fill['running']}/open"
+        status, profile, _ = call(server.port, "GET", f"/lab/experiments/{fill['done']}/api/v1/nni/experiment",
+                                  token=token)
+        assert status == 200 and profile["id"] == fill["done"]
+    finally:
+        server.stop()
