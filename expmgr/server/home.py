@@ -162,7 +162,9 @@ class ExperimentRecords:
 
     def _facts(self, entry: RegistryEntry, running: bool, now: float) -> _StoreFacts:
         paths = ExperimentPaths(Path(entry.dir))
-        key = (entry.status, entry.pid, entry.start_time, entry.end_time, *map(_file_state, paths.database_files))
+        # The database and its WAL change with every write; the shared-memory file changes when read.
+        written = (paths.database, paths.database.with_name(paths.database.name + "-wal"))
+        key = (entry.status, entry.pid, entry.start_time, entry.end_time, *map(_file_state, written))
         cached = self._cache.get(entry.id)
         if cached is not None and cached[0] == key and not running:
             return cached[1]

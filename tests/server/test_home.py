@@ -244,3 +244,24 @@ def test_with_a_token_and_a_prefix_nothing_is_said_to_a_client_without_the_token
         assert status == 200 and profile["id"] == fill["done"]
     finally:
         server.stop()
+
+
+def test_an_ended_experiments_store_is_read_once_until_its_files_change(fill, monkeypatch):
+    """200 experiments polled every few seconds: only the running ones' stores are read again."""
+    from expmgr.server import home
+    from expmgr.store.registry import Registry
+    opened: list[str] = []
+    real_open = home.open_store
+
+    def counting_open(paths, readonly):  # noqa: ANN001, ANN202 - the real open, counted
+        opened.append(paths.root.name)
+        return real_open(paths, readonly=readonly)
+    monkeypatch.setattr(home, "open_store", counting_open)
+    records_cache = home.ExperimentRecords()
+    site = home.HomeSite(Path(fill["home"]), "", shelf=True)
+    first = records_cache.read(Registry(Path(fill["home"])), site)
+    assert len(opened) == len(first)
+    opened.clear()
+    again = records_cache.read(Registry(Path(fill["home"])), site)
+    assert opened == [fill["running"]]
+    assert [record["state"] for record in again] == [record["state"] for record in first]
