@@ -128,13 +128,8 @@ class ExperimentRecords:
         return records
 
     def record(self, entry: RegistryEntry, site: HomeSite, now: float, in_time: bool = True) -> dict[str, Any]:
-        serving = lifecycle.is_serving(entry)
-        running = serving and not entry.status.is_finished()
-        crashed = not serving and not entry.status.is_finished()
-        if in_time:
-            facts = self._facts(entry, running, now)
-        else:
-            facts = _StoreFacts(problem=f"not read: listing took over {LIST_BUDGET_SECONDS:g} s; reload to read it")
+        serving, running, crashed = lifecycle.is_serving(entry), lifecycle.is_running(entry), lifecycle.crashed(entry)
+        facts = self._facts(entry, running, now, in_time)
         start = facts.start_time if facts.start_time is not None else entry.start_time
         end = None if running or crashed else (facts.end_time or entry.end_time)
         duration = facts.seconds_run
@@ -160,14 +155,18 @@ class ExperimentRecords:
             "problem": facts.problem,
         }
 
-    def _facts(self, entry: RegistryEntry, running: bool, now: float) -> _StoreFacts:
+    def _facts(self, entry: RegistryEntry, running: bool, now: float, in_time: bool) -> _StoreFacts:
+        """The store's facts: cached while its files are unchanged (a running one's are read
+        afresh); past the list's time budget, the cached ones or none."""
         paths = ExperimentPaths(Path(entry.dir))
         # The database and its WAL change with every write; the shared-memory file changes when read.
         written = (paths.database, paths.database.with_name(paths.database.name + "-wal"))
         key = (entry.status, entry.pid, entry.start_time, entry.end_time, *map(_file_state, written))
         cached = self._cache.get(entry.id)
-        if cached is not None and cached[0] == key and not running:
+        if cached is not None and (not in_time or (cached[0] == key and not running)):
             return cached[1]
+        if not in_time:
+            return _StoreFacts(problem=f"not read: listing took over {LIST_BUDGET_SECONDS:g} s; reload to read it")
         facts = _read_facts(paths, running, now)
         self._cache[entry.id] = (key, facts)
         return facts
