@@ -70,6 +70,10 @@ def test_home_lists_every_experiment_and_opens_each_kind(ui, registry, home_url)
     expect(ui.get("experimentDelete", ids["running"])).to_have_count(0)  # refused while it runs: not offered
     ui.screenshot("home")
     assert ui.accessibility_problems() == []
+    ui.page.set_viewport_size({"width": 480, "height": 800})  # the table scrolls in its box, not the page
+    assert ui.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert ui.accessibility_problems() == []
+    ui.page.set_viewport_size({"width": 1280, "height": 800})
 
     # An ended experiment opens read-only, served by the home server.
     for kind in ("done", "crashed"):
