@@ -4,6 +4,7 @@
     expctl create --config config.yml --foreground      # in this terminal
     expctl resume ID [--foreground]
     expctl view ID [--port 8080]
+    expctl ui [--port 8000]                             # every experiment, in the web UI
     expctl experiment list [--all]
     expctl trial ls [ID]
     expctl update ID concurrency|trialnum|duration|searchspace VALUE_OR_FILE
@@ -36,7 +37,7 @@ import os
 import sys
 
 from expmgr import __version__
-from expmgr.cli import archive, control, launch, listing, logs, nnictl, top, update
+from expmgr.cli import archive, control, home, launch, listing, logs, nnictl, top, update
 from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError, printable
 from expmgr.store.registry import RegistryError
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_parsers(commands, experiment_commands, trial_commands)
     logs.add_parser(commands)
     top.add_parser(commands)
+    home.add_parser(commands)
     nnictl.add_parsers(commands, experiment_commands)
     archive.add_parsers(experiment_commands)
     return parser

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from expmgr.layout import HOME_ENV, ExperimentPaths, default_home
+from expmgr.server.lifecycle import crashed, is_running, is_serving  # noqa: F401 - the commands import them from here
 from expmgr.states import TrialState
 from expmgr.store import Store, StoreError, open_store, unreadable_store
-from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
+from expmgr.store.registry import Registry, RegistryEntry
 
 if TYPE_CHECKING:
     from expmgr.server.auth import Access
@@ -65,21 +66,9 @@ def registry() -> Registry:
     return Registry(default_home())
 
 
-def is_running(entry: RegistryEntry) -> bool:
-    """Whether its search runs (trials, tuner): it can be changed."""
-    return not entry.status.is_finished() and experiment_process_alive(entry)
-
-
-def is_serving(entry: RegistryEntry) -> bool:
-    """Whether its process runs: its search, or, once that ended by itself (DONE, ERROR),
-    its server (REST, web UI), read-only, until ``expctl stop``. Such an experiment is
-    listed and stopped as a running one."""
-    return experiment_process_alive(entry)
-
-
 def shown_status(entry: RegistryEntry) -> str:
     """The registry's status, or what became of an experiment whose process is gone."""
-    if entry.status.is_finished() or experiment_process_alive(entry):
+    if not crashed(entry):
         return entry.status.value
     return "GONE"  # its process died without recording an end (SIGKILL, a reboot)
 

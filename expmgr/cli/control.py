@@ -16,6 +16,7 @@ from typing import cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, current_entry, experiment_store, find_experiment, is_running,
                                is_serving, port_number, registry, shown_status)
+from expmgr.server.lifecycle import ActionRefused, send_stop
 from expmgr.store.registry import RegistryEntry
 from expmgr.states import ExperimentState
 
@@ -63,10 +64,9 @@ def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
     deadline = time.monotonic() + (timeout if timeout is not None else grace + _STOP_TIMEOUT_AFTER_GRACE)
     pid = cast(int, entry.pid)  # the caller checked that it serves: it has its pid
     try:
-        os.kill(pid, signal.SIGTERM)
-    except PermissionError:
-        raise CliError(f"experiment {entry.id} runs as another user (pid {entry.pid}); only its owner can "
-                       "stop it", status=1) from None
+        send_stop(entry)
+    except ActionRefused as refused:
+        raise CliError(str(refused), status=1) from None
     if cancel:
         # A second signal sent before the first was handled would be merged into it.
         _wait_for(entry, lambda e: e.status in (ExperimentState.STOPPING,) or e.status.is_finished(), deadline)

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict, cast
 
 from expmgr.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CliError, access_of,
-                               find_experiment, is_running, is_serving, not_supported, port_number, printable,
+                               find_experiment, not_supported, port_number, printable,
                                use_experiment_dir)
 from expmgr.layout import ExperimentPaths
+from expmgr.server.lifecycle import ActionRefused, check_can_resume
 from expmgr.log import bound_stdout_file
 from expmgr.server import auth
 from expmgr.store.registry import Registry, RegistryEntry
@@ -105,9 +106,10 @@ def resume_experiment(args: argparse.Namespace) -> int:
                                               "create --debug sets it")
     use_experiment_dir(args.experiment_dir, args.id)
     entry = find_experiment(args.id)
-    if is_serving(entry):
-        raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'} (pid {entry.pid}); "
-                       f"stop it first (expctl stop {entry.id})")
+    try:
+        check_can_resume(entry)
+    except ActionRefused as refused:
+        raise CliError(str(refused)) from None
     if args.foreground:
         experiment = Experiment(None, id=entry.id)
         return _run_here(args, experiment, lambda: experiment.resume(

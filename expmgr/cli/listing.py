@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import cast
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
                                is_serving, print_table, printable, registry, shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
+from expmgr.server.lifecycle import ActionRefused, check_can_delete, delete
 from expmgr.metrics import ranked
 from expmgr.server import downloads, views
 
@@ -147,10 +147,10 @@ def delete_experiment(args: argparse.Namespace) -> int:
             return EXIT_OK
     else:
         entries = [find_experiment(args.id)]
-        if is_serving(entries[0]):
-            entry = entries[0]
-            raise CliError(f"experiment {entry.id} is {'running' if is_running(entry) else 'served'}; stop it "
-                           f"first (expctl stop {entry.id})")
+        try:
+            check_can_delete(entries[0])
+        except ActionRefused as refused:
+            raise CliError(str(refused)) from None
     if not args.yes:
         if sys.stdin is None or not sys.stdin.isatty():
             raise CliError("deleting needs --yes when there is no terminal to confirm on")
@@ -159,8 +159,10 @@ def delete_experiment(args: argparse.Namespace) -> int:
             print("kept")
             return EXIT_OK
     for entry in entries:
-        shutil.rmtree(entry.dir, ignore_errors=True)
-        registry().remove(entry.id)
+        try:
+            delete(registry(), entry)
+        except ActionRefused as refused:  # it was started again meanwhile
+            raise CliError(str(refused)) from None
         print(f"deleted experiment {entry.id}")
     return EXIT_OK
 

@@ -18,10 +18,9 @@ from typing import Any
 
 from expmgr.layout import ExperimentPaths
 from expmgr.server.auth import Access, AccessError
+from expmgr.server.home import stored_platform
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
 
-PLATFORM = "local"
-"""The only training service expmgr runs (config: SUPPORTED_PLATFORMS)."""
 NOT_ENDED = "N/A"
 """NNI's ``endTime`` of an experiment that has not ended."""
 
@@ -43,7 +42,7 @@ def experiment_info(entry: RegistryEntry) -> dict[str, Any]:
         "startTime": int(entry.start_time * 1000),
         "endTime": int(entry.end_time * 1000) if entry.end_time is not None else NOT_ENDED,
         "status": "STOPPED" if gone else entry.status.value,
-        "platform": PLATFORM,
+        "platform": stored_platform(Path(entry.dir)),  # local, ray: its config's
         "experimentName": entry.name,
         "tag": [],
         "pid": entry.pid if alive else None,

@@ -36,6 +36,7 @@ from expmgr.server import auth, compression, downloads, memory, request_values, 
 from expmgr.server.budget import Reservation
 from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
+from expmgr.server.home import ExperimentRecords, HomeSite, home_routes
 from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
@@ -477,11 +478,12 @@ class TrialMetricsHandler(_Handler):
 
 def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
              guard: Guard, webui_dir: Path | None = None, *, token: str | None = None,
-             url_prefix: str = "") -> tornado.web.Application:
+             url_prefix: str = "", home_site: HomeSite | None = None) -> tornado.web.Application:
     """The server's routes, each behind ``guard``, under ``url_prefix`` (as
     auth.normalize_url_prefix gives it); ``webui_dir`` holds the built UI (default: the
     installed one); with a ``token``, every request but a trial's report must carry it
-    (auth.check)."""
+    (auth.check). The experiments page (home.py) lists the experiments of this one's
+    registry, linked from ``home_site`` (default: this server)."""
     context = {"store": store, "paths": paths, "runner": runner, "hub": hub, "trial_jobs": TrialJobsAnswer(paths)}
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
@@ -508,7 +510,8 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         (f"{EXPMGR_API}/top", TopTrialsHandler),
         (trial_api.METRICS_ROUTE.replace("{trial_id}", "([^/]+)"), TrialMetricsHandler),
     ]
-    served = ([(path, handler, context) for path, handler in routes]
+    site = home_site or HomeSite(paths.root.parent, url_prefix)  # root: <home>/<id>
+    served = ([(path, handler, context) for path, handler in routes] + home_routes(site, ExperimentRecords())
               + [(f"{EXPMGR_API}/ws", LiveSocket, {"hub": hub, "guard": guard})] + ui_routes(webui_dir))
     # The page at <prefix>/ loads everything relative to itself; <prefix> alone goes there.
     redirect = [(re.escape(url_prefix), tornado.web.RedirectHandler, {"url": f"{url_prefix}/"})] if url_prefix else []

@@ -90,6 +90,17 @@
  *   is no importance), importance-param-<name> (a row of the table beside the chart, most important
  *   first: its importance)
  *
+ * All experiments (#/experiments; the whole page under `expctl ui`)
+ *   nav-experiments        the tab (an experiment's own server)
+ *   experiments-page, experiments-table, experiments-count (rows listed), experiments-error (the list
+ *   could not be read), experiments-message (the outcome of a resume; data-kind="ok" | "error")
+ *   experiment-row-<id>    a row (data-state = its state as the server says: RUNNING, DONE, CRASHED, ...)
+ *   experiment-state-<id>, experiment-open-<id> (a link; data-kind = live | read-only),
+ *   experiment-stop-<id>, experiment-resume-<id>, experiment-delete-<id> (stop and delete ask first),
+ *   experiment-crashed-<id> (the note on a crashed one, with the command that resumes it),
+ *   experiment-problem-<id> (why its store could not be read), experiment-open-hint-<id> (an ended one
+ *   listed by an experiment's own server, which does not open it: `expctl ui` does)
+ *
  * Logs (#/logs)
  *   tab-experiment-log, tab-dispatcher-log, log-level (select of the lowest level shown: values
  *   ALL, INFO, WARNING, ERROR), log-search, experiment-log, dispatcher-log (like stdout)
@@ -260,6 +271,21 @@ export const testids = {
   concurrencyError: 'concurrency-error',
   maxTrialsError: 'max-trials-error',
   maxDurationError: 'max-duration-error',
+  navExperiments: 'nav-experiments',
+  experimentsPage: 'experiments-page',
+  experimentsTable: 'experiments-table',
+  experimentsCount: 'experiments-count',
+  experimentsError: 'experiments-error',
+  experimentsMessage: 'experiments-message',
+  experimentRowPrefix: 'experiment-row-',
+  experimentStatePrefix: 'experiment-state-',
+  experimentOpenPrefix: 'experiment-open-',
+  experimentStopPrefix: 'experiment-stop-',
+  experimentResumePrefix: 'experiment-resume-',
+  experimentDeletePrefix: 'experiment-delete-',
+  experimentCrashedPrefix: 'experiment-crashed-',
+  experimentProblemPrefix: 'experiment-problem-',
+  experimentOpenHintPrefix: 'experiment-open-hint-',
 } as const;
 
 /** The test ids that name a trial, a state, a column or a file. */

@@ -17,7 +17,7 @@ export class Api {
     return this.base + path;
   }
 
-  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const init: RequestInit = { method, cache: 'no-store' };
     // The server refuses a request that changes something unless it is JSON (docs/security.md),
     // a DELETE without a body included.

@@ -4,6 +4,7 @@ import { EXPERIMENT_FINISHED } from '../data/parse';
 import { useApp } from './app-context';
 import { ChartsPage } from './ChartsPage';
 import { ComparePage } from './ComparePage';
+import { ExperimentsPage } from './ExperimentsPage';
 import { loadCharts } from './LazyChart';
 import { useRoute, useSubscribed } from './hooks';
 import { LogsPage } from './LogsPage';
@@ -20,13 +21,14 @@ const TABS = [
   ['trials', 'Trials'],
   ['charts', 'Charts'],
   ['logs', 'Logs'],
+  ['experiments', 'All experiments'],
 ] as const;
 
 /** Each page's one h1 (read by screen readers; the tabs show it to the eye). The trial page has its own. */
 const PAGE_TITLES: Record<string, string> = { overview: 'Overview', trials: 'Trials', charts: 'Charts', logs: 'Logs' };
 
 export function App() {
-  const { store, live } = useApp();
+  const { store, live, api } = useApp();
   const route = useRoute();
   const connection = useSubscribed(live, () => live.state);
   const experimentVersion = useSubscribed(store, () => store.experimentVersion);
@@ -62,6 +64,7 @@ export function App() {
     case 'charts': page = <ChartsPage />; break;
     case 'logs': page = <LogsPage />; break;
     case 'compare': page = <ComparePage ids={route.ids} />; break;
+    case 'experiments': page = <ExperimentsPage api={api} />; break;
     default: page = <Overview />;
   }
 

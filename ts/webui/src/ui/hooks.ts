@@ -69,7 +69,8 @@ export type Route =
   | { page: 'trial'; trialId: string }
   | { page: 'charts' }
   | { page: 'logs' }
-  | { page: 'compare'; ids: string };
+  | { page: 'compare'; ids: string }
+  | { page: 'experiments' };
 
 export function parseRoute(hash: string): Route {
   // after `?`: the page's settings (the result key: analysis.ts; the table's sort and filters: trials-url.ts)
@@ -84,6 +85,8 @@ export function parseRoute(hash: string): Route {
       return { page: 'logs' };
     case 'compare':
       return { page: 'compare', ids: rest.join('/') };
+    case 'experiments':
+      return { page: 'experiments' };
     default:
       return { page: 'overview' };
   }
