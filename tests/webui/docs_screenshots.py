@@ -1,6 +1,7 @@
 """The screenshots of docs/webui.md: a small real experiment, each page of the UI while
-it runs, the overview of the finished experiment under view (read-only), and a rotated
-log a burst outran::
+it runs, the page of all experiments (``expctl ui``'s) beside it, the overview, the compare
+view and the importance chart of the finished experiment under view (read-only), and a
+rotated log a burst outran::
 
     .venv/bin/python tests/webui/docs_screenshots.py [--out docs/images] [--only log-skipped]
 
@@ -72,6 +73,7 @@ def main() -> int:
             wait_until(lambda: sum(t.status == "SUCCEEDED" for t in experiment.list_trial_jobs()) >= 30,
                        timeout=180, what="30 finished trials")
             shoot_running(f"http://127.0.0.1:{experiment.port}/", experiment, ids, args.out)
+            shoot_home(Path(tmp) / "home", ids, args.out)
             experiment.wait(timeout=180)
         finally:
             experiment.stop()
@@ -162,8 +164,48 @@ def shoot_view(url: str, ids: dict[str, str], out: Path) -> None:
             page.get_by_test_id(ids["readonlyBadge"]).wait_for()
             page.get_by_test_id(ids["bestResult"]).wait_for()
             page.screenshot(path=str(out / "webui-view.png"))
+
+            best = [page.get_by_test_id(ids["topTrialPrefix"] + str(rank)).get_attribute("data-trial")
+                    for rank in (1, 2, 3)]
+            page.goto(url + "#/compare/" + ",".join(best))
+            page.locator(f'[data-testid="{ids["chartCompare"]}"][data-rendered="true"]').wait_for()
+            page.wait_for_timeout(1200)  # the chart's entry animation
+            page.screenshot(path=str(out / "webui-compare.png"))
+
+            page.goto(url + "#/charts")
+            panel = page.get_by_test_id(ids["importancePanel"])
+            panel.scroll_into_view_if_needed()
+            page.locator(f'[data-testid="{ids["chartImportance"]}"][data-rendered="true"]').wait_for()
+            page.wait_for_timeout(1200)
+            panel.screenshot(path=str(out / "webui-importance.png"))
         finally:
             context.close()
+
+
+def shoot_home(home: Path, ids: dict[str, str], out: Path) -> None:
+    """``expctl ui``'s page over ``home``: the running experiment and two finished ones beside it."""
+    from playwright.sync_api import sync_playwright
+
+    from expmgr.experiment.home_server import HomeServer
+    from expmgr.experiment.listening import server_sockets
+
+    fill_experiment(home, trials=40, metrics_per_trial=5, exp_id="fill0001", seed=1)
+    fill_experiment(home, trials=12, metrics_per_trial=5, exp_id="fill0002", seed=2)
+    sockets, access = server_sockets(0, "127.0.0.1", None, None)
+    server = HomeServer(home, sockets, access)
+    server.start()
+    try:
+        with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+            context, page = _browser(playwright, profile)
+            try:
+                page.goto(f"http://127.0.0.1:{server.port}/")
+                page.get_by_test_id(ids["experimentsTable"]).wait_for()
+                page.get_by_test_id(ids["experimentRowPrefix"] + "fill0002").wait_for()
+                page.screenshot(path=str(out / "webui-home.png"))
+            finally:
+                context.close()
+    finally:
+        server.stop()
 
 
 def shoot_rotated_log(home: Path, ids: dict[str, str], out: Path) -> None:

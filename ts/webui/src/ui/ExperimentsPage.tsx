@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Api } from '../data/api';
 import { actOnExperiment, listExperiments, type ExperimentAction, type ExperimentRecord } from '../data/experiments';
+import { formatNumber } from '../data/query';
 import { useConfirm } from './confirm';
 import { formatDuration, formatTime } from './format';
 import { StateBadge } from './StateBadge';
@@ -17,7 +18,7 @@ function trialsText(record: ExperimentRecord): string {
 }
 
 function bestText(record: ExperimentRecord): string {
-  return record.best ? `${record.best.value} (trial ${record.best.trialId})` : '—';
+  return record.best ? `${formatNumber(record.best.value)} (trial ${record.best.trialId})` : '—';
 }
 
 function Row({ record, act }: { record: ExperimentRecord; act: (record: ExperimentRecord, action: ExperimentAction) => void }) {
