@@ -77,7 +77,8 @@ def test_filters_have_names_and_scrolling_boxes_take_the_keyboard(ui, mixed_expe
     ui.page.goto(run.url + "#/trials")
     expect(ui.page.get_by_role("textbox", name="Filter by x")).to_have_attribute("data-testid", "filter-param-x")
     expect(ui.page.get_by_role("textbox", name="Filter by trial id")).to_be_visible()
-    boxes = [("#/overview", "Search space"), ("#/overview", "Config"), ("#/logs", "experiment.log"),
+    # (the search space is a table on the page, not a box of its own)
+    boxes = [("#/overview", "The experiment's config"), ("#/logs", "experiment.log"),
              (f"#/trials/{run.running}", f"stdout of trial {run.running}"), (f"#/trials/{run.running}", "Attempts")]
     for route, name in boxes:
         ui.page.goto(run.url + route)

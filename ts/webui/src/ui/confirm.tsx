@@ -81,9 +81,12 @@ function ConfirmDialog({ pending, busy, onCancel, onConfirm }: DialogProps) {
             onCancel={(e) => { e.preventDefault(); cancel(); }}
             onKeyDown={onKeyDown}
             onClick={(e) => {
-              // a click on the backdrop (outside the dialog's box) cancels
-              const box = ref.current!.getBoundingClientRect();
-              if (e.target === ref.current && (e.clientX < box.left || e.clientX > box.right
+              // a click on the backdrop (outside the dialog's box) cancels; a click on a
+              // button inside that closed the dialog arrives here after it is gone
+              const dialog = ref.current;
+              if (dialog === null || e.target !== dialog) return;
+              const box = dialog.getBoundingClientRect();
+              if ((e.clientX < box.left || e.clientX > box.right
                   || e.clientY < box.top || e.clientY > box.bottom)) cancel();
             }}>
       <h2 class="modal-title" id={ids.title}>{pending.title}</h2>
