@@ -42,7 +42,6 @@ from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
 from expmgr.engine.runner import TrialRunner
-from expmgr.server.importance import importance_view
 from expmgr.server.results import MAX_TOP, top_trials_view
 from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
@@ -448,6 +447,8 @@ class ImportanceHandler(_AnalysisHandler):
     """Hyperparameter importance under a result key (importance.py)."""
 
     async def get(self) -> None:
+        # numpy on first use: an experiment that is never asked pays neither its import time nor memory
+        from expmgr.server.importance import importance_view
         key = self.get_query_argument("key", None)
         await self.answer(lambda store, keys: importance_view(store, key, keys))
 

@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -15,6 +16,7 @@ import tornado.web
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.server.guard import Guard
+from expmgr.server.home import HomeSite
 from expmgr.server.rest import make_app
 from tests.conftest import wait_until, write_script
 from tests.server.conftest import STEPPED_TRIAL, Stepped, get, sockets  # noqa: F401 - the websocket client fixture
@@ -91,13 +93,20 @@ def send(port: int, method: str, route: str, body: bytes | None = None, host: st
 
 def app_routes() -> list[tuple[str, type]]:
     """(path pattern, handler class) of every route make_app serves."""
-    app = make_app(None, None, None, None, Guard(frozenset()))  # type: ignore[arg-type] - routes only
+    app = make_app(None, None, None, None, Guard(frozenset()),  # type: ignore[arg-type] - routes only
+                   home_site=HomeSite(Path("/nonexistent-home")))
     return [(rule.matcher.regex.pattern.rstrip("$"), rule.target) for rule in app.wildcard_router.rules]
+
+
+EXPERIMENT_ACTION = "/([^/]*)/?([^/]+)?"
+"""The experiments page's route of an experiment and its action (home.py)."""
+OTHER_EXPERIMENT = "exp00000"
+"""The experiment an attack on that route names (none: a write that got past the guard answers 404)."""
 
 
 def concrete(pattern: str, trial_id: str) -> str:
     """A request path for a route pattern: each group a trial id (or a number)."""
-    path = pattern.replace("/(.*)", "/index.js")
+    path = pattern.replace("/(.*)", "/index.js").replace(EXPERIMENT_ACTION, "/" + OTHER_EXPERIMENT)
     numbers = iter(["0", "100"])
     return re.sub(r"\(\[\^/\]\+\)", lambda m: trial_id if "range" not in pattern else next(numbers), path)
 

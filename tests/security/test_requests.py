@@ -19,6 +19,7 @@ from tests.security.conftest import Answer, app_routes, concrete, send, unchange
 
 API = "/api/v1/nni"
 METRICS = "/api/v1/expmgr/trials/([^/]+)/metrics"
+EXPERIMENTS = "/api/v1/expmgr/experiments"
 WRITES = {
     # (route, method): (query, a body that, were the request not refused, would change the experiment)
     (f"{API}/experiment", "PUT"): ("?update_type=TRIAL_CONCURRENCY", {"params": {"trialConcurrency": 3}}),
@@ -27,6 +28,10 @@ WRITES = {
     (f"{API}/trial-jobs/([^/]+)", "DELETE"): ("", None),
     (f"{API}/trial-jobs", "DELETE"): ("", None),  # the handler of trial-jobs/<id>, also routed here
     (METRICS, "POST"): ("", {"attempt": 1, "sequence": 500, "type": "PERIODICAL", "value": 1.0}),
+    (f"{API}/trial-jobs", "POST"): ("", {"x": 3}),  # a customized trial
+    (f"{API}/trial-jobs/([^/]+)", "POST"): ("", {"x": 3}),  # the same handler, refused with an id
+    (f"{EXPERIMENTS}/([^/]*)/?([^/]+)?", "POST"): ("/stop", None),  # the experiments page's stop, resume
+    (f"{EXPERIMENTS}/([^/]*)/?([^/]+)?", "DELETE"): ("", None),
 }
 FOREIGN_ORIGINS = ["http://evil.example", "null", "http://127.0.0.1.evil.example:80", "http://localhost:1"]
 

@@ -64,39 +64,30 @@ def start_import(port: int, body: bytes, sent: int) -> socket.socket:
     return client
 
 
-def hold_import(port: int, body: bytes, small: bytes) -> socket.socket:
+def hold_import(experiment: Experiment, body: bytes, small: bytes) -> socket.socket:
     """An import of ``body`` held open (its first 1000 bytes sent) whose reservation is in
     place: an import of ``small`` is refused beside it. The server may read the small one's
-    headers first, and then refuses the held one for the total (one reservation is granted
-    only while nothing else is held): then the held import is started again."""
-    held = start_import(port, body, 1000)
+    headers first; then the held one, read while the small one is held, is refused for the
+    total (silently until its body ends). So each try starts with no import held, and a try
+    whose small import got in is finished and made again."""
+    accepted = 0  # imports answered 200: each is logged once the tuner took it
 
-    def small_refused() -> bool:
-        nonlocal held
-        if send(port, "POST", IMPORT, small).status == 503:
-            return True
-        if answered(held):  # refused meanwhile: hold it again
-            held.close()
-            held = start_import(port, body, 1000)
-        return False
+    def none_held() -> bool:
+        return experiment.paths.experiment_log.read_text().count(" results imported into the tuner") >= accepted
 
-    try:
-        wait_until(small_refused, what="an import refused beside the held one")
-    except BaseException:
+    def attempt() -> socket.socket | None:
+        nonlocal accepted
+        wait_until(none_held, what="the imports accepted so far taken by the tuner")
+        held = start_import(experiment.port, body, 1000)
+        if send(experiment.port, "POST", IMPORT, small).status == 503:
+            return held
+        accepted += 1
+        held.sendall(body[1000:])
+        accepted += answer_of(held)[0] == 200
         held.close()
-        raise
-    return held
+        return None
 
-
-def answered(client: socket.socket) -> bool:
-    """Whether the server answered (or closed) ``client`` already, without waiting."""
-    client.setblocking(False)
-    try:
-        return client.recv(1, socket.MSG_PEEK) is not None
-    except BlockingIOError:
-        return False
-    finally:
-        client.settimeout(30)
+    return wait_until(attempt, what="an import refused beside the held one")  # type: ignore[return-value]
 
 
 def answer_of(client: socket.socket) -> tuple[int, str]:
@@ -122,7 +113,7 @@ def test_an_import_beyond_the_total_held_is_refused_until_the_others_are_taken(i
     port = importing.port
     held_body = records_body(HELD_TOTAL * 8 // 10)
     small = records_body(HELD_TOTAL // 4)
-    held = hold_import(port, held_body, small)  # its body is reserved from its headers on
+    held = hold_import(importing, held_body, small)  # its body is reserved from its headers on
     try:
         refused = send(port, "POST", IMPORT, small)
         assert "EXPMGR_MAX_IMPORTS_HELD" in refused.error and "retry once they are taken" in refused.error, refused
@@ -146,7 +137,7 @@ def test_an_import_whose_client_leaves_before_its_body_ends_gives_its_bytes_back
     port = importing.port
     body = records_body(HELD_TOTAL * 8 // 10)
     small = records_body(HELD_TOTAL // 4)
-    left = hold_import(port, body, small)
+    left = hold_import(importing, body, small)
     left.close()
     wait_until(lambda: send(port, "POST", IMPORT, small).status == 200, what="an import accepted once it left")
 
