@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -66,8 +67,11 @@ def decoded_value(value: Any) -> Any:
 def is_non_finite_result(value: Any) -> bool:
     """Whether an exported ``value`` (decoded or not) is a non-finite result, as an export
     names one: ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, or a dict with one under ``default``."""
-    value = decoded_value(value)
+    if not (isinstance(value, str) and value in NON_FINITE_NAMES):  # "NaN" alone decodes to a float
+        value = decoded_value(value)
     number = value.get("default") if isinstance(value, dict) else value
+    if isinstance(number, float):
+        return not math.isfinite(number)
     return isinstance(number, str) and number in NON_FINITE_NAMES
 
 
