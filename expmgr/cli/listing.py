@@ -1,5 +1,7 @@
 """``expctl experiment list|show|status|export|delete`` and ``expctl trial ls``: what
-the registry and an experiment's store hold (tables, or ``--json`` for scripts)."""
+the registry and an experiment's store hold. ``trial ls`` and ``experiment status`` print a
+table on a terminal and nnictl's JSON elsewhere (``--table``/``--nnictl`` choose; see
+common.output_form); exports are nnictl's (server/downloads.py)."""
 from __future__ import annotations
 
 import argparse

@@ -346,7 +346,7 @@ def test_experiment_show_status_export_and_delete(project):
     served = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
     assert served.returncode == 2 and f"is served; stop it first (expctl stop {exp_id})" in served.stderr
     assert expctl(home, cwd, "stop", exp_id).returncode == 0
-    refused = expctl(home, cwd, "experiment", "delete", exp_id)  # no terminal to confirm on
+    refused = expctl(home, cwd, "experiment", "delete", exp_id)  # stdin ends before a y/N answer
     assert refused.returncode == 2 and "--yes" in refused.stderr and (home / exp_id).exists()
     deleted = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
     assert deleted.returncode == 0 and not (home / exp_id).exists()
