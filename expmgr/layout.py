@@ -84,6 +84,16 @@ class ExperimentPaths:
         return self.log_dir / "dispatcher.log"
 
     @property
+    def daemon_log(self) -> Path:
+        """A daemon's stdout (``expctl create``'s, once its experiment runs): nnictl's ``log stdout``."""
+        return self.log_dir / "daemon.log"
+
+    @property
+    def daemon_stderr_log(self) -> Path:
+        """A daemon's stderr, kept apart from its stdout: nnictl's ``log stderr``."""
+        return self.log_dir / "daemon-stderr.log"
+
+    @property
     def trials_dir(self) -> Path:
         return self.root / "trials"
 

@@ -297,14 +297,16 @@ class _StdoutHandler(logging.StreamHandler):
     records are dropped quietly instead of a "Logging error" traceback each; the
     experiment's own log files still get them."""
 
-    bounded_file: tuple[str, RotationLimits] | None = None
-    """Set by :func:`bound_stdout_file`: the file stdout and stderr are, rotated at its limit."""
+    bounded_files: tuple[str, str, RotationLimits] | None = None
+    """Set by :func:`bound_stdout_file`: the files stdout and stderr are, rotated at the limit."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        bounded = self.bounded_file
+        bounded = self.bounded_files
         if bounded is not None:
+            stdout_path, stderr_path, limits = bounded
             try:  # rotated before a record that would not fit (the formatted text is cached)
-                rotate_if_full(bounded[0], bounded[1], (1, 2), len(self.format(record)) + 1)
+                rotate_if_full(stdout_path, limits, (1,), len(self.format(record)) + 1)
+                rotate_if_full(stderr_path, limits, (2,))  # written to by others (tracebacks): checked here
             except Exception:  # noqa: BLE001 - a full disk, a record that cannot be formatted: emit says
                 pass
         super().emit(record)
@@ -324,12 +326,13 @@ class _StdoutHandler(logging.StreamHandler):
     failed = False
 
 
-def bound_stdout_file(path: str | os.PathLike[str], limits: RotationLimits) -> None:
-    """stdout and stderr are the file ``path`` (a daemon's log): rotate it at ``limits`` as
-    ``nni.*`` records are printed, pointing both at each new file."""
+def bound_stdout_file(stdout_path: str | os.PathLike[str], stderr_path: str | os.PathLike[str],
+                      limits: RotationLimits) -> None:
+    """stdout is the file ``stdout_path`` and stderr ``stderr_path`` (a daemon's logs): rotate
+    each at ``limits`` as ``nni.*`` records are printed, pointing its descriptor at each new file."""
     ensure_stdout_logging()
     assert isinstance(_stdout_handler, _StdoutHandler)  # made by ensure_stdout_logging
-    _stdout_handler.bounded_file = (os.fspath(path), limits)
+    _stdout_handler.bounded_files = (os.fspath(stdout_path), os.fspath(stderr_path), limits)
 
 
 def ensure_stdout_logging() -> None:

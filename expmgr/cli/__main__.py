@@ -6,7 +6,7 @@
     expctl view ID [--port 8080]
     expctl ui [--port 8000]                             # every experiment, in the web UI
     expctl experiment list [--all]
-    expctl trial ls [ID]
+    expctl trial ls [ID] [--table | --nnictl | --json]  # a table on a terminal, nnictl's JSON elsewhere
     expctl update ID concurrency|trialnum|duration|searchspace VALUE_OR_FILE
     expctl trial kill ID TRIAL
     expctl stop [ID | --all] [--cancel]

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, cast
@@ -179,6 +180,35 @@ def printable(text: object, *, lines: bool = False) -> str:
     Every plain (not JSON) output of a string a user or a trial chose goes through it."""
     pattern = _CONTROL_BUT_NEWLINE if lines else _CONTROL
     return pattern.sub(lambda match: f"\\x{ord(match.group()):02x}", str(text))
+
+
+def add_output_flags(parser: argparse.ArgumentParser, expctl_json: bool = False) -> None:
+    """``--table`` and ``--nnictl`` (and, with ``expctl_json``, ``--json``): which output a
+    listing prints. Without one, ``nnictl_output`` picks by where stdout goes."""
+    forms = parser.add_mutually_exclusive_group()
+    forms.add_argument("--table", action="store_const", const="table", dest="output_form",
+                       help="expctl's table (the default on a terminal)")
+    forms.add_argument("--nnictl", action="store_const", const="nnictl", dest="output_form",
+                       help="nnictl's JSON, as scripts written for nnictl parse it (the default when stdout "
+                            "is not a terminal)")
+    if expctl_json:
+        forms.add_argument("--json", action="store_const", const="json", dest="output_form",
+                           help="expctl's own JSON: a list with the table's columns as keys")
+
+
+def output_form(args: argparse.Namespace) -> str:
+    """``table``, ``nnictl`` or ``json``: the flag given, else the table on a terminal and
+    nnictl's output elsewhere (a pipe, a file: where a script reads it). Scripts written for
+    nnictl cannot add a flag; people at a terminal read a table (docs/cli.md, "Output")."""
+    if args.output_form is not None:
+        return str(args.output_form)
+    return "table" if sys.stdout.isatty() else "nnictl"
+
+
+def print_nnictl_json(content: Any) -> None:
+    """``content`` laid out as nnictl prints a REST answer (sorted keys, four spaces, no
+    space after ``:``), byte for byte."""
+    print(json.dumps(content, indent=4, sort_keys=True, separators=(",", ":")))
 
 
 def print_table(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:

@@ -9,7 +9,8 @@ foreground); ``--exit-when-done`` ends it with its search instead (for scripts).
 
 The daemon is this same command run with ``--foreground`` in a new session. Until
 its experiment runs, its output comes back through a pipe (so an early error is
-shown here); then it moves its output to ``logs/daemon.log`` and this command
+shown here); then it moves its stdout to ``logs/daemon.log`` and its stderr to
+``logs/daemon-stderr.log``, and this command
 returns once the experiment's REST server answers, printing its address (with
 ``?token=`` when it has an access token, see expmgr/server/auth.py). The daemon is
 given ``--host`` and ``--url-prefix`` as arguments and the token in ``$EXPMGR_TOKEN``,
@@ -217,16 +218,17 @@ def _print_outcome(experiment: Experiment) -> str:
 
 
 def _move_output_to_log(experiment: Experiment) -> None:
-    """The daemon's stdout and stderr from now on go to logs/daemon.log; this closes the
-    pipe that ``_start_daemon`` reads its start-up output from."""
-    path = cast(ExperimentPaths, experiment.paths).log_dir / "daemon.log"
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    """The daemon's stdout from now on goes to logs/daemon.log and its stderr to
+    logs/daemon-stderr.log (nnictl's ``log stdout`` and ``log stderr``); this closes the pipe
+    that ``_start_daemon`` reads its start-up output from."""
+    paths = cast(ExperimentPaths, experiment.paths)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    bound_stdout_file(path, experiment.log_limits)
+    for path, descriptor in ((paths.daemon_log, 1), (paths.daemon_stderr_log, 2)):
+        log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, descriptor)
+        os.close(log)
+    bound_stdout_file(paths.daemon_log, paths.daemon_stderr_log, experiment.log_limits)
 
 
 def _start_daemon(args: argparse.Namespace, arguments: list[str], exp_id: str, home: Path) -> int:

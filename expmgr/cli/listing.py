@@ -1,5 +1,7 @@
 """``expctl experiment list|show|status|export|delete`` and ``expctl trial ls``: what
-the registry and an experiment's store hold (tables, or ``--json`` for scripts)."""
+the registry and an experiment's store hold. ``trial ls`` and ``experiment status`` print a
+table on a terminal and nnictl's JSON elsewhere (``--table``/``--nnictl`` choose; see
+common.output_form); exports are nnictl's (server/downloads.py)."""
 from __future__ import annotations
 
 import argparse
@@ -9,9 +11,11 @@ import time
 from pathlib import Path
 from typing import cast
 
-from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
-                               is_serving, print_table, printable, registry, shown_status, shown_trial_status)
+from expmgr.cli.common import (EXIT_OK, CliError, access_of, add_output_flags, experiment_store, find_experiment,
+                               is_running, is_serving, output_form, print_nnictl_json, print_table, printable, registry,
+                               shown_status, shown_trial_status)
 from expmgr.config import ExperimentConfig
+from expmgr.layout import ExperimentPaths
 from expmgr.server.lifecycle import ActionRefused, check_can_delete, delete
 from expmgr.metrics import ranked
 from expmgr.server import downloads, views
@@ -28,10 +32,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     listing.set_defaults(handler=list_experiments)
 
     for name, handler, text in (("show", show_experiment, "the experiment's profile and config (JSON)"),
-                                ("status", experiment_status, "the experiment's state")):
+                                ("status", experiment_status, "the experiment's state: ID STATE on a terminal, "
+                                                              "nnictl's JSON elsewhere")):
         command = experiment_commands.add_parser(name, help=text)
         command.add_argument("id", nargs="?", help="experiment id or a unique prefix")
         command.set_defaults(handler=handler)
+        if name == "status":
+            add_output_flags(command)
     export = experiment_commands.add_parser("export", help="every trial's parameters and final result")
     export.add_argument("id", nargs="?", help="experiment id or a unique prefix")
     export.add_argument("--format", "--type", "-t", choices=("csv", "json"), default="json",
@@ -39,7 +46,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     export.add_argument("--output", "-o", "--filename", "-f", type=Path,
                         help="write to this file instead of stdout (--filename: nnictl's spelling)")
     export.add_argument("--intermediate", "-i", action="store_true",
-                        help="with each trial's intermediate results (as nnictl's export)")
+                        help="with each trial's intermediate results (as nnictl's export) and the attempt of each")
     export.set_defaults(handler=export_experiment)
     webui = commands.add_parser("webui", help="the web address of a running experiment")
     webui_commands = webui.add_subparsers(dest="webui_command", required=True, metavar="COMMAND")
@@ -49,7 +56,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
     delete = experiment_commands.add_parser("delete", help="delete a stopped experiment and its files")
     delete.add_argument("id", nargs="?", help="experiment id or a unique prefix")
     delete.add_argument("--all", action="store_true", help="every experiment that is not running")
-    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation (else y/N is read from stdin, "
+                                                           "as nnictl: echo y | expctl experiment delete ID)")
     delete.set_defaults(handler=delete_experiment)
 
     trial = commands.add_parser("trial", help="list an experiment's trials, or kill one")
@@ -63,7 +71,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubPars
                           help="the N trials with the highest final result (as nnictl); with --sort, the first N")
     trial_ls.add_argument("--tail", type=int, metavar="N",
                           help="the N trials with the lowest final result (as nnictl); with --sort, the last N")
-    trial_ls.add_argument("--json", action="store_true", help="print JSON")
+    add_output_flags(trial_ls, expctl_json=True)
     trial_ls.set_defaults(handler=list_trials)
     return experiment_commands, trial_commands
 
@@ -103,10 +111,16 @@ def show_experiment(args: argparse.Namespace) -> int:
 
 
 def experiment_status(args: argparse.Namespace) -> int:
+    """``ID STATE`` (``(preempted)`` after it when its last run was), or nnictl's: the JSON
+    of ``GET check-status``, also for an experiment that is not running (its last state)."""
     entry = find_experiment(args.id)
     with experiment_store(entry) as store:
         preempted = store.was_preempted()
-    print(f"{entry.id} {shown_status(entry)}{' (preempted)' if preempted else ''}")
+        check_status = views.check_status_view(store)
+    if output_form(args) == "nnictl":
+        print_nnictl_json({**check_status, "status": shown_status(entry)})
+    else:
+        print(f"{entry.id} {shown_status(entry)}{' (preempted)' if preempted else ''}")
     return EXIT_OK
 
 
@@ -116,7 +130,8 @@ def export_experiment(args: argparse.Namespace) -> int:
         records = downloads.export_records(store, intermediate=args.intermediate)
     text = downloads.results_text(records, args.format)
     if args.output is None:
-        sys.stdout.write(text)
+        # nnictl's JSON ends without a newline: a terminal's prompt gets one of its own
+        sys.stdout.write(text + ("\n" if args.format == "json" and sys.stdout.isatty() else ""))
     else:
         args.output.write_text(text, encoding="utf-8")
     return EXIT_OK
@@ -151,13 +166,9 @@ def delete_experiment(args: argparse.Namespace) -> int:
             check_can_delete(entries[0])
         except ActionRefused as refused:
             raise CliError(str(refused)) from None
-    if not args.yes:
-        if sys.stdin is None or not sys.stdin.isatty():
-            raise CliError("deleting needs --yes when there is no terminal to confirm on")
-        named = ", ".join(f"{entry.id} ({entry.dir})" for entry in entries)
-        if input(f"delete experiment {named}? [y/N] ").strip().lower() not in ("y", "yes"):
-            print("kept")
-            return EXIT_OK
+    if not args.yes and not _confirmed(", ".join(f"{entry.id} ({entry.dir})" for entry in entries)):
+        print("kept")
+        return EXIT_OK
     for entry in entries:
         try:
             delete(registry(), entry)
@@ -167,6 +178,27 @@ def delete_experiment(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _confirmed(named: str) -> bool:
+    """Ask y/N on stdin, a terminal or not (nnictl's: ``echo y | nnictl experiment delete ID``):
+    an empty answer, ``n`` or ``no`` keeps, ``y`` or ``yes`` deletes, anything else is asked
+    again. CliError when stdin ends (or there is none) before an answer: a script that pipes
+    nothing is told about ``--yes`` rather than kept silently."""
+    if sys.stdin is None:
+        raise CliError("deleting needs --yes or a y/N answer on stdin, and there is no stdin")
+    while True:
+        print(f"delete experiment {named}? [y/N] ", end="", flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            print()
+            raise CliError("deleting needs --yes or a y/N answer on stdin; stdin ended without one")
+        answer = line.strip().lower()
+        if answer in ("", "n", "no"):
+            return False
+        if answer in ("y", "yes"):
+            return True
+        print(f"please answer y or n, not {printable(answer)!r}")
+
+
 def list_trials(args: argparse.Namespace) -> int:
     for flag, count in (("--head", args.head), ("--tail", args.tail)):
         if count is not None and count < 0:
@@ -174,6 +206,7 @@ def list_trials(args: argparse.Namespace) -> int:
     if args.head is not None and args.tail is not None:
         raise CliError("give --head or --tail, not both")
     entry = find_experiment(args.id)
+    form = output_form(args)
     running, gone = is_running(entry), shown_status(entry) == "GONE"
     with experiment_store(entry) as store:
         trials = store.trials()
@@ -194,13 +227,19 @@ def list_trials(args: argparse.Namespace) -> int:
         trials = trials[:args.head]
     elif args.tail is not None:
         trials = trials[-args.tail:] if args.sort and args.tail else trials[:args.tail]
+    if form == "nnictl":
+        paths = ExperimentPaths(Path(entry.dir))
+        print_nnictl_json([_nnictl_dates(views.nni_trial_job_view(trial, paths, finals.get(trial.trial_id)))
+                           for trial in trials])
+        return EXIT_OK
+    as_json = form == "json"
     rows = []
     for trial in trials:
         final = finals.get(trial.trial_id)
         duration = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
         row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": shown_trial_status(trial.status, gone),
                "attempts": trial.attempts}
-        if args.json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.
+        if as_json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.
             row.update(host=trial.host, seconds=None if duration is None else round(duration, 1),
                        final=None if final is None else views.json_safe(final.value),
                        parameters=views.json_safe(trial.parameters))
@@ -210,9 +249,18 @@ def list_trials(args: argparse.Namespace) -> int:
         rows.append(row)
     # The host of each trial's latest attempt: always in JSON; in the table only when the trials
     # ran on several hosts (as the web UI's Node column), since on one machine every row says the same.
-    host = ["host"] if args.json or several_hosts else []
-    print_table(rows, ["trial", "seq", "status", "attempts", *host, "seconds", "final", "parameters"], args.json)
+    host = ["host"] if as_json or several_hosts else []
+    print_table(rows, ["trial", "seq", "status", "attempts", *host, "seconds", "final", "parameters"], as_json)
     return EXIT_OK
+
+
+def _nnictl_dates(view: dict) -> dict:
+    """A trial's REST view as nnictl prints it: ``startTime`` and ``endTime`` as local
+    ``YYYY/MM/DD HH:MM:SS`` rather than milliseconds."""
+    for key in ("startTime", "endTime"):
+        if view.get(key):
+            view[key] = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(view[key] // 1000))
+    return view
 
 
 def _sorted_by_result(trials: list, finals: dict, metric: str, minimize: bool) -> list:

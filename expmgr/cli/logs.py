@@ -5,7 +5,7 @@
 
 and nnictl's spellings, told apart by naming no trial:
 
-    expctl log stdout|stderr [ID] [--tail/-T N] [--head/-H N] [--path]   the daemon's output
+    expctl log stdout|stderr [ID] [--tail/-T N] [--head/-H N] [--path]   the daemon's stdout, stderr
     expctl log trial [ID] [--trial_id/-T TRIAL]                          trials' folders
 
 A single id is the experiment's (nnictl's meaning) when it is a whole experiment id,
@@ -54,8 +54,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     log = commands.add_parser("log", help="print or follow an experiment's or a trial's log")
     which = log.add_subparsers(dest="which", required=True, metavar="LOG")
     texts = {"experiment": "experiment.log", "dispatcher": "dispatcher.log", "stdout": "a trial's stdout "
-             "(no TRIAL: the daemon's output, as nnictl)", "stderr": "a trial's stderr (no TRIAL: the daemon's "
-             "output, as nnictl)", "trial": "a trial's trial.log (no TRIAL or --trial_id: trials' folders, as nnictl)"}
+             "(no TRIAL: the daemon's stdout, as nnictl)", "stderr": "a trial's stderr (no TRIAL: the daemon's "
+             "stderr, as nnictl)", "trial": "a trial's trial.log (no TRIAL or --trial_id: trials' folders, as nnictl)"}
     for name, text in texts.items():
         parser = which.add_parser(name, help=text)
         parser.add_argument("ids", nargs="*", metavar="ID",
@@ -119,8 +119,8 @@ def _nnictl_meaning(args: argparse.Namespace) -> bool:
 
 
 def _run_nnictl(args: argparse.Namespace) -> int:
-    """nnictl's ``log stdout|stderr``: the daemon's output (stdout and stderr in one file);
-    ``log trial``: each trial's folder (its logs are in it), or one trial's."""
+    """nnictl's ``log stdout|stderr``: the daemon's stdout (logs/daemon.log) or its stderr
+    (logs/daemon-stderr.log); ``log trial``: each trial's folder (its logs are in it), or one trial's."""
     if len(args.ids) > 1:
         raise CliError(f"log {args.which}: expected [ID] with --{'trial_id' if args.which == 'trial' else 'path'}, "
                        f"got {' '.join(args.ids)}")
@@ -135,7 +135,7 @@ def _run_nnictl(args: argparse.Namespace) -> int:
         if not trial_ids:
             print("(none)")
         return EXIT_OK
-    path = paths.log_dir / "daemon.log"
+    path = paths.daemon_log if args.which == "stdout" else paths.daemon_stderr_log
     if args.path:
         print(printable(path))
         return EXIT_OK

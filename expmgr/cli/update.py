@@ -18,6 +18,7 @@ from pathlib import Path
 from expmgr.cli.common import EXIT_OK, CliError, check_id, printable, find_experiment, is_running, rest_call, shown_status
 from expmgr import strict_json
 from expmgr.config import UPDATABLE_FIELDS
+from expmgr.engine.imports import is_non_finite_result
 
 _UPDATES = {entry.cli_word: entry for entry in UPDATABLE_FIELDS}
 """expctl's word -> the field it changes."""
@@ -34,7 +35,9 @@ def add_parsers(commands: argparse._SubParsersAction, experiment_commands: argpa
     update.set_defaults(handler=update_experiment)
     importing = experiment_commands.add_parser("import", help="give a running experiment's tuner earlier results")
     importing.add_argument("id", nargs="?", help="experiment id or a unique prefix (default: the only running one)")
-    importing.add_argument("file", nargs="?", type=Path, help='a JSON list of {"parameter": {...}, "value": ...}')
+    importing.add_argument("file", nargs="?", type=Path,
+                           help='a JSON list of {"parameter": {...}, "value": ...}, value a number, a dict with '
+                                '"default", or either as a JSON string (what experiment export writes, as NNI\'s)')
     importing.add_argument("--filename", "-f", type=Path, help="nnictl's spelling of FILE")
     importing.set_defaults(handler=import_results)
     kill = trial_commands.add_parser("kill", help="stop one running trial (USER_CANCELED)")
@@ -129,11 +132,17 @@ def import_results(args: argparse.Namespace) -> int:
         raise CliError(f"{file}: {error.strerror}") from None
     except ValueError as error:
         raise CliError(f"{file}: not JSON ({error})") from None
+    left_out = 0
+    if isinstance(records, list):  # what an export wrote: a trial whose result was NaN is no use to the tuner
+        kept = [record for record in records
+                if not (isinstance(record, dict) and is_non_finite_result(record.get("value")))]
+        left_out, records = len(records) - len(kept), kept
     try:
         rest_call(entry, "POST", "experiment/import-data", records)
     except CliError as error:
         raise CliError(f"{file}: {error}", error.status) from None
-    print(f"experiment {entry.id}: {len(records)} results imported")
+    print(f"experiment {entry.id}: {len(records)} results imported"
+          + (f" ({left_out} with a non-finite value left out: tuners take finite results only)" if left_out else ""))
     return EXIT_OK
 
 

@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is pas
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
 DEFAULT_TRIAL_GRACE_PERIOD = 30.0
 DEFAULT_LOG_MAX_SIZE = 64 * 2**20
-"""Each log file's bound (experiment.log, dispatcher.log, daemon.log, a trial's stdout,
-stderr and trial.log): with DEFAULT_LOG_FILES_KEPT, 256 MiB per log at most."""
+"""Each log file's bound (experiment.log, dispatcher.log, daemon.log, daemon-stderr.log, a
+trial's stdout, stderr and trial.log): with DEFAULT_LOG_FILES_KEPT, 256 MiB per log at most."""
 DEFAULT_LOG_FILES_KEPT = 4
 # NNI 3.0's built-in tuners and aliases (its builtin_algorithms.yml); those expmgr lacks get
 # "not supported" rather than "unknown"

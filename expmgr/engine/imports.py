@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -46,8 +47,44 @@ class ImportBatch:
             yield json.loads(self.frames.pop(0))
 
 
+NON_FINITE_NAMES = ("NaN", "Infinity", "-Infinity")
+"""How an export writes a non-finite result (views.json_safe): such a record is no use to a tuner."""
+
+
+def decoded_value(value: Any) -> Any:
+    """A record's ``value`` as a tuner takes it: NNI's export keeps it a JSON string (``"0.5"``,
+    ``"{\"default\": 0.5}"``), which is decoded, as NNI's dispatcher does; a number or a
+    dict (expctl's own form, or a hand-written file) is kept. A string that is not JSON is
+    kept as it is, for check_record to refuse."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return strict_json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+
+
+def is_non_finite_result(value: Any) -> bool:
+    """Whether an exported ``value`` (decoded or not) is a non-finite result, as an export
+    names one: ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, or a dict with one under ``default``."""
+    if not (isinstance(value, str) and value in NON_FINITE_NAMES):  # "NaN" alone decodes to a float
+        value = decoded_value(value)
+    number = value.get("default") if isinstance(value, dict) else value
+    if isinstance(number, float):
+        return not math.isfinite(number)
+    return isinstance(number, str) and number in NON_FINITE_NAMES
+
+
+def decoded_record(record: Any) -> Any:
+    """``record`` with its ``value`` decoded (``decoded_value``); anything else as it is."""
+    if isinstance(record, dict) and isinstance(record.get("value"), str):
+        return {**record, "value": decoded_value(record["value"])}
+    return record
+
+
 def check_record(index: int, record: Any) -> None:
-    """UpdateRefused naming ``[index]`` when ``record`` is not ``{"parameter": {...}, "value": finite}``."""
+    """UpdateRefused naming ``[index]`` when ``record`` is not ``{"parameter": {...}, "value": finite}``
+    (``value`` decoded first: see ``decoded_record``)."""
     if not isinstance(record, dict) or not isinstance(record.get("parameter"), dict):
         raise UpdateRefused(RefusalKind.INVALID, f"[{index}].parameter: expected a dict of parameters")
     try:
@@ -122,6 +159,7 @@ async def _compact(records: Iterator[Any]) -> ImportBatch:
     for index, record in enumerate(records):
         if index and index % RECORDS_PER_TURN == 0:
             await asyncio.sleep(0)  # the loop's other work
+        record = decoded_record(record)  # NNI's export form: value as a JSON string
         check_record(index, record)
         chunk.append(record)
         if len(chunk) == IMPORT_CHUNK_RECORDS:

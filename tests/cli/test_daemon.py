@@ -40,9 +40,11 @@ def project(tmp_path: Path):
             os.kill(entry.pid, signal.SIGKILL)
 
 
-def expctl(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def expctl(home: Path, cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """expctl's output to a pipe (where it prints nnictl's forms), ``stdin`` its input (by
+    default none: a command that asks y/N reads the end of its input)."""
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=cwd, env=env, input=stdin,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -194,7 +196,7 @@ def test_stop_ends_a_daemon_gracefully_and_says_so_when_it_is_not_running(projec
     cwd, home = project
     (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
-    wait_until(lambda: "RUNNING" in expctl(home, cwd, "trial", "ls", exp_id).stdout, what="a running trial")
+    wait_until(lambda: "RUNNING" in expctl(home, cwd, "trial", "ls", exp_id, "--table").stdout, what="a running trial")
     result = expctl(home, cwd, "stop", exp_id[:4])
     assert result.returncode == 0, result.stderr
     assert f"experiment {exp_id} STOPPED" in result.stdout
@@ -210,7 +212,7 @@ def test_stop_cancel_kills_trials_without_the_grace_period(project):
                                   "time.sleep(300)\n")
     (cwd / "config.yml").write_text(CONFIG.replace("trialGracePeriod: 2s", "trialGracePeriod: 10m"))
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
-    wait_until(lambda: expctl(home, cwd, "trial", "ls", exp_id).stdout.count("RUNNING") == 2,
+    wait_until(lambda: expctl(home, cwd, "trial", "ls", exp_id, "--table").stdout.count("RUNNING") == 2,
                what="two running trials")
     started = time.monotonic()
     result = expctl(home, cwd, "stop", "--cancel", "--timeout", "60")
@@ -330,19 +332,21 @@ def test_experiment_show_status_export_and_delete(project):
     cwd, home = project
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
     wait_until(lambda: entry(home, exp_id).status == ExperimentState.DONE, timeout=60, what="DONE")
-    assert expctl(home, cwd, "experiment", "status", exp_id[:4]).stdout == f"{exp_id} DONE\n"
+    assert expctl(home, cwd, "experiment", "status", exp_id[:4], "--table").stdout == f"{exp_id} DONE\n"
+    assert json.loads(expctl(home, cwd, "experiment", "status", exp_id[:4]).stdout) == {"errors": [], "status": "DONE"}
     profile = json.loads(expctl(home, cwd, "experiment", "show", exp_id).stdout)
     assert profile["id"] == exp_id and profile["params"]["maxTrialNumber"] == 4
     exported = json.loads(expctl(home, cwd, "experiment", "export", exp_id, "--format", "json").stdout)
-    assert sorted((record["parameter"]["x"], record["value"]) for record in exported) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    assert sorted((record["parameter"]["x"], record["value"]) for record in exported) == [
+        (1, "1"), (2, "2"), (3, "3"), (4, "4")], "NNI's export: value a JSON string"
     result = expctl(home, cwd, "experiment", "export", exp_id, "--format", "csv", "--output", "out.csv")
     assert result.returncode == 0
     lines = (cwd / "out.csv").read_text().splitlines()
-    assert lines[0] == "trialJobId,x,default" and len(lines) == 5
+    assert lines[0] == "trialJobId,x,reward" and len(lines) == 5
     served = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
     assert served.returncode == 2 and f"is served; stop it first (expctl stop {exp_id})" in served.stderr
     assert expctl(home, cwd, "stop", exp_id).returncode == 0
-    refused = expctl(home, cwd, "experiment", "delete", exp_id)  # no terminal to confirm on
+    refused = expctl(home, cwd, "experiment", "delete", exp_id)  # stdin ends before a y/N answer
     assert refused.returncode == 2 and "--yes" in refused.stderr and (home / exp_id).exists()
     deleted = expctl(home, cwd, "experiment", "delete", exp_id, "--yes")
     assert deleted.returncode == 0 and not (home / exp_id).exists()
@@ -404,7 +408,7 @@ def test_top_webui_url_import_and_debug_on_a_running_daemon(project):
     cwd, home = project
     (cwd / "trial.py").write_text("import time\ntime.sleep(120)\n")
     exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0", "--debug"))
-    wait_until(lambda: "RUNNING" in expctl(home, cwd, "trial", "ls", exp_id).stdout, what="a running trial")
+    wait_until(lambda: "RUNNING" in expctl(home, cwd, "trial", "ls", exp_id, "--table").stdout, what="a running trial")
     port = entry(home, exp_id).port
     assert expctl(home, cwd, "webui", "url").stdout == f"http://127.0.0.1:{port}\n"
     view = wait_until(lambda: (out := expctl(home, cwd, "top", "--once").stdout).count(" attempt 1 ") == 2 and out,

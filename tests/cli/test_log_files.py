@@ -139,7 +139,7 @@ def test_nnictls_log_stdout_reads_the_daemon_log_across_its_rotation(finished):
     lines = numbered(0, 30)
     kept = write_rotated(daemon_log, lines, limit=300, keep=20)
     assert len(rotated_files(daemon_log)) >= 2 and dropped_bytes(daemon_log) == 0
-    last = expctl(home, "log", "stderr", exp_id, "-T", "15")
+    last = expctl(home, "log", "stdout", exp_id, "-T", "15")
     assert (last.stdout, last.stderr) == (b"".join(lines[-15:]), b"")
     assert expctl(home, "log", "stdout", exp_id).stdout == kept == b"".join(lines)
 

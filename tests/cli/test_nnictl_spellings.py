@@ -100,15 +100,16 @@ def test_trial_ls_export_log_and_delete_in_nnictls_spelling(project):  # noqa: F
 
     assert expctl(home, cwd, "experiment", "export", exp_id, "--filename", "out.json", "--type", "json",
                   "--intermediate").returncode == 0
-    records = json.loads((cwd / "out.json").read_text())
-    assert sorted((r["value"], r["intermediate"]) for r in records) == [(x, [x / 10]) for x in (1, 2, 3, 4)]
+    records = json.loads((cwd / "out.json").read_text())  # NNI's: value and intermediates as JSON strings
+    assert sorted((json.loads(r["value"]), r["intermediate"]) for r in records) == [
+        (x, [json.dumps(x / 10)]) for x in (1, 2, 3, 4)]
     assert expctl(home, cwd, "experiment", "export", exp_id, "-f", "out.csv", "-t", "csv").returncode == 0
     rows = list(csv.DictReader((cwd / "out.csv").open()))
-    assert sorted((row["x"], row["default"]) for row in rows) == [(str(x), str(x)) for x in (1, 2, 3, 4)]
+    assert sorted((row["x"], row["reward"]) for row in rows) == [(str(x), str(x)) for x in (1, 2, 3, 4)]
 
     daemon_log = home / exp_id / "logs" / "daemon.log"
     assert expctl(home, cwd, "log", "stdout", exp_id, "--path").stdout == f"{daemon_log}\n"
-    last = expctl(home, cwd, "log", "stderr", exp_id, "-T", "1").stdout
+    last = expctl(home, cwd, "log", "stdout", exp_id, "-T", "1").stdout
     assert last == daemon_log.read_text().splitlines(keepends=True)[-1]
     assert expctl(home, cwd, "log", "stdout", exp_id, "-H", "1").stdout == daemon_log.read_text().splitlines(
         keepends=True)[0]

@@ -43,3 +43,17 @@ def test_a_bad_body_is_refused_naming_what_and_where(body: bytes, message: str):
     with pytest.raises(UpdateRefused) as refused:
         asyncio.run(read_import(body))
     assert str(refused.value).startswith(message), str(refused.value)
+
+
+def test_values_as_nnis_json_strings_are_decoded_and_checked():
+    """What ``GET export-data`` gives (``value`` a JSON string, as NNI keeps it) is decoded,
+    as NNI's dispatcher does; a number or dict stays; a string that is not a finite result is refused."""
+    body = json.dumps([{"parameter": {"x": 1}, "value": json.dumps(1 / 3), "trialJobId": "a"},
+                       {"parameter": {"x": 2}, "value": '{"default": 0.25, "loss": 2}'},
+                       {"parameter": {"x": 3}, "value": 0.5}]).encode()
+    assert [record["value"] for record in read(body)] == [1 / 3, {"default": 0.25, "loss": 2}, 0.5]
+    for value, message in (("high", "[0].value: expected a number"), ('"NaN"', "[0].value: expected a number"),
+                           ("NaN", "[0].value: not a finite number")):
+        with pytest.raises(UpdateRefused) as refused:
+            asyncio.run(read_import(json.dumps([{"parameter": {}, "value": value}]).encode()))
+        assert str(refused.value).startswith(message), (value, str(refused.value))

@@ -107,14 +107,14 @@ def test_sigusr1_preempts_every_trial_and_resume_continues_them_from_their_check
         assert saved == f"x={json.loads(parameters)['x']}"
     events = sqlite3.connect(database()).execute("SELECT kind FROM events").fetchall()
     assert ("experiment_preempted",) in events
-    status = subprocess.run([*command, "experiment", "status", exp_id], env=env, capture_output=True, text=True)
+    status = subprocess.run([*command, "experiment", "status", exp_id, "--table"], env=env, capture_output=True, text=True)
     assert status.stdout == f"{exp_id} STOPPED (preempted)\n"
 
     resumed = subprocess.run([*command, "resume", exp_id, "--port", "0", "--foreground",
                               "--exit-when-done"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
-    status = subprocess.run([*command, "experiment", "status", exp_id], env=env, capture_output=True, text=True)
+    status = subprocess.run([*command, "experiment", "status", exp_id, "--table"], env=env, capture_output=True, text=True)
     assert status.stdout == f"{exp_id} DONE\n", "the flag is about the last run"
     finals = sqlite3.connect(database()).execute(
         "SELECT t.parameters_json, t.attempts, m.value_json FROM trials t JOIN metrics m USING (trial_id) "

@@ -155,7 +155,7 @@ def test_results_download_is_the_csv_of_expctl_export(ui, gated_experiment, tmp_
                                "--format", "csv"], env=env, capture_output=True, timeout=120, check=True).stdout
     assert downloaded == exported
     lines = downloaded.decode().splitlines()
-    assert lines[0] == "trialJobId,x,default" and sorted(line.split(",")[1:] for line in lines[1:]) == [
+    assert lines[0] == "trialJobId,x,reward" and sorted(line.split(",")[1:] for line in lines[1:]) == [
         ["1", "1.5"], ["2", "3.0"]]
 
 
