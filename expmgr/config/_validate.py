@@ -30,6 +30,8 @@ from ._sections import (TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig,
 from ._sizes import parse_size
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
+    from expmgr.algorithms.registered import RegisteredAlgorithm
+
     from ._model import ExperimentConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
@@ -264,8 +266,11 @@ class _Canonicalizer:
     def _custom_tuner(self) -> bool:
         tuner = self.config.tuner
         if isinstance(tuner, dict):
-            return any(isinstance(k, str) and k.lower().replace("_", "") == "classname" for k in tuner)
-        return isinstance(tuner, AlgorithmConfig) and tuner.class_name is not None
+            name = next((v for k, v in tuner.items() if isinstance(k, str) and k.lower() == "name"), None)
+            return _registered(name) is not None or any(
+                isinstance(k, str) and k.lower().replace("_", "") == "classname" for k in tuner)
+        return isinstance(tuner, AlgorithmConfig) and (tuner.class_name is not None
+                                                       or _registered(tuner.name) is not None)
 
     # scalar fields -------------------------------------------------------------------------
     def _experiment_name(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
@@ -399,7 +404,22 @@ class _Canonicalizer:
             raise Problem(path + (Key("class_name"),),
                           f"give either {name_key} (a built-in {kind}) or {class_key} (your own class), not both")
         result = AlgorithmConfig()
-        if value.name is not None:
+        from expmgr.algorithms import AlgorithmError
+        try:
+            registered = _registered(value.name)
+        except AlgorithmError as error:   # the registry file is damaged
+            raise Problem(path + (Key("name"),), str(error)) from None
+        if registered is not None and registered.kind != kind:
+            raise Problem(path + (Key("name"),), f"{value.name!r} is registered as an {registered.algo_type}, "
+                                                 f"not a {kind} (expctl algo show {registered.builtin_name})")
+        if registered is not None:
+            # A user's algorithm registered by name (expctl algo register): its class, importable
+            # where expmgr runs, as NNI's registry resolves it.
+            result.class_name = registered.class_name
+            if value.code_directory is not None:
+                raise Problem(path + (Key("code_directory"),),
+                              f"{self._name('code_directory')} is only used with {class_key}")
+        elif value.name is not None:
             builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
             by_lower = {n.lower(): n for n in builtins}
             if not isinstance(value.name, str) or value.name.lower() not in by_lower:
@@ -537,6 +557,16 @@ class _Canonicalizer:
 
 
 # -- value checks ---------------------------------------------------------------------------
+
+def _registered(name: Any) -> RegisteredAlgorithm | None:
+    """The algorithm registered as ``name`` in the default home (``expctl algo register``),
+    unless ``name`` is a built-in's."""
+    from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS
+    from expmgr.algorithms.registered import find_registered
+    if not isinstance(name, str) or name.lower() in {n.lower() for n in (*BUILTIN_TUNERS, *BUILTIN_ASSESSORS)}:
+        return None
+    return find_registered(default_home(), name)
+
 
 def _unless_unfilled(value: Any) -> Any:
     """None for a tuner/assessor placeholder of ``ExperimentConfig('local')`` left empty."""

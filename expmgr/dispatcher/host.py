@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,10 @@ class DispatcherHost:
                 parameters = self._next_parameters(parameter_id)
             except NoMoreTrialError:
                 return {"parameters": generated, "no_more": True}
+            except Exception as error:
+                if _is_real_nnis_no_more_trial_error(error):
+                    return {"parameters": generated, "no_more": True}
+                raise
             except NoTrialYetError:
                 return {"parameters": generated, "no_more": False, "waiting": True}
             entry = {"parameter_id": parameter_id, "parameters": parameters}
@@ -190,12 +195,23 @@ class DispatcherHost:
         if self.assessor is None:
             return {"decision": AssessResult.Good.name}
         result = self.assessor.assess_trial(message["trial_id"], message["history"])
-        return {"decision": AssessResult(result).name if result is not None else AssessResult.Good.name}
+        if result is None:
+            return {"decision": AssessResult.Good.name}
+        # A real NNI's AssessResult is another enum of the same values.
+        return {"decision": AssessResult(getattr(result, "value", result)).name}
 
     def _cmd_import_data(self, message: dict[str, Any]) -> None:
         if self.tuner is not None:
             self._take_back_ahead()
             self.tuner.import_data(message["data"])
+
+
+def _is_real_nnis_no_more_trial_error(error: Exception) -> bool:
+    """Whether ``error`` is a real NNI's ``nni.NoMoreTrialError`` (a custom tuner's "no more"
+    when NNI is installed here; the light ``nni``'s is expmgr's own)."""
+    nni = sys.modules.get("nni")
+    real = getattr(nni, "NoMoreTrialError", None) if nni is not None else None
+    return isinstance(real, type) and isinstance(error, real)
 
 
 def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:
