@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,38 @@ def unregister(home: Path, name: str) -> RegisteredAlgorithm:
         raise AlgorithmError(f"no algorithm registered as {name!r} (expctl algo list shows them)")
     _write(home, [a for a in registered_algorithms(home) if a != found])
     return found
+
+
+# Run in a child process: the validator's module is the user's, written for NNI (it imports
+# nni.utils), and importing it must not change the process that loads the config.
+_VALIDATE = """
+import importlib, json, sys
+module_name, _, attribute = sys.argv[1].rpartition(".")
+try:
+    validator = getattr(importlib.import_module(module_name), attribute)()
+    validator.validate_class_args(**json.loads(sys.argv[2]))
+except Exception as error:
+    print(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
+    sys.exit(3)
+"""
+_VALIDATOR_REFUSED = 3
+
+
+def class_args_refusal(algorithm: RegisteredAlgorithm, class_args: dict[str, Any]) -> str | None:
+    """What ``algorithm``'s ``classArgsValidator`` says of ``class_args`` (NNI runs it when an
+    experiment is created), or None when it takes them or there is none. It runs in a child
+    process with this environment and NNI's ``nni`` last on its path, as the dispatcher has."""
+    if algorithm.class_args_validator is None:
+        return None
+    from expmgr.trial import TRIAL_PATH
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*filter(None, [env.get("PYTHONPATH")]), TRIAL_PATH])
+    checked = subprocess.run([sys.executable, "-c", _VALIDATE, algorithm.class_args_validator, json.dumps(class_args)],
+                             env=env, capture_output=True, text=True, timeout=120, check=False)
+    if checked.returncode == 0:
+        return None
+    said = checked.stdout.strip() if checked.returncode == _VALIDATOR_REFUSED else checked.stderr.strip()[-2000:]
+    return f"{algorithm.builtin_name}'s classArgsValidator {algorithm.class_args_validator} refused them: {said}"
 
 
 def _write(home: Path, algorithms: list[RegisteredAlgorithm]) -> None:

@@ -460,6 +460,11 @@ class _Canonicalizer:
             if not isinstance(mode, str) or mode.lower() not in ("maximize", "minimize"):
                 raise Problem(apath + ("optimize_mode",), f"expected 'maximize' or 'minimize', got {mode!r}")
             args["optimize_mode"] = mode.lower()
+        if registered is not None:
+            from expmgr.algorithms.registered import class_args_refusal
+            refusal = class_args_refusal(registered, args)
+            if refusal is not None:
+                raise Problem(apath, refusal)
         result.class_args = args
         return result
 

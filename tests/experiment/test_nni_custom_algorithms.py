@@ -173,3 +173,34 @@ def test_algo_register_refuses_a_class_it_cannot_import_and_a_builtins_name(tmp_
     assert refused.returncode == 2 and "algoType: expected one of tuner, assessor, advisor" in refused.stderr
     unknown = expctl("algo", "unregister", "mine", home=home, cwd=tmp_path, pythonpath=str(REPO))
     assert unknown.returncode == 2 and "no algorithm registered as 'mine'" in unknown.stderr
+
+
+def test_a_registered_algorithms_class_args_validator_checks_the_config_when_it_is_loaded(tmp_path: Path):
+    package = tmp_path / "package"
+    package.mkdir()
+    write_script(package, "sized_tuner.py", """
+        from schema import Schema, Optional
+        from nni.tuner import Tuner
+        from nni.utils import ClassArgsValidator
+
+        class SizedTuner(Tuner):
+            def __init__(self, size=1):
+                self.size = size
+
+        class SizeValidator(ClassArgsValidator):
+            def validate_class_args(self, **kwargs):
+                Schema({Optional('size'): self.range('size', int, 1, 10)}).validate(kwargs)
+    """)
+    (package / "meta.yml").write_text("algoType: tuner\nbuiltinName: sized\nclassName: sized_tuner.SizedTuner\n"
+                                      "classArgsValidator: sized_tuner.SizeValidator\n")
+    home, pythonpath = tmp_path / "home", os.pathsep.join([str(REPO), str(package)])
+    assert expctl("algo", "register", "-m", "meta.yml", home=home, cwd=package, pythonpath=pythonpath).returncode == 0
+    (tmp_path / "config.yml").write_text(DEMO_CONFIG.replace("name: demotuner", "name: sized").replace(
+        "optimize_mode: maximize", "size: 20"))
+    refused = expctl("create", "--config", "config.yml", "--port", "0", home=home, cwd=tmp_path,
+                     pythonpath=pythonpath)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "tuner.classArgs" in refused.stderr
+    assert "sized's classArgsValidator sized_tuner.SizeValidator refused them: " in refused.stderr
+    assert "size should be in range of (1, 10)!" in refused.stderr
+    assert not any(path.is_dir() for path in home.iterdir()), "no experiment was made"
