@@ -132,12 +132,12 @@ class DispatcherHost:
                 parameters = self._next_parameters(parameter_id)
             except NoMoreTrialError:
                 return {"parameters": generated, "no_more": True}
+            except NoTrialYetError:
+                return {"parameters": generated, "no_more": False, "waiting": True}
             except Exception as error:
                 if _is_real_nnis_no_more_trial_error(error):
                     return {"parameters": generated, "no_more": True}
                 raise
-            except NoTrialYetError:
-                return {"parameters": generated, "no_more": False, "waiting": True}
             entry = {"parameter_id": parameter_id, "parameters": parameters}
             # Custom tuners written for NNI have no checkpoint_source.
             checkpoint_source = getattr(self.tuner, "checkpoint_source", None)
@@ -155,7 +155,17 @@ class DispatcherHost:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             return ahead.result()
-        return self.tuner.generate_parameters(parameter_id)
+        return self._generate(parameter_id)
+
+    def _generate(self, parameter_id: int) -> dict[str, Any]:
+        """The tuner's parameters for ``parameter_id``. An NNI tuner may implement
+        ``generate_multiple_parameters`` alone (NNI asks for either): it is asked for one."""
+        if not _implements_only_multiple(type(self.tuner)):
+            return self.tuner.generate_parameters(parameter_id)
+        generated = self.tuner.generate_multiple_parameters([parameter_id])
+        if not generated:
+            raise NoMoreTrialError(f"{type(self.tuner).__name__} generated no parameters")
+        return generated[0]
 
     def work_ahead(self) -> None:
         """After a reply went out: compute the next parameters now if the last ``generate``
@@ -164,7 +174,7 @@ class DispatcherHost:
         if parameter_id is None or self._ahead is not None:
             return
         try:
-            self._ahead = _Ahead(parameters=self.tuner.generate_parameters(parameter_id))
+            self._ahead = _Ahead(parameters=self._generate(parameter_id))
         except Exception as error:   # the next generate answers it: no more, or the tuner's failure
             self._ahead = _Ahead(error=error)
 
@@ -204,6 +214,14 @@ class DispatcherHost:
         if self.tuner is not None:
             self._take_back_ahead()
             self.tuner.import_data(message["data"])
+
+
+def _implements_only_multiple(tuner_class: type) -> bool:
+    """Whether a tuner class overrides ``generate_multiple_parameters`` but not
+    ``generate_parameters`` of its base (expmgr's ``Tuner``, or a real NNI's)."""
+    def from_base(name: str) -> bool:
+        return getattr(getattr(tuner_class, name, None), "__qualname__", "") == f"Tuner.{name}"
+    return from_base("generate_parameters") and not from_base("generate_multiple_parameters")
 
 
 def _is_real_nnis_no_more_trial_error(error: Exception) -> bool:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from expmgr import Experiment, ExperimentConfig
 from tests.conftest import REPO, write_script
 
@@ -40,6 +42,15 @@ NNI_TUNER = """
 
         def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
             self.rewards[parameter_id] = extract_scalar_reward(value)
+
+    class ManyAtOnceTuner(ListTuner):
+        '''The same, implementing generate_multiple_parameters alone (NNI asks for either).'''
+
+        generate_parameters = Tuner.generate_parameters
+
+        def generate_multiple_parameters(self, parameter_id_list, **kwargs):
+            proposed, self.values = self.values[:len(parameter_id_list)], self.values[len(parameter_id_list):]
+            return [{'x': x} for x in proposed]
 """
 
 NNI_ASSESSOR = """
@@ -67,7 +78,9 @@ TRIAL = """
 """
 
 
-def test_a_tuner_and_an_assessor_written_for_nni_run_in_the_dispatcher_without_nni(tmp_path: Path, code_dir: Path):
+@pytest.mark.parametrize("tuner", ["ListTuner", "ManyAtOnceTuner"])
+def test_a_tuner_and_an_assessor_written_for_nni_run_in_the_dispatcher_without_nni(tmp_path: Path, code_dir: Path,
+                                                                                   tuner: str):
     assert importlib.util.find_spec("nni") is None, "this test is for an environment without NNI"
     algorithms = tmp_path / "algorithms"
     algorithms.mkdir()
@@ -77,7 +90,7 @@ def test_a_tuner_and_an_assessor_written_for_nni_run_in_the_dispatcher_without_n
     experiment = Experiment(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [3, -1, 2]}}, trial_command="python3 trial.py",
         trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=10,
-        tuner={"className": "list_tuner.ListTuner", "codeDirectory": algorithms,
+        tuner={"className": f"list_tuner.{tuner}", "codeDirectory": algorithms,
                "classArgs": {"optimize_mode": "maximize"}},
         assessor={"className": "negative_stopper.NegativeStopper", "codeDirectory": algorithms},
         experiment_working_directory=tmp_path / "home"))
@@ -85,7 +98,7 @@ def test_a_tuner_and_an_assessor_written_for_nni_run_in_the_dispatcher_without_n
     jobs = sorted(experiment.list_trial_jobs(), key=lambda job: job.sequenceId)
     assert [(job.parameters["x"], job.status) for job in jobs] == [
         (3, "SUCCEEDED"), (-1, "EARLY_STOPPED"), (2, "SUCCEEDED")], "nni.NoMoreTrialError ended the search at 3"
-    assert "tuner ListTuner ready" in experiment.paths.dispatcher_log.read_text()
+    assert f"tuner {tuner} ready" in experiment.paths.dispatcher_log.read_text()
     experiment.stop()
 
 
