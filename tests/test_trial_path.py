@@ -365,6 +365,7 @@ NNI_OTHER_NAMES_TRIAL = """
         no_more = [type(error).__name__, str(error)]
     seen = {
         "version": nni.__version__, "no_more": no_more,
+        "absent": [hasattr(nni, name) for name in ("randint", "lognormal", "qlognormal")],  # as in NNI 3.0
         "reward": [extract_scalar_reward(0.5), extract_scalar_reward({"default": 3, "loss": 1}),
                    extract_scalar_reward({"acc": 2}, scalar_key="acc")],
         "history": extract_scalar_history([1, {"default": 2.5}]),
@@ -401,7 +402,7 @@ def test_nnis_other_trial_names_answer_as_nni_3_0s_in_a_real_experiment(tmp_path
             ("PERIODICAL", 0, x), ("PERIODICAL", 5, x + 1), ("FINAL", 6, {"default": x * 10, "loss": 1})]
         seen = json.loads((experiment.paths.trial_dir(job.trialJobId) / "seen.json").read_text())
         assert seen == {
-            "version": "3.0", "no_more": ["NoMoreTrialError", "explored"],
+            "version": "3.0", "no_more": ["NoMoreTrialError", "explored"], "absent": [False, False, False],
             "reward": [0.5, 3, 2], "history": [1, 2.5],
             "metric_types": ["FINAL", "PERIODICAL", "REQUEST_PARAMETER"], "modes": ["Maximize", "minimize"],
             # NNI 3.0's own answers (nni/mutable/shortcut.py and mutable.py at 767ed7f22)
