@@ -19,7 +19,6 @@ from expmgr import ExperimentConfig as TopLevelExperimentConfig
 from expmgr.config import ConfigError
 from expmgr.experiment import (AlgorithmConfig, Experiment, ExperimentConfig, ExperimentError, TrialJob,
                                TrialMetricData, TrialResult)
-from expmgr.experiment.nni_scripts import nni_names, notebook_cells
 from tests.conftest import REPO, wait_until, write_script
 from tests.test_trial_path import activate, nni_python, sklearn_without_nni  # noqa: F401 - nni_python: a fixture
 
@@ -329,6 +328,7 @@ def test_nnis_sklearn_python_api_notebook_runs_cell_by_cell_unchanged_with_expct
     copy of the example's folder (its trials run main.py there), with what ``expctl run`` gives
     a notebook (``nni_names``); after the cell that starts the experiment the test waits for
     its end, as its user would before the cells that look at the results."""
+    from expmgr.experiment.nni_scripts import nni_names, notebook_cells
     if sklearn_without_nni() != sys.executable:
         pytest.skip("the trials' python3 (this one) has no scikit-learn")
     project = tmp_path / "sklearn_classification"
