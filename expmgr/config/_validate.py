@@ -251,7 +251,8 @@ class _Canonicalizer:
         if isinstance(tuner, dict):
             name = next((v for k, v in tuner.items() if isinstance(k, str) and k.lower() == "name"), None)
         known = {n.lower() for n in BUILTIN_TUNERS}
-        if isinstance(name, str) and name.lower() in _NNI_ONLY_TUNERS and name.lower() not in known:
+        if (isinstance(name, str) and name.lower() in _NNI_ONLY_TUNERS and name.lower() not in known
+                and _registered(name) is None):   # a user's own registered under NNI's name is theirs
             self._algorithm(tuner, (Key("tuner"),), "tuner")   # raises its "not supported"
 
     def _check_space(self, space: Any, path: tuple[PathSegment, ...]) -> None:
@@ -404,11 +405,7 @@ class _Canonicalizer:
             raise Problem(path + (Key("class_name"),),
                           f"give either {name_key} (a built-in {kind}) or {class_key} (your own class), not both")
         result = AlgorithmConfig()
-        from expmgr.algorithms import AlgorithmError
-        try:
-            registered = _registered(value.name)
-        except AlgorithmError as error:   # the registry file is damaged
-            raise Problem(path + (Key("name"),), str(error)) from None
+        registered = _registered(value.name, path)
         if registered is not None and registered.kind != kind:
             raise Problem(path + (Key("name"),), f"{value.name!r} is registered as an {registered.algo_type}, "
                                                  f"not a {kind} (expctl algo show {registered.builtin_name})")
@@ -563,14 +560,17 @@ class _Canonicalizer:
 
 # -- value checks ---------------------------------------------------------------------------
 
-def _registered(name: Any) -> RegisteredAlgorithm | None:
+def _registered(name: Any, path: tuple[PathSegment, ...] = (Key("tuner"),)) -> RegisteredAlgorithm | None:
     """The algorithm registered as ``name`` in the default home (``expctl algo register``),
-    unless ``name`` is a built-in's."""
-    from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS
+    unless ``name`` is a built-in's; a damaged registry is a Problem at ``path``'s name."""
+    from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS, AlgorithmError
     from expmgr.algorithms.registered import find_registered
     if not isinstance(name, str) or name.lower() in {n.lower() for n in (*BUILTIN_TUNERS, *BUILTIN_ASSESSORS)}:
         return None
-    return find_registered(default_home(), name)
+    try:
+        return find_registered(default_home(), name)
+    except AlgorithmError as error:
+        raise Problem(path + (Key("name"),), str(error)) from None
 
 
 def _unless_unfilled(value: Any) -> Any:
