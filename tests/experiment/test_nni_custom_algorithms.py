@@ -16,6 +16,8 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from tests.conftest import REPO, write_script
+from tests.experiment.test_nni_api import nni_beside_expmgr
+from tests.test_trial_path import nni_python  # noqa: F401 - a fixture
 
 CUSTOMIZED_TUNER = REPO / "tests" / "nni_examples" / "customized_tuner"
 
@@ -217,3 +219,28 @@ def test_a_registered_algorithms_class_args_validator_checks_the_config_when_it_
     assert "sized's classArgsValidator sized_tuner.SizeValidator refused them: " in refused.stderr
     assert "size should be in range of (1, 10)!" in refused.stderr
     assert not any(path.is_dir() for path in home.iterdir()), "no experiment was made"
+
+
+def test_with_nni_installed_beside_expmgr_the_dispatcher_gives_nnis_own_classes_and_takes_their_answers(
+        tmp_path: Path, code_dir: Path, nni_python: str, monkeypatch: pytest.MonkeyPatch):  # noqa: F811 - the fixture
+    """A real NNI's ``nni.NoMoreTrialError`` ends the search and its ``AssessResult.Bad`` stops
+    a trial, as expmgr's own do."""
+    monkeypatch.setenv("PYTHONPATH", nni_beside_expmgr(tmp_path, nni_python))  # the dispatcher's environment
+    algorithms = tmp_path / "algorithms"
+    algorithms.mkdir()
+    write_script(algorithms, "list_tuner.py", NNI_TUNER + """
+    import nni.tuner
+    assert 'site-packages' in nni.tuner.__file__, nni.tuner.__file__   # NNI's own, not expmgr's light one
+    """)
+    write_script(algorithms, "negative_stopper.py", NNI_ASSESSOR)
+    write_script(code_dir, "trial.py", TRIAL)
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [3, -1]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=1, max_trial_number=10,
+        tuner={"className": "list_tuner.ListTuner", "codeDirectory": algorithms},
+        assessor={"className": "negative_stopper.NegativeStopper", "codeDirectory": algorithms},
+        experiment_working_directory=tmp_path / "home"))
+    assert experiment.run(port=0), experiment.paths.dispatcher_log.read_text()
+    jobs = sorted(experiment.list_trial_jobs(), key=lambda job: job.sequenceId)
+    assert [(job.parameters["x"], job.status) for job in jobs] == [(3, "SUCCEEDED"), (-1, "EARLY_STOPPED")]
+    experiment.stop()
