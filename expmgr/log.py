@@ -329,6 +329,8 @@ def bound_stdout_file(path: str | os.PathLike[str], limits: RotationLimits) -> N
     """stdout and stderr are the file ``path`` (a daemon's log): rotate it at ``limits`` as
     ``nni.*`` records are printed, pointing both at each new file."""
     ensure_stdout_logging()
+    if _stdout_handler is None:   # silenced (silence_stdout): nothing is printed to rotate for
+        return
     assert isinstance(_stdout_handler, _StdoutHandler)  # made by ensure_stdout_logging
     _stdout_handler.bounded_file = (os.fspath(path), limits)
 
