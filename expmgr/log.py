@@ -43,6 +43,7 @@ DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 _lock = threading.RLock()
 _stdout_handler: logging.Handler | None = None
+_stdout_silenced = False
 
 
 def level_number(name: str) -> int:
@@ -331,22 +332,39 @@ def bound_stdout_file(stdout_path: str | os.PathLike[str], stderr_path: str | os
     """stdout is the file ``stdout_path`` and stderr ``stderr_path`` (a daemon's logs): rotate
     each at ``limits`` as ``nni.*`` records are printed, pointing its descriptor at each new file."""
     ensure_stdout_logging()
+    if _stdout_handler is None:   # silenced (silence_stdout): nothing is printed to rotate for
+        return
     assert isinstance(_stdout_handler, _StdoutHandler)  # made by ensure_stdout_logging
     _stdout_handler.bounded_files = (os.fspath(stdout_path), os.fspath(stderr_path), limits)
 
 
 def ensure_stdout_logging() -> None:
-    """``nni.*`` INFO+ to stdout, once per process. ``nni`` stops propagating, so a
-    user's ``logging.basicConfig()`` never prints the same record twice."""
+    """``nni.*`` INFO+ to stdout, once per process (never after :func:`silence_stdout`).
+    ``nni`` stops propagating, so a user's ``logging.basicConfig()`` never prints the
+    same record twice."""
     global _stdout_handler
     with _lock:
-        if _stdout_handler is not None:
+        if _stdout_handler is not None or _stdout_silenced:
             return
         _stdout_handler = _new_handler(_StdoutHandler(sys.stdout), logging.INFO, _stdout_formatter())
         root = logging.getLogger(NAMESPACE)
         root.addHandler(_stdout_handler)
         root.propagate = False
         _refresh_namespace_level()
+
+
+def silence_stdout() -> None:
+    """NNI's ``nni.silence_stdout()``: no more ``nni.*`` records on stdout in this process
+    (experiment.log, trial.log and dispatcher.log are kept). ``nni`` still does not
+    propagate, so the user's own handlers do not print them instead."""
+    global _stdout_handler, _stdout_silenced
+    with _lock:
+        _stdout_silenced = True
+        root = logging.getLogger(NAMESPACE)
+        if _stdout_handler is not None:
+            root.removeHandler(_stdout_handler)
+            _stdout_handler = None
+        root.propagate = False
 
 
 _attached: dict[str, "ExperimentLogAttachment"] = {}

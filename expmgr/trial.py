@@ -302,6 +302,17 @@ def report_final_result(metric: object) -> None:
     _report("FINAL", metric)
 
 
+def overwrite_intermediate_seq(value: int) -> None:
+    """NNI's ``nni.trial.overwrite_intermediate_seq``: number the next report ``value`` (a trial
+    that continues from a checkpoint goes on counting from there). Forward only: a report's
+    number is how the manager recognises one sent twice, so a number already used is not
+    given again (a smaller ``value`` changes nothing)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"overwrite_intermediate_seq: expected a non-negative integer, got {value!r}")
+    ctx = _ctx()
+    ctx.next_sequence = max(ctx.next_sequence, value)
+
+
 def _is_scalar_number(value: object) -> bool:
     """Whether a dict's value is meant as a number (and so is made a plain one, or refused)."""
     return not isinstance(value, (bool, str, bytes)) and value is not None and (

@@ -18,14 +18,14 @@ import pytest
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "expmgr"
 
 LAYERS: list[set[str]] = [  # top first; a unit may import its own modules and any unit in a lower layer
-    {"cli"},
+    {"cli", "trial_path"},     # trial_path: not a package; the folder of NNI's names (`nni`, `expmgr`), put on
+                               # trials', the dispatcher's and `expctl run`'s path, answered by the layers below
     {"experiment"},            # Experiment and the Manager/Viewer hosts that start engine + server
     {"server"},
     {"engine"},
     {"training", "store", "dispatcher"},
     {"config"},                # below training: a training service is built from its part of the config
     {"algorithms"},
-    {"trial_path"},            # not a package: the folder first on trials' PYTHONPATH (`nni`, `expmgr`)
     {"trial"},                 # the trial-side API (and the `expmgr` package that re-exports it)
     {"layout", "log", "states", "metrics", "logreader", "strict_json"},
     {"rotation"},              # how log files are bounded: the log handlers, the training services, readers

@@ -344,3 +344,88 @@ def test_nnis_sklearn_regression_example_runs_unchanged_without_real_nni(tmp_pat
 
 def test_nnis_sklearn_regression_example_runs_unchanged_with_real_nni(tmp_path: Path, nni_python: str):
     check_sklearn_trials(run_nni_example(tmp_path, "sklearn_regression", nni_python), lowest=-math.inf)
+
+
+# -- NNI's other names a trial may touch -------------------------------------------------------
+
+NNI_OTHER_NAMES_TRIAL = """
+    import json, os
+    import nni, nni.trial
+    from nni.utils import MetricType, OptimizeMode, extract_scalar_history, extract_scalar_reward
+
+    params = nni.get_next_parameter()
+    nni.report_intermediate_result(params["x"])
+    nni.trial.overwrite_intermediate_seq(5)   # a trial going on from a checkpoint at step 5
+    nni.report_intermediate_result(params["x"] + 1)
+    nni.trial.overwrite_intermediate_seq(1)   # backwards: a number used already is not given again
+    nni.report_final_result({"default": params["x"] * 10, "loss": 1})
+    try:
+        raise nni.NoMoreTrialError("explored")
+    except Exception as error:
+        no_more = [type(error).__name__, str(error)]
+    seen = {
+        "version": nni.__version__, "no_more": no_more,
+        "absent": [hasattr(nni, name) for name in ("randint", "lognormal", "qlognormal")],  # as in NNI 3.0
+        "reward": [extract_scalar_reward(0.5), extract_scalar_reward({"default": 3, "loss": 1}),
+                   extract_scalar_reward({"acc": 2}, scalar_key="acc")],
+        "history": extract_scalar_history([1, {"default": 2.5}]),
+        "metric_types": [MetricType.FINAL, MetricType.PERIODICAL, MetricType.REQUEST_PARAMETER],
+        "modes": [OptimizeMode("maximize").name, OptimizeMode.Minimize.value],
+        "choice": [nni.choice("x", [1, 2]).as_legacy_dict(), repr(nni.choice("x", [1, 2]))],
+        "numericals": [repr(nni.uniform("a", 0, 1)), repr(nni.quniform("b", 2.5, 5.5, 2.0)),
+                       repr(nni.loguniform("c", 1e-05, 0.001)), repr(nni.qloguniform("d", 1e-05, 0.001, 0.0001)),
+                       repr(nni.normal("e", 0.0, 1.0)), repr(nni.qnormal("f", 0.0, 1.0, 0.1))],
+    }
+    try:
+        nni.uniform("a", 1, 0)
+    except ValueError as error:
+        seen["bad_uniform"] = str(error)
+    with open(os.path.join(os.environ["NNI_OUTPUT_DIR"], "seen.json"), "w") as file:
+        json.dump(seen, file)
+"""
+
+
+def test_nnis_other_trial_names_answer_as_nni_3_0s_in_a_real_experiment(tmp_path: Path, code_dir: Path):
+    write_script(code_dir, "trial.py", NNI_OTHER_NAMES_TRIAL)
+    experiment = Experiment(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [1, 2]}}, trial_command="python3 trial.py",
+        trial_code_directory=code_dir, trial_concurrency=2, max_trial_number=2,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home"))
+    assert experiment.run(port=0)
+    jobs = experiment.list_trial_jobs()
+    assert [job.status for job in jobs] == ["SUCCEEDED"] * 2, [
+        (experiment.paths.trial_dir(job.trialJobId) / "stderr").read_text() for job in jobs]
+    metrics = experiment.get_job_metrics()
+    for job in jobs:
+        x = job.parameters["x"]
+        assert [(m.type, m.sequence, m.data) for m in metrics[job.trialJobId]] == [
+            ("PERIODICAL", 0, x), ("PERIODICAL", 5, x + 1), ("FINAL", 6, {"default": x * 10, "loss": 1})]
+        seen = json.loads((experiment.paths.trial_dir(job.trialJobId) / "seen.json").read_text())
+        assert seen == {
+            "version": "3.0", "no_more": ["NoMoreTrialError", "explored"], "absent": [False, False, False],
+            "reward": [0.5, 3, 2], "history": [1, 2.5],
+            "metric_types": ["FINAL", "PERIODICAL", "REQUEST_PARAMETER"], "modes": ["Maximize", "minimize"],
+            # NNI 3.0's own answers (nni/mutable/shortcut.py and mutable.py at 767ed7f22)
+            "choice": [{"_type": "choice", "_value": [1, 2]}, "Categorical([1, 2], label='x')"],
+            "numericals": ["Numerical(0, 1, label='a')", "Numerical(2.5, 5.5, q=2.0, label='b')",
+                           "Numerical(1e-05, 0.001, log_distributed=True, label='c')",
+                           "Numerical(1e-05, 0.001, q=0.0001, log_distributed=True, label='d')",
+                           "Numerical(-inf, inf, mu=0.0, sigma=1.0, label='e')",
+                           "Numerical(-inf, inf, mu=0.0, sigma=1.0, q=0.1, label='f')"],
+            "bad_uniform": "low must be strictly smaller than high.",
+        }
+
+
+def test_silence_stdout_keeps_nnis_records_off_stdout_of_a_trial_run_by_hand(tmp_path: Path):
+    script = write_script(tmp_path, "trial.py", """
+        import nni
+        nni.silence_stdout()
+        print("params", nni.get_next_parameter())
+        nni.report_final_result(0.75)
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPMGR_", "NNI_"))}
+    env["PYTHONPATH"] = trial_api.trial_pythonpath(None)
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "params {}\n", "NNI's standalone warnings and the logged report: not on stdout"

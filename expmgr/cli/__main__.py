@@ -17,6 +17,8 @@
     expctl log stdout|stderr|trial [ID] TRIAL [-f] [--tail N]
     expctl config show [ID]
     expctl experiment save [ID] [--path DIR] [--saveCodeDir] | load --path ZIP --codeDir DIR
+    expctl algo register --meta_path FILE | list | show NAME | unregister NAME
+    expctl run SCRIPT.py|NOTEBOOK.ipynb [ARGS...]        # an NNI launcher script, as it is
 
 nnictl's spellings of these work too (``update concurrency ID --value 4``, ``trial kill
 ID --trial_id T``, ...); nnictl's commands expmgr has no counterpart for answer
@@ -37,7 +39,7 @@ import os
 import sys
 
 from expmgr import __version__
-from expmgr.cli import archive, control, home, launch, listing, logs, nnictl, top, update
+from expmgr.cli import algo, archive, control, home, launch, listing, logs, nnictl, run, top, update
 from expmgr.cli.common import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, CliError, printable
 from expmgr.store.registry import RegistryError
 
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     home.add_parser(commands)
     nnictl.add_parsers(commands, experiment_commands)
     archive.add_parsers(experiment_commands)
+    algo.add_parser(commands)
+    run.add_parser(commands)
     return parser
 
 

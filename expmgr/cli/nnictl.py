@@ -11,9 +11,7 @@ from expmgr.cli.common import EXIT_OK, experiment_store, find_experiment, not_su
 
 _NOT_SUPPORTED = {
     "platform": ("nnictl platform", "expmgr runs trials on this machine only: there is no remote platform to clean"),
-    "algo": ("nnictl algo", "no algorithm registry: name a custom tuner by className and codeDirectory in the "
-                            "config"),
-    "package": ("nnictl package", "replaced by nnictl algo in NNI, and expmgr has no algorithm registry"),
+    "package": ("nnictl package", "replaced by nnictl algo in NNI: use expctl algo"),
     "trainingservice": ("nnictl trainingservice", "expmgr has the local training service only"),
     "ss_gen": ("nnictl ss_gen", "deprecated in NNI: write the search space in the config or a JSON file"),
     "jupyter-extension": ("nnictl jupyter-extension", "expmgr's web UI is served by the experiment itself"),

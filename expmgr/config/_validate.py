@@ -30,6 +30,8 @@ from ._sections import (TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig,
 from ._sizes import parse_size
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
+    from expmgr.algorithms.registered import RegisteredAlgorithm
+
     from ._model import ExperimentConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
@@ -249,7 +251,8 @@ class _Canonicalizer:
         if isinstance(tuner, dict):
             name = next((v for k, v in tuner.items() if isinstance(k, str) and k.lower() == "name"), None)
         known = {n.lower() for n in BUILTIN_TUNERS}
-        if isinstance(name, str) and name.lower() in _NNI_ONLY_TUNERS and name.lower() not in known:
+        if (isinstance(name, str) and name.lower() in _NNI_ONLY_TUNERS and name.lower() not in known
+                and _registered(name) is None):   # a user's own registered under NNI's name is theirs
             self._algorithm(tuner, (Key("tuner"),), "tuner")   # raises its "not supported"
 
     def _check_space(self, space: Any, path: tuple[PathSegment, ...]) -> None:
@@ -264,8 +267,11 @@ class _Canonicalizer:
     def _custom_tuner(self) -> bool:
         tuner = self.config.tuner
         if isinstance(tuner, dict):
-            return any(isinstance(k, str) and k.lower().replace("_", "") == "classname" for k in tuner)
-        return isinstance(tuner, AlgorithmConfig) and tuner.class_name is not None
+            name = next((v for k, v in tuner.items() if isinstance(k, str) and k.lower() == "name"), None)
+            return _registered(name) is not None or any(
+                isinstance(k, str) and k.lower().replace("_", "") == "classname" for k in tuner)
+        return isinstance(tuner, AlgorithmConfig) and (tuner.class_name is not None
+                                                       or _registered(tuner.name) is not None)
 
     # scalar fields -------------------------------------------------------------------------
     def _experiment_name(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
@@ -399,7 +405,18 @@ class _Canonicalizer:
             raise Problem(path + (Key("class_name"),),
                           f"give either {name_key} (a built-in {kind}) or {class_key} (your own class), not both")
         result = AlgorithmConfig()
-        if value.name is not None:
+        registered = _registered(value.name, path)
+        if registered is not None and registered.kind != kind:
+            raise Problem(path + (Key("name"),), f"{value.name!r} is registered as an {registered.algo_type}, "
+                                                 f"not a {kind} (expctl algo show {registered.builtin_name})")
+        if registered is not None:
+            # A user's algorithm registered by name (expctl algo register): its class, importable
+            # where expmgr runs, as NNI's registry resolves it.
+            result.class_name = registered.class_name
+            if value.code_directory is not None:
+                raise Problem(path + (Key("code_directory"),),
+                              f"{self._name('code_directory')} is only used with {class_key}")
+        elif value.name is not None:
             builtins = BUILTIN_TUNERS if kind == "tuner" else BUILTIN_ASSESSORS
             by_lower = {n.lower(): n for n in builtins}
             if not isinstance(value.name, str) or value.name.lower() not in by_lower:
@@ -440,6 +457,11 @@ class _Canonicalizer:
             if not isinstance(mode, str) or mode.lower() not in ("maximize", "minimize"):
                 raise Problem(apath + ("optimize_mode",), f"expected 'maximize' or 'minimize', got {mode!r}")
             args["optimize_mode"] = mode.lower()
+        if registered is not None:
+            from expmgr.algorithms.registered import class_args_refusal
+            refusal = class_args_refusal(registered, args)
+            if refusal is not None:
+                raise Problem(apath, refusal)
         result.class_args = args
         return result
 
@@ -537,6 +559,19 @@ class _Canonicalizer:
 
 
 # -- value checks ---------------------------------------------------------------------------
+
+def _registered(name: Any, path: tuple[PathSegment, ...] = (Key("tuner"),)) -> RegisteredAlgorithm | None:
+    """The algorithm registered as ``name`` in the default home (``expctl algo register``),
+    unless ``name`` is a built-in's; a damaged registry is a Problem at ``path``'s name."""
+    from expmgr.algorithms import BUILTIN_ASSESSORS, BUILTIN_TUNERS, AlgorithmError
+    from expmgr.algorithms.registered import find_registered
+    if not isinstance(name, str) or name.lower() in {n.lower() for n in (*BUILTIN_TUNERS, *BUILTIN_ASSESSORS)}:
+        return None
+    try:
+        return find_registered(default_home(), name)
+    except AlgorithmError as error:
+        raise Problem(path + (Key("name"),), str(error)) from None
+
 
 def _unless_unfilled(value: Any) -> Any:
     """None for a tuner/assessor placeholder of ``ExperimentConfig('local')`` left empty."""

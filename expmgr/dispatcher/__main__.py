@@ -1,7 +1,8 @@
 """Entry point of the dispatcher process: ``python -m expmgr.dispatcher --log-file F --log-level L``.
 
 It moves the command channel off fds 0 and 1 first, so that whatever a tuner
-prints lands in its log instead of corrupting the channel.
+prints lands in its log instead of corrupting the channel, and puts NNI's ``nni``
+package (``expmgr/trial_path``) last on ``sys.path`` for custom tuners written for NNI.
 """
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_dispatcher_logging(args.log_file, args.log_level, RotationLimits.from_env(args.log_limits) or UNBOUNDED,
                              descriptors=(1, 2))
 
+    # NNI's `nni` (expmgr/trial_path), last: custom tuners and assessors written for NNI import
+    # nni.tuner, nni.assessor, nni.utils; a real NNI installed here comes first and is theirs.
+    from expmgr.trial import TRIAL_PATH
+    sys.path.append(TRIAL_PATH)
     from expmgr.dispatcher.host import serve
     return serve(channel_in, channel_out)
 

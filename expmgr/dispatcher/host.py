@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,10 @@ class DispatcherHost:
                 return {"parameters": generated, "no_more": True}
             except NoTrialYetError:
                 return {"parameters": generated, "no_more": False, "waiting": True}
+            except Exception as error:
+                if _is_real_nnis_no_more_trial_error(error):
+                    return {"parameters": generated, "no_more": True}
+                raise
             entry = {"parameter_id": parameter_id, "parameters": parameters}
             # Custom tuners written for NNI have no checkpoint_source.
             checkpoint_source = getattr(self.tuner, "checkpoint_source", None)
@@ -150,7 +155,17 @@ class DispatcherHost:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             return ahead.result()
-        return self.tuner.generate_parameters(parameter_id)
+        return self._generate(parameter_id)
+
+    def _generate(self, parameter_id: int) -> dict[str, Any]:
+        """The tuner's parameters for ``parameter_id``. An NNI tuner may implement
+        ``generate_multiple_parameters`` alone (NNI asks for either): it is asked for one."""
+        if not _implements_only_multiple(type(self.tuner)):
+            return self.tuner.generate_parameters(parameter_id)
+        generated = self.tuner.generate_multiple_parameters([parameter_id])
+        if not generated:
+            raise NoMoreTrialError(f"{type(self.tuner).__name__} generated no parameters")
+        return generated[0]
 
     def work_ahead(self) -> None:
         """After a reply went out: compute the next parameters now if the last ``generate``
@@ -159,7 +174,7 @@ class DispatcherHost:
         if parameter_id is None or self._ahead is not None:
             return
         try:
-            self._ahead = _Ahead(parameters=self.tuner.generate_parameters(parameter_id))
+            self._ahead = _Ahead(parameters=self._generate(parameter_id))
         except Exception as error:   # the next generate answers it: no more, or the tuner's failure
             self._ahead = _Ahead(error=error)
 
@@ -190,12 +205,31 @@ class DispatcherHost:
         if self.assessor is None:
             return {"decision": AssessResult.Good.name}
         result = self.assessor.assess_trial(message["trial_id"], message["history"])
-        return {"decision": AssessResult(result).name if result is not None else AssessResult.Good.name}
+        if result is None:
+            return {"decision": AssessResult.Good.name}
+        # A real NNI's AssessResult is another enum of the same values.
+        return {"decision": AssessResult(getattr(result, "value", result)).name}
 
     def _cmd_import_data(self, message: dict[str, Any]) -> None:
         if self.tuner is not None:
             self._take_back_ahead()
             self.tuner.import_data(message["data"])
+
+
+def _implements_only_multiple(tuner_class: type) -> bool:
+    """Whether a tuner class overrides ``generate_multiple_parameters`` but not
+    ``generate_parameters`` of its base (expmgr's ``Tuner``, or a real NNI's)."""
+    def from_base(name: str) -> bool:
+        return getattr(getattr(tuner_class, name, None), "__qualname__", "") == f"Tuner.{name}"
+    return from_base("generate_parameters") and not from_base("generate_multiple_parameters")
+
+
+def _is_real_nnis_no_more_trial_error(error: Exception) -> bool:
+    """Whether ``error`` is a real NNI's ``nni.NoMoreTrialError`` (a custom tuner's "no more"
+    when NNI is installed here; the light ``nni``'s is expmgr's own)."""
+    nni = sys.modules.get("nni")
+    real = getattr(nni, "NoMoreTrialError", None) if nni is not None else None
+    return isinstance(real, type) and isinstance(error, real)
 
 
 def serve(channel_in: BinaryIO, channel_out: BinaryIO) -> int:

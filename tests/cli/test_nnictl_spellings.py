@@ -133,8 +133,6 @@ def test_trial_ls_export_log_and_delete_in_nnictls_spelling(project):  # noqa: F
 
 @pytest.mark.parametrize("command", [
     ["platform", "clean", "--config", "config.yml"], ["platform", "clean", "-c", "config.yml"],
-    ["algo", "register", "--meta_path", "meta.yml"], ["algo", "reg", "-m", "meta.yml"],
-    ["algo", "unregister", "MyTuner"], ["algo", "unreg", "MyTuner"], ["algo", "show", "MyTuner"], ["algo", "list"],
     ["package", "install", "SMAC"], ["trainingservice", "list"], ["trainingservice", "register", "--package", "p"],
     ["ss_gen", "--trial_command", "python3 main.py"], ["ss_gen", "-t", "python3 main.py", "-d", ".", "-f", "s.json"],
     ["jupyter-extension", "install"], ["hello"],
@@ -144,6 +142,26 @@ def test_nnictl_commands_without_a_counterpart_say_not_supported(project, comman
     result = expctl(home, cwd, *command)
     assert result.returncode == 2 and "not supported: " in result.stderr and "usage:" not in result.stderr
     assert result.stdout == ""
+
+
+def test_algo_register_list_show_and_unregister_in_nnictls_spelling(project):  # noqa: F811
+    cwd, home = project
+    (cwd / "meta.yml").write_text("algoType: tuner\nbuiltinName: myrandom\n"
+                                  "className: expmgr.algorithms.random_tuner.RandomTuner\n")
+    for register in (["register", "--meta_path", "meta.yml"], ["reg", "-m", "meta.yml"]):
+        result = expctl(home, cwd, "algo", *register)
+        assert result.returncode == 0, result.stderr
+    assert result.stdout == "myrandom updated\n", "registered again: replaced"
+    listed = [line.split() for line in expctl(home, cwd, "algo", "list").stdout.splitlines()]
+    assert ["myrandom", "tuner", "user", "expmgr.algorithms.random_tuner.RandomTuner"] in listed
+    assert json.loads(expctl(home, cwd, "algo", "show", "myrandom").stdout)["builtinName"] == "myrandom"
+    assert json.loads(expctl(home, cwd, "algo", "show", "TPE").stdout)["source"] == "expmgr"
+    builtin = expctl(home, cwd, "algo", "unregister", "TPE")
+    assert builtin.returncode == 2 and "built into expmgr" in builtin.stderr
+    for unregister in ("unregister", "unreg"):
+        result = expctl(home, cwd, "algo", unregister, "myrandom")
+    assert result.returncode == 2 and "no algorithm registered as 'myrandom'" in result.stderr, "gone at the first"
+    assert "myrandom" not in expctl(home, cwd, "algo", "list").stdout
 
 
 def test_version(project):  # noqa: F811

@@ -259,11 +259,12 @@ QUICKSTARTS = {"hpo_quickstart_pytorch": ("torch, torchvision", {"features", "lr
                                              {"dense_units", "activation_type", "dropout_rate", "learning_rate"})}
 
 
-def run_tutorial(tmp_path: Path, name: str) -> Experiment:
-    """``python main.py`` in a copy of NNI's tutorial, as its users run it; the experiment
-    it ran, viewed (for its queries). Where the trials' ``python`` cannot import the
-    tutorial's framework (torch, tensorflow), the stand-in model replaces model.py
-    (tests/nni_examples/tutorials/stand_ins): the trials' NNI calls are the same."""
+def run_tutorial(tmp_path: Path, name: str, pythonpath: str = str(REPO)) -> Experiment:
+    """``expctl run --port 0 main.py`` in a copy of NNI's tutorial (its ``from nni.experiment
+    import Experiment`` as published); the experiment it ran, viewed (for its queries). Where
+    the trials' ``python`` cannot import the tutorial's framework (torch, tensorflow), the
+    stand-in model replaces model.py (tests/nni_examples/tutorials/stand_ins): the trials' NNI
+    calls are the same."""
     project = tmp_path / name
     shutil.copytree(TUTORIALS / name, project)
     trial_python = shutil.which("python")
@@ -273,15 +274,13 @@ def run_tutorial(tmp_path: Path, name: str) -> Experiment:
                                    check=False).returncode == 0
     if not has_framework:
         shutil.copy(TUTORIALS / "stand_ins" / "quickstart_model.py", project / "model.py")
-    main = project / "main.py"
-    # The one change at run time: port 8080 may be taken on a shared test machine; 0 takes a free one.
-    assert main.read_text().count("experiment.run(8080)\n") == 1
-    main.write_text(main.read_text().replace("experiment.run(8080)\n", "experiment.run(0)\n"))
+    assert "from nni.experiment import Experiment\n" in (project / "main.py").read_text(), "NNI's import line"
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPMGR_", "NNI_"))}
-    env.update(EXPMGR_HOME=str(home), PYTHONPATH=str(REPO))
-    ran = subprocess.run([sys.executable, "main.py"], cwd=project, env=env, capture_output=True, text=True,
-                         timeout=300, check=False)
+    env.update(EXPMGR_HOME=str(home), PYTHONPATH=pythonpath)
+    # --port 0: the script's run(8080) on a free port (8080 may be taken on a shared test machine).
+    ran = subprocess.run([sys.executable, "-m", "expmgr.cli", "run", "--port", "0", "main.py"], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     [exp_dir] = [path for path in home.iterdir() if path.is_dir()]
     return Experiment.view(exp_dir.name, 0, non_blocking=True, home=home)
@@ -308,7 +307,7 @@ def check_quickstart(experiment: Experiment, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(QUICKSTARTS))
-def test_nnis_quickstart_tutorial_runs_with_only_its_import_line_changed(tmp_path: Path, name: str):
+def test_nnis_quickstart_tutorial_runs_unchanged_with_expctl_run(tmp_path: Path, name: str):
     check_quickstart(run_tutorial(tmp_path, name), name)
 
 
@@ -322,35 +321,38 @@ def test_nnis_pytorch_quickstart_tutorial_runs_with_real_nni_in_the_trials_envir
         assert "Running trial code without runtime" not in stderr  # NNI's standalone mode: not taken
 
 
-def test_nnis_sklearn_python_api_notebook_runs_cell_by_cell_with_only_its_import_line_changed(
+def test_nnis_sklearn_python_api_notebook_runs_cell_by_cell_unchanged_with_expctl_runs_nni_names(
         tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch):
-    """NNI's examples/trials/sklearn/classification/python_api_start.ipynb, its code cells run
-    in order as a notebook runs them, in a copy of the example's folder (its trials run
-    main.py there); after the cell that starts the experiment the test waits for its end, as
-    its user would before the cells that look at the results."""
+    """NNI's examples/trials/sklearn/classification/python_api_start.ipynb (its
+    ``from nni.experiment import Experiment`` as published), its code cells run in order in a
+    copy of the example's folder (its trials run main.py there), with what ``expctl run`` gives
+    a notebook (``nni_names``); after the cell that starts the experiment the test waits for
+    its end, as its user would before the cells that look at the results."""
+    from expmgr.experiment.nni_scripts import nni_names, notebook_cells
     if sklearn_without_nni() != sys.executable:
         pytest.skip("the trials' python3 (this one) has no scikit-learn")
     project = tmp_path / "sklearn_classification"
     shutil.copytree(NNI_EXAMPLES / "sklearn_classification", project)
     monkeypatch.chdir(project)  # trial_code_directory './'
-    notebook = json.loads((project / "python_api_start.ipynb").read_text())
-    cells = ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    cells = notebook_cells(project / "python_api_start.ipynb")
+    assert "from nni.experiment import Experiment\n" in cells[1], "NNI's import line"
     namespace: dict = {}
     shown = {}
-    try:
-        for cell in cells:
-            if cell == "experiment.start(8080)":
-                cell = "experiment.start(0)"  # 8080 may be taken on a shared test machine
-            try:
-                shown[cell] = eval(compile(cell, "cell", "eval"), namespace)  # a cell that shows a value
-            except SyntaxError:
-                exec(compile(cell, "cell", "exec"), namespace)
-            if cell == "experiment.start(0)":
-                assert namespace["experiment"].wait(timeout=240)
-    finally:
-        if "experiment" in namespace:
-            namespace["experiment"].stop()
+    # port 0: the notebook's start(8080) on a free port (8080 may be taken on a shared test machine)
+    with nni_names(port=0):
+        try:
+            for cell in cells:
+                try:
+                    shown[cell] = eval(compile(cell, "cell", "eval"), namespace)  # a cell that shows a value
+                except SyntaxError:
+                    exec(compile(cell, "cell", "exec"), namespace)
+                if cell == "experiment.start(8080)":
+                    assert namespace["experiment"].wait(timeout=240)
+        finally:
+            if "experiment" in namespace:
+                namespace["experiment"].stop()
     experiment = namespace["experiment"]
+    assert isinstance(experiment, Experiment), "expmgr's Experiment, under NNI's name"
     assert shown["experiment.get_status()"] == "DONE"
     results = shown["experiment.export_data()"]
     assert len(results) == 3 and all(0.5 < result.value <= 1.0 for result in results)  # the digits' accuracy
@@ -358,3 +360,90 @@ def test_nnis_sklearn_python_api_notebook_runs_cell_by_cell_with_only_its_import
     assert sorted(metrics) == sorted(result.trialJobId for result in results)
     assert all([metric.type for metric in trial_metrics] == ["FINAL"] for trial_metrics in metrics.values())
     assert {job.status for job in experiment.list_trial_jobs()} == {"SUCCEEDED"}
+    assert "nni" not in sys.modules, "nni_names leaves this process's modules as they were"
+
+
+def test_expctl_run_runs_a_notebooks_code_cells_in_order_and_shows_their_values(tmp_path: Path):
+    """NNI's python_api_start.ipynb as Jupyter's "Run All" runs it: it starts the experiment,
+    shows its status and data at once and stops it."""
+    project = tmp_path / "sklearn_classification"
+    shutil.copytree(NNI_EXAMPLES / "sklearn_classification", project)
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPMGR_", "NNI_"))}
+    env.update(EXPMGR_HOME=str(home), PYTHONPATH=str(REPO))
+    ran = subprocess.run([sys.executable, "-m", "expmgr.cli", "run", "-p", "0", str(project / "python_api_start.ipynb")],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    shown = [line for line in ran.stdout.splitlines() if not line.startswith("[20")]  # the cells' values, not logs
+    assert shown[0] in ("'INITIALIZED'", "'RUNNING'") and shown[1].startswith("["), ran.stdout
+    [exp_dir] = [path for path in home.iterdir() if path.is_dir()]
+    viewed = Experiment.view(exp_dir.name, 0, non_blocking=True, home=home)
+    try:
+        assert viewed.get_status() == "STOPPED", "its last cell stopped it"
+        assert viewed.config is not None and viewed.config.experiment_name == "Example"
+        assert os.path.samefile(viewed.config.trial_code_directory, project), "run in the notebook's folder"
+    finally:
+        viewed.stop()
+
+
+def test_expctl_run_gives_the_script_its_arguments_and_exit_status_and_pythons_traceback(tmp_path: Path):
+    script = write_script(tmp_path, "launch.py", """
+        import sys
+        from nni.experiment import Experiment, ExperimentConfig
+        import nni
+        print(sys.argv[1:], Experiment.__module__, nni.Experiment is Experiment, __name__)
+        if sys.argv[1] == "fail":
+            raise ValueError("the script's own error")
+        sys.exit(int(sys.argv[1]))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPMGR_", "NNI_"))}
+    env.update(EXPMGR_HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO))
+    run = lambda *args: subprocess.run([sys.executable, "-m", "expmgr.cli", "run", *args], cwd=tmp_path,  # noqa: E731
+                                       env=env, capture_output=True, text=True, timeout=120, check=False)
+    exited = run(str(script), "3", "--flag")
+    assert exited.returncode == 3, exited.stderr
+    assert exited.stdout == "['3', '--flag'] expmgr.experiment.experiment True __main__\n"
+    failed = run(str(script), "fail")
+    assert failed.returncode == 1
+    assert failed.stderr.startswith("Traceback (most recent call last):\n  File \"" + str(script)), failed.stderr
+    assert failed.stderr.endswith("ValueError: the script's own error\n")
+    missing = run("nosuch.py")
+    assert missing.returncode == 2 and "no such file: nosuch.py" in missing.stderr
+
+
+def nni_beside_expmgr(tmp_path: Path, nni_python: str) -> str:
+    """A PYTHONPATH for this Python on which NNI 3.0 (of ``nni_python``'s environment) is
+    installed beside expmgr, as ``pip install nni`` in expmgr's environment would (expmgr's own
+    dependencies win where both have one)."""
+    site = subprocess.run([nni_python, "-c", "import os, nni; print(os.path.dirname(os.path.dirname(nni.__file__)))"],
+                          capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    shim = tmp_path / "nni_installed"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(f"import sys\nsys.path.append({site!r})\n")
+    return os.pathsep.join([str(REPO), str(shim)])
+
+
+def test_with_nni_installed_beside_expmgr_expctl_run_gives_the_script_expmgrs_experiment_and_nni_the_rest(
+        tmp_path: Path, nni_python: str):  # noqa: F811 - the fixture
+    pythonpath = nni_beside_expmgr(tmp_path, nni_python)
+    script = write_script(tmp_path, "probe.py", """
+        import json
+        import nni
+        from nni.experiment import Experiment
+        print(json.dumps({"nni": nni.__file__, "version": nni.__version__,
+                          "experiment": Experiment.__module__,
+                          "same": nni.Experiment is Experiment, "traced": type(nni.trace(dict)).__name__,
+                          "choice": nni.choice("x", [1, 2]).as_legacy_dict()}))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EXPMGR_", "NNI_"))}
+    env.update(EXPMGR_HOME=str(tmp_path / "home"), PYTHONPATH=pythonpath)
+    ran = subprocess.run([sys.executable, "-m", "expmgr.cli", "run", str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert seen["nni"].startswith(os.path.dirname(os.path.dirname(nni_python))), "NNI's own nni"
+    assert seen["version"].startswith("3.0")
+    assert seen["experiment"] == "expmgr.experiment.experiment" and seen["same"], "expmgr's manager"
+    assert seen["choice"] == {"_type": "choice", "_value": [1, 2]}, "the rest of NNI is NNI's"
+    experiment = run_tutorial(tmp_path, "hpo_quickstart_pytorch", pythonpath)
+    check_quickstart(experiment, "hpo_quickstart_pytorch")

@@ -45,6 +45,11 @@ def report_final_result(metric):
     _trial.report_final_result(metric)
 
 
+def overwrite_intermediate_seq(value):
+    """Number the next report ``value`` (forward only; see ``expmgr.trial``)."""
+    _trial.overwrite_intermediate_seq(value)
+
+
 def get_experiment_id():
     return _trial.get_experiment_id()
 

@@ -72,7 +72,7 @@ search_space = {
 # 
 # In this tutorial we use a *local* mode experiment,
 # which means models will be trained on local machine, without using any special training platform.
-from expmgr.experiment import Experiment
+from nni.experiment import Experiment
 experiment = Experiment('local')
 
 # %%

@@ -1,0 +1,4 @@
+# Copyright (c) Microsoft Corporation.
+# Licensed under the MIT license.
+
+from .demo_tuner import DemoTuner, MyClassArgsValidator
