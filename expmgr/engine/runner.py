@@ -283,6 +283,7 @@ class TrialRunner:
                     self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
                 requeue((record, record.attempts + 1))
+                self._waiting_reasons[record.trial_id] = record.waiting_reason  # the last run's: said again or cleared
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
             elif record.status.is_finished():  # the progress line goes on from the earlier runs' count
                 self._ended[record.status] = self._ended.get(record.status, 0) + 1

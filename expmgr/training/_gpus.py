@@ -136,12 +136,12 @@ class GpuScheduler:
 
     def observe(self, found: GpuSnapshot, own_groups: set[int]) -> bool:
         """Take what nvidia-smi said; ``own_groups``: the process groups of this experiment's
-        running trials. True if which GPUs are free changed."""
-        before = self._free()
+        running trials. True if that changed which GPUs are free, or why one is not."""
+        before = (self._unlisted, self._used_elsewhere)
         self._unlisted = frozenset(index for index in self._usable if index not in found.indices)
         self._used_elsewhere = frozenset(index for index, pids in found.processes.items()
                                          if any(not _in_groups(pid, own_groups) for pid in pids))
-        return self._free() != before
+        return (self._unlisted, self._used_elsewhere) != before
 
     def _free(self) -> list[int]:
         """The GPUs one more trial may be given, the least used first."""
