@@ -31,6 +31,9 @@ if "--query-gpu=index,uuid" in args:
 elif "--query-gpu=index " in args:  # what expmgr asked before it honoured useActiveGpu
     for index in state["gpus"]:
         print(index)
+elif "--query-compute-apps=gpu_uuid,pid" in args and state.get("refuse_processes"):
+    print("Failed to query compute apps: Not Supported", file=sys.stderr)
+    sys.exit(3)
 elif "--query-compute-apps=gpu_uuid,pid" in args:
     for index, pids in state["processes"].items():
         for pid in pids:
@@ -63,10 +66,11 @@ class FakeNvidiaSmi:
         return len(log.read_text().splitlines()) if log.exists() else 0
 
     def show(self, gpus: list[int], processes: dict[int, list[int]] | None = None,
-             pid_folder: Path | None = None) -> None:
-        """What nvidia-smi answers from now on (the file is replaced whole: never read half written)."""
+             pid_folder: Path | None = None, refuse_processes: bool = False) -> None:
+        """What nvidia-smi answers from now on (the file is replaced whole: never read half
+        written); ``refuse_processes``: the processes query fails, as some drivers make it."""
         state = {"gpus": gpus, "processes": {str(index): pids for index, pids in (processes or {}).items()},
-                 "pid_folder": None if pid_folder is None else str(pid_folder)}
+                 "pid_folder": None if pid_folder is None else str(pid_folder), "refuse_processes": refuse_processes}
         partial = self._state.with_suffix(".partial")
         partial.write_text(json.dumps(state))
         os.replace(partial, self._state)

@@ -25,7 +25,7 @@ import asyncio
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from expmgr.training.base import TrainingServiceError
@@ -48,6 +48,8 @@ class GpuSnapshot:
     """The GPUs it lists."""
     processes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     """The pids of the compute processes on each GPU (by index); GPUs with none are left out."""
+    processes_known: bool = True
+    """False: nvidia-smi listed the GPUs but not their processes (``processes`` is empty)."""
 
 
 def _parse(gpu_lines: str, process_lines: str) -> GpuSnapshot:
@@ -66,27 +68,34 @@ def _parse(gpu_lines: str, process_lines: str) -> GpuSnapshot:
 
 
 async def query_gpus() -> GpuSnapshot | None:
-    """This machine's GPUs and their processes now; None without nvidia-smi or when it fails."""
+    """This machine's GPUs and their processes now; None without nvidia-smi or when it cannot
+    list the GPUs. A GPU whose processes it cannot tell (a query some drivers refuse) is
+    taken as running none: ``GpuSnapshot.processes_known`` is False then."""
     program = shutil.which("nvidia-smi")
     if program is None:
         return None
-    outputs = []
-    for query in (_QUERY_GPUS, _QUERY_PROCESSES):
-        try:
-            process = await asyncio.create_subprocess_exec(program, *query, stdout=subprocess.PIPE,
-                                                           stderr=subprocess.DEVNULL)
-        except OSError:
-            return None
-        try:
-            out, _ = await asyncio.wait_for(process.communicate(), NVIDIA_SMI_TIMEOUT)
-        except asyncio.TimeoutError:
-            process.kill()
-            await process.wait()
-            return None
-        if process.returncode != 0:
-            return None
-        outputs.append(out.decode(errors="replace"))
-    return _parse(*outputs)
+    gpus = await _run(program, _QUERY_GPUS)
+    if gpus is None:
+        return None
+    processes = await _run(program, _QUERY_PROCESSES)
+    found = _parse(gpus, processes or "")
+    return found if processes is not None else replace(found, processes_known=False)
+
+
+async def _run(program: str, arguments: list[str]) -> str | None:
+    """What ``program arguments`` printed; None when it could not run, failed or took too long."""
+    try:
+        process = await asyncio.create_subprocess_exec(program, *arguments, stdout=subprocess.PIPE,
+                                                       stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), NVIDIA_SMI_TIMEOUT)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()
+        return None
+    return out.decode(errors="replace") if process.returncode == 0 else None
 
 
 def _listed(indices: list[int] | tuple[int, ...]) -> str:

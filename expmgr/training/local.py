@@ -91,6 +91,9 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             self._log.warning("nvidia-smi cannot be run: the GPUs of gpuIndices are given to trials whatever "
                               "else uses them (useActiveGpu: false cannot be honoured)")
             return
+        if not found.processes_known:
+            self._log.warning("nvidia-smi lists the GPUs but not the processes using them: trials are given "
+                              "GPUs whatever else uses them (useActiveGpu: false cannot be honoured)")
         self._gpu_slots.observe(found, set(self._own_groups()))
         self._gpu_watch = asyncio.get_running_loop().create_task(self._watch_gpus())
 

@@ -3,13 +3,16 @@ exist and may be used, which a trial is given, and the reason it waits. The same
 end to end, with a stand-in nvidia-smi, in tests/experiment/test_gpus.py."""
 from __future__ import annotations
 
+import asyncio
 import os
+from pathlib import Path
 
 import pytest
 
 from expmgr.config import ResolvedLocalConfig
 from expmgr.training import TrainingServiceError
-from expmgr.training._gpus import GpuScheduler, GpuSnapshot, _parse, usable_gpus
+from expmgr.training._gpus import GpuScheduler, GpuSnapshot, _parse, query_gpus, usable_gpus
+from tests.fake_nvidia_smi import FakeNvidiaSmi
 
 OTHER_PROCESS = 2 ** 22 + 1
 """A pid above Linux's highest (4194304): no process here, so never one of the experiment's trials."""
@@ -77,3 +80,14 @@ def test_fewer_usable_gpus_than_a_trial_needs_is_an_error_naming_the_fields():
     with pytest.raises(TrainingServiceError, match=r"^trialGpuNumber is 3 but trainingService.gpuIndices \[0, 1\] "
                                                    r"gives 2 GPU\(s\) on this machine: no trial could ever start"):
         usable_gpus(3, ResolvedLocalConfig(gpu_indices=(0, 1)), None)
+
+
+def test_nvidia_smi_is_asked_for_the_gpus_and_their_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    gpus = FakeNvidiaSmi(tmp_path, monkeypatch)
+    gpus.show([0, 1], processes={1: [41]})
+    assert asyncio.run(query_gpus()) == GpuSnapshot((0, 1), {1: (41,)})
+    gpus.show([0, 1], refuse_processes=True)
+    assert asyncio.run(query_gpus()) == GpuSnapshot((0, 1), {}, processes_known=False), \
+        "GPUs listed but not their processes: still GPUs, said to be unknown"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert asyncio.run(query_gpus()) is None
