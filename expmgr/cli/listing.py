@@ -240,17 +240,23 @@ def list_trials(args: argparse.Namespace) -> int:
         row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": shown_trial_status(trial.status, gone),
                "attempts": trial.attempts}
         if as_json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.
-            row.update(host=trial.host, seconds=None if duration is None else round(duration, 1),
+            row.update(host=trial.host, waiting=trial.waiting_reason,
+                       seconds=None if duration is None else round(duration, 1),
                        final=None if final is None else views.json_safe(final.value),
                        parameters=views.json_safe(trial.parameters))
         else:
-            row.update(host=trial.host or "", seconds="" if duration is None else f"{duration:.1f}",
+            row.update(host=trial.host or "", waiting=trial.waiting_reason or "",
+                       seconds="" if duration is None else f"{duration:.1f}",
                        final="" if final is None else json.dumps(final.value), parameters=json.dumps(trial.parameters))
         rows.append(row)
     # The host of each trial's latest attempt: always in JSON; in the table only when the trials
     # ran on several hosts (as the web UI's Node column), since on one machine every row says the same.
     host = ["host"] if as_json or several_hosts else []
-    print_table(rows, ["trial", "seq", "status", "attempts", *host, "seconds", "final", "parameters"], as_json)
+    # Why a WAITING trial is not started yet (no free GPU), as the runner stored it: always in
+    # JSON; in the table only while a trial waits for something, last, as it is a sentence.
+    waiting = ["waiting"] if as_json or any(trial.waiting_reason for trial in trials) else []
+    print_table(rows, ["trial", "seq", "status", "attempts", *host, "seconds", "final", "parameters", *waiting],
+                as_json)
     return EXIT_OK
 
 

@@ -180,6 +180,8 @@ class TrialRunner:
         read-only, full) they wait there, in order, and no trial is launched meanwhile."""
         self._launching = LaunchPause()
         """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
+        self._waiting_reasons: dict[str, str | None] = {}
+        """The waiting reason stored for each trial that waits to start (``_note_waiting_reasons``)."""
         self._ended: dict[TrialState, int] = {}
         self._progress = _BestResult(minimize=config.minimizes)
         self._wake = asyncio.Event()
@@ -281,6 +283,7 @@ class TrialRunner:
                     self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
                 requeue((record, record.attempts + 1))
+                self._waiting_reasons[record.trial_id] = record.waiting_reason  # the last run's: said again or cleared
                 self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
             elif record.status.is_finished():  # the progress line goes on from the earlier runs' count
                 self._ended[record.status] = self._ended.get(record.status, 0) + 1
@@ -324,6 +327,7 @@ class TrialRunner:
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
+            self._note_waiting_reasons()
             if self._tuner_waiting and not (self._live or self._retries or self._writes):
                 self.logger.warning("the tuner waits for results but no trial is running; it has no more trials")
                 self._no_more_trials = True
@@ -349,10 +353,21 @@ class TrialRunner:
     def _tuner_may_submit(self) -> bool:
         return self._tuner_has_more() and not self._tuner_waiting
 
-    def _has_free_slot(self) -> bool:
-        return (len(self._live) < self.config.trial_concurrency and self.training.has_capacity()
+    def _may_launch(self) -> bool:
+        """Whether a trial may be launched now, capacity of the training service aside."""
+        return (len(self._live) < self.config.trial_concurrency
                 and not self._stop_requested and self._writes.unwritable is None and not self._writes
                 and self._launching.ready(self._clock()))
+
+    def _has_free_slot(self) -> bool:
+        return self._may_launch() and self.training.has_capacity()
+
+    def _may_create_waiting(self) -> bool:
+        """Whether the tuner's next trial may be created to wait for the training service's
+        capacity (``TrainingService.waiting_reason``: no free GPU), as NNI's trials wait:
+        within ``trialConcurrency``, the trials already waiting counted."""
+        return (self._may_launch() and len(self._live) + len(self._retries) < self.config.trial_concurrency
+                and self.training.waiting_reason() is not None)
 
     async def _fill_slots(self) -> None:
         while self._retries and self._has_free_slot():
@@ -361,7 +376,7 @@ class TrialRunner:
         while self._submitted_by_strategy and self._has_free_slot():
             record = self._submitted_by_strategy.popleft()
             await self._launch_attempt(record, attempt=1)
-        while self._tuner_may_submit() and self._has_free_slot():
+        while self._tuner_may_submit() and (self._has_free_slot() or self._may_create_waiting()):
             assert self.dispatcher is not None
             sequence_id = self._reserve_trial()
             ends_told = self._ends_told
@@ -392,7 +407,20 @@ class TrialRunner:
             if self._writes:  # the store refused to record it: it starts once the store takes writes
                 self._retries.append((record, 1))
                 return
+            if not self.training.has_capacity():  # it waits, first of the tuner's, with the reason said
+                self._retries.append((record, 1))
+                self._note_waiting_reasons()
+                continue
             await self._launch_attempt(record, attempt=1)
+
+    def _note_waiting_reasons(self) -> None:
+        """Store why each trial queued to start is not started yet, when that changed: the
+        training service's reason (no free GPU), or none while it has capacity."""
+        reason = None if self.training.has_capacity() else self.training.waiting_reason()
+        for record, _ in self._retries:
+            if self._waiting_reasons.get(record.trial_id) != reason:
+                self._waiting_reasons[record.trial_id] = reason
+                self._writes.commit(self.store.set_waiting_reason, record.trial_id, reason)
 
     def _reserve_trial(self) -> int:
         """Count a trial against maxTrialNumber and give it the next sequence id."""
@@ -635,6 +663,7 @@ class TrialRunner:
         self.logger.error("trial %s could not start: %s", trial_id, reason)
         now = time.time()
         self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
+        self._waiting_reasons.pop(trial_id, None)  # starting clears it
         self._writes.commit(self._launch_failed, live.record, attempt, now)
         self._wake.set()
 
@@ -836,6 +865,7 @@ class TrialRunner:
                 live.deadline = live.last_activity + self.config.max_trial_duration
             self._wake.set()  # its deadlines count from now
         self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
+        self._waiting_reasons.pop(trial_id, None)  # starting clears it
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")
         if self._launching.succeeded():   # a trial started: the trouble that paused launching is over
@@ -856,6 +886,10 @@ class TrialRunner:
             self._system_kept_from_starting(trial_id, attempt, reason)
         else:
             self._not_started(trial_id, attempt, reason)
+
+    @_loop_handler
+    def capacity_changed(self) -> None:
+        self._wake.set()  # waiting trials may start now, or their reason changed
 
     @_loop_handler
     def service_failed(self, error: str) -> None:

@@ -92,6 +92,8 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
         view["startTime"] = _ms(trial.start_time)
     if trial.host is not None:
         view["host"] = trial.host  # where its latest attempt ran
+    if trial.waiting_reason is not None:
+        view["waitingReason"] = trial.waiting_reason  # why it is not started yet (no free GPU)
     if final is not None:
         view["finalNumber"] = metric_number(final.value)  # the UI shows it, sorts and filters by it
         by_key = final_numbers_by_key(final.value)
@@ -126,7 +128,8 @@ def trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
     page), as the changes and the Experiment API give them: NNI's keys, ``startTime`` only
     once a trial started, and what the web UI shows rather than derives: ``submitTime``,
     ``attempts`` (a count), ``canKill``, ``finalNumber`` (the final result's number,
-    None when not finite) and ``host`` (where its latest attempt ran, once known)."""
+    None when not finite), ``host`` (where its latest attempt ran, once known) and
+    ``waitingReason`` (why a WAITING trial is not started yet: no free GPU)."""
     return _page(store, paths, offset, limit, _trial_job_view)
 
 

@@ -181,6 +181,9 @@ class WritableStore(Store, Protocol):
 
     def set_trial_status(self, trial_id: str, status: TrialState, end_time: float | None = None) -> None: ...
 
+    def set_waiting_reason(self, trial_id: str, reason: str | None) -> None:
+        """Say why the WAITING trial is not started yet (None: nothing but its turn)."""
+
     def add_metric(self, metric: MetricRecord) -> bool:
         """Store a metric; False when this (trial, attempt, sequence) was stored before."""
         ...

@@ -29,6 +29,9 @@ class TrialRecord:
     attempts: int = 0
     host: str | None = None
     """Where its latest attempt ran (``AttemptRecord.host``); None before it started, or not known."""
+    waiting_reason: str | None = None
+    """Why a WAITING trial is not started yet, as the runner last said (no free GPU); None
+    once it starts, and for a trial that waits for nothing but its turn."""
 
 
 @dataclass

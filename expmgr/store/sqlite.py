@@ -83,7 +83,7 @@ class ExperimentStore:
             conn.close()
             raise unreadable_store(path, error) from None
         version = row and row[0]
-        if version not in (2, 3, SCHEMA_VERSION):
+        if version not in (*MIGRATIONS, SCHEMA_VERSION):
             conn.close()
             raise StoreError(f"{path}: schema version {version} is not supported (this expmgr reads 2 "
                              f"to {SCHEMA_VERSION}); use the expmgr that created it")
@@ -243,8 +243,8 @@ class ExperimentStore:
                 (trial_id, attempt, TrialState.RUNNING.value, start_time, pid, pid_started, host),
             )
             self._conn.execute(
-                "UPDATE trials SET status = ?, attempts = ?, start_time = COALESCE(start_time, ?) "
-                "WHERE trial_id = ?",
+                "UPDATE trials SET status = ?, attempts = ?, start_time = COALESCE(start_time, ?), "
+                "waiting_reason = NULL WHERE trial_id = ?",
                 (TrialState.RUNNING.value, attempt, start_time, trial_id),
             )
             self._event(trial_id, "trial_status", {"status": "RUNNING", "attempt": attempt})
@@ -272,9 +272,18 @@ class ExperimentStore:
     def set_trial_status(self, trial_id: str, status: TrialState, end_time: float | None = None) -> None:
         with self._write():
             self._check_transition(trial_id, status)
-            self._conn.execute("UPDATE trials SET status = ?, end_time = ? WHERE trial_id = ?",
-                               (status.value, end_time, trial_id))
+            # A trial that ends without starting (cancelled while it waited) waits no more.
+            self._conn.execute("UPDATE trials SET status = ?, end_time = ?, waiting_reason = CASE WHEN ? "
+                               "THEN waiting_reason END WHERE trial_id = ?",
+                               (status.value, end_time, status == TrialState.WAITING, trial_id))
             self._event(trial_id, "trial_status", {"status": status.value})
+
+    def set_waiting_reason(self, trial_id: str, reason: str | None) -> None:
+        """Say why the WAITING trial ``trial_id`` is not started yet (None: it waits for nothing
+        but its turn); cleared when an attempt starts."""
+        with self._write():
+            self._conn.execute("UPDATE trials SET waiting_reason = ? WHERE trial_id = ?", (reason, trial_id))
+            self._event(trial_id, "trial_waiting", {"reason": reason})
 
     def add_metric(self, metric: MetricRecord) -> bool:
         """Store a metric; False when this (trial, attempt, sequence) was stored before."""

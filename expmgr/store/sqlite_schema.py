@@ -18,8 +18,9 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.store._disk import machine_trouble
 from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, StoreUnreadable, TrialRecord
 
-SCHEMA_VERSION = 4
-"""3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``; an older
+SCHEMA_VERSION = 5
+"""3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``, 5
+``trials.waiting_reason``; an older
 database is migrated when opened for writing and read as it is when opened read-only."""
 
 SCHEMA = """
@@ -43,7 +44,8 @@ CREATE TABLE trials (
     submit_time REAL NOT NULL,
     start_time REAL,
     end_time REAL,
-    attempts INTEGER NOT NULL DEFAULT 0
+    attempts INTEGER NOT NULL DEFAULT 0,
+    waiting_reason TEXT
 );
 CREATE TABLE attempts (
     trial_id TEXT NOT NULL REFERENCES trials(trial_id),
@@ -150,15 +152,29 @@ def migrate_3_to_4(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE schema_version SET version = 4")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3, 3: migrate_3_to_4}
+def migrate_4_to_5(conn: sqlite3.Connection) -> None:
+    """Version 5 keeps why a WAITING trial waits (``TrialRecord.waiting_reason``; none before)."""
+    with Transaction(conn):
+        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 4:
+            return  # another process migrated it meanwhile
+        conn.execute("ALTER TABLE trials ADD COLUMN waiting_reason TEXT")
+        conn.execute("UPDATE schema_version SET version = 5")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3, 3: migrate_3_to_4,
+                                                                4: migrate_4_to_5}
 """From each older version to the next; run in order when a database is opened for writing."""
 
 
 def trial_columns(schema_version: int) -> str:
     """The columns to select for ``trial_of_row`` from ``trials t``: its own, and the host of
-    its latest attempt (NULL in a version 2 or 3 store, which kept none)."""
+    its latest attempt (NULL in a version 2 or 3 store, which kept none); no waiting reason
+    in a store before version 5."""
     if schema_version < 4:
-        return "t.*, NULL AS host"
+        return "t.*, NULL AS host, NULL AS waiting_reason"
+    if schema_version < 5:
+        return ("t.*, NULL AS waiting_reason, (SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id "
+                "AND a.attempt = t.attempts) AS host")
     return "t.*, (SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id AND a.attempt = t.attempts) AS host"
 
 
@@ -168,7 +184,7 @@ def trial_of_row(row: sqlite3.Row) -> TrialRecord:
         trial_id=row["trial_id"], sequence_id=row["sequence_id"],
         parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
         submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
-        attempts=row["attempts"], host=row["host"],
+        attempts=row["attempts"], host=row["host"], waiting_reason=row["waiting_reason"],
     )
 
 

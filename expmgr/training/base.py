@@ -102,6 +102,10 @@ class TrialEvents(Protocol):
         """The attempt can no longer be reached: with ``preempted`` its node was taken away
         (PREEMPTED, run again first), otherwise a lost node (CRASHED)."""
 
+    def capacity_changed(self) -> None:
+        """What ``has_capacity()`` answers may have changed for a reason other than a trial's
+        end (another process freed or took a GPU): the runner asks again."""
+
     def service_failed(self, error: str) -> None:
         """The service itself broke (``error`` is its traceback): the experiment ends in ERROR."""
 
@@ -115,6 +119,14 @@ class TrainingService(abc.ABC):
     @abc.abstractmethod
     def has_capacity(self) -> bool:
         """Whether one more trial could be launched now (GPUs, slots)."""
+
+    def waiting_reason(self) -> str | None:
+        """Why ``has_capacity()`` is False, when trials are to wait for it as NNI's do: the
+        runner then creates trials up to ``trialConcurrency`` anyway, keeps them WAITING with
+        this reason (the web UI and ``expctl trial ls`` show it) and starts them in order as
+        capacity comes (``TrialEvents.capacity_changed``). None (this default): a trial is
+        not created until there is capacity."""
+        return None
 
     @abc.abstractmethod
     async def launch(self, trial: TrialLaunch) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import logging
 import os
 import secrets
-import shutil
 import signal as signals
 import subprocess
 import traceback
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training._gpus import GpuScheduler, query_gpus, usable_gpus
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
@@ -32,44 +32,9 @@ if TYPE_CHECKING:
 
 OUTPUT_DRAIN_TIMEOUT = 5.0
 """Seconds an ended trial's exit waits for its output to be written (see _wait_for_exit)."""
-
-
-def detect_gpus() -> list[int]:
-    """Indices of the GPUs nvidia-smi sees; empty without a driver."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    return [int(line) for line in out.split() if line.strip().isdigit()]
-
-
-class _GpuSlots:
-    """Which GPUs each running trial holds, within ``maxTrialNumberPerGpu``."""
-
-    def __init__(self, indices: list[int], per_gpu: int, per_trial: int) -> None:
-        self._free = {index: per_gpu for index in indices}
-        self._per_trial = per_trial
-        self._held: dict[str, list[int]] = {}
-
-    def available(self) -> bool:
-        return sum(1 for slots in self._free.values() if slots > 0) >= self._per_trial
-
-    def take(self, trial_id: str) -> list[int]:
-        chosen = sorted((i for i, slots in self._free.items() if slots > 0),
-                        key=lambda i: -self._free[i])[: self._per_trial]
-        if len(chosen) < self._per_trial:
-            raise TrainingServiceError(f"trial {trial_id} needs {self._per_trial} GPU(s); none is free")
-        for index in chosen:
-            self._free[index] -= 1
-        self._held[trial_id] = chosen
-        return chosen
-
-    def release(self, trial_id: str) -> None:
-        for index in self._held.pop(trial_id, []):
-            self._free[index] += 1
+GPU_POLL_INTERVAL = 3.0
+"""Seconds between two nvidia-smi queries for the GPUs other processes use (``useActiveGpu:
+false``); NNI's local service asks at most every 10 s."""
 
 
 class LocalTrainingService(SharedTrialFolders, TrainingService):
@@ -86,7 +51,8 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         self._events = events
         self._processes: dict[str, subprocess.Popen] = {}
         self._waiters: set[asyncio.Task] = set()
-        self._gpu_slots: _GpuSlots | None = None
+        self._gpu_slots: GpuScheduler | None = None
+        self._gpu_watch: asyncio.Task | None = None
         self._base_env: dict[str, str] = {}
         self._watchdog: subprocess.Popen | None = None
         self._pending_over_limit: set[int] = set()
@@ -113,16 +79,48 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         self._base_env["PYTHONPATH"] = trial_api.trial_pythonpath(self._base_env.get("PYTHONPATH"))
         if self._gpus_per_trial == 0:
             return
-        configured = self._config.gpu_indices
-        indices = list(configured) if configured is not None else detect_gpus()
-        if len(indices) < self._gpus_per_trial:
-            raise TrainingServiceError(
-                f"trialGpuNumber is {self._gpus_per_trial} but only {len(indices)} GPU(s) are available "
-                f"(gpuIndices: {None if configured is None else list(configured)})")
-        self._gpu_slots = _GpuSlots(indices, self._config.max_trial_number_per_gpu, self._gpus_per_trial)
+        found = await query_gpus()
+        usable = usable_gpus(self._gpus_per_trial, self._config, found)  # raises if no trial could ever run
+        if found is not None and self._config.gpu_indices is not None and len(usable) < len(self._config.gpu_indices):
+            self._log.warning("trainingService.gpuIndices lists GPU(s) nvidia-smi does not: trials use %s",
+                              ", ".join(map(str, usable)))
+        self._gpu_slots = GpuScheduler(usable, self._config, self._gpus_per_trial)
+        if self._config.use_active_gpu:
+            return  # other processes do not count: nvidia-smi need not be asked again
+        if found is None:
+            self._log.warning("nvidia-smi cannot be run: the GPUs of gpuIndices are given to trials whatever "
+                              "else uses them (useActiveGpu: false cannot be honoured)")
+            return
+        if not found.processes_known:
+            self._log.warning("nvidia-smi lists the GPUs but not the processes using them: trials are given "
+                              "GPUs whatever else uses them (useActiveGpu: false cannot be honoured)")
+        self._gpu_slots.observe(found, set(self._own_groups()))
+        self._gpu_watch = asyncio.get_running_loop().create_task(self._watch_gpus())
+
+    def _own_groups(self) -> list[int]:
+        """The process groups of the running trials (each trial's process leads its own)."""
+        return [process.pid for process in self._processes.values()]
+
+    async def _watch_gpus(self) -> None:
+        """Ask nvidia-smi which GPUs other processes use, every GPU_POLL_INTERVAL seconds, and
+        tell the runner when that frees a GPU or takes one."""
+        try:
+            while True:
+                await asyncio.sleep(GPU_POLL_INTERVAL)
+                found = await query_gpus()
+                if found is not None and self._gpu_slots is not None \
+                        and self._gpu_slots.observe(found, set(self._own_groups())):
+                    self._events.capacity_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a task's exception would be lost, trials left waiting for ever
+            self._events.service_failed(traceback.format_exc())
 
     def has_capacity(self) -> bool:
         return self._gpu_slots is None or self._gpu_slots.available()
+
+    def waiting_reason(self) -> str | None:
+        return None if self._gpu_slots is None else self._gpu_slots.waiting_reason()
 
     async def launch(self, trial: TrialLaunch) -> None:
         marker = trial_marker(self._session, trial.trial_id, trial.attempt)
@@ -187,6 +185,10 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
         return process is not None and _kill_group(process.pid, signum)
 
     async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
+        watch, self._gpu_watch = self._gpu_watch, None
+        if watch is not None:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
         for trial_id in list(self._processes):
             self.signal(trial_id, signum)
         waiters = set(self._waiters)

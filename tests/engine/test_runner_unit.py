@@ -43,12 +43,17 @@ class FakeTrainingService(TrainingService):
         """While set, launch() raises SystemLaunchError with it (a full disk, no descriptor)."""
         self.refused: list[tuple[str, int]] = []
         """(trial id, attempt) of each launch refused so."""
+        self.no_capacity: str | None = None
+        """While set, has_capacity() is False and this is the waiting reason (no free GPU)."""
 
     async def start(self) -> None:
         pass
 
     def has_capacity(self) -> bool:
-        return True
+        return self.no_capacity is None
+
+    def waiting_reason(self) -> str | None:
+        return self.no_capacity
 
     async def launch(self, trial: TrialLaunch) -> None:
         if self.system_trouble is not None:
@@ -215,6 +220,39 @@ def test_never_more_than_trial_concurrency_trials_run(tmp_path: Path):
 
     final = run_with(tmp_path, [{"x": i} for i in range(5)], test, trial_concurrency=2, max_trial_number=5)
     assert final in (ExperimentState.DONE, ExperimentState.STOPPED)
+
+
+def test_trials_wait_for_the_services_capacity_with_its_reason_within_trial_concurrency(tmp_path: Path):
+    def reasons(h: Harness) -> list[tuple[TrialState, str | None]]:
+        return [(t.status, t.waiting_reason) for t in h.store.trials()]
+
+    async def test(h: Harness) -> None:
+        # Set before the runner's task first runs: there is no capacity from the start.
+        h.service.no_capacity = "waiting for a GPU: GPU 0 is used by another process"
+        await h.until(lambda: len(h.store.trials()) == 2, "two trials created")
+        await h.until(lambda: reasons(h) == [(TrialState.WAITING, h.service.no_capacity)] * 2,
+                      "both waiting with the reason")
+        await asyncio.sleep(0.01)  # room for a wrong third trial or launch
+        assert len(h.store.trials()) == 2 and h.service.launched == [], "trialConcurrency 2: two wait"
+
+        h.service.no_capacity = None
+        h.service.events.capacity_changed()
+        await h.until(lambda: len(h.service.running) == 2, "both started once there is capacity")
+        assert reasons(h) == [(TrialState.RUNNING, None)] * 2
+
+        # A failed attempt's retry waits too, and says why.
+        h.service.no_capacity = "waiting for a GPU: GPU 0 runs 1 trial(s)"
+        failing = h.service.launched[0].trial_id
+        h.service.exit(failing, 1)
+        await h.until(lambda: reasons(h)[0] == (TrialState.WAITING, h.service.no_capacity),
+                      "the retry waiting with the reason")
+        h.service.no_capacity = None
+        h.service.events.capacity_changed()
+        await h.until(lambda: h.status(failing) == TrialState.RUNNING, "the retry started")
+        assert [launch.attempt for launch in h.service.launched if launch.trial_id == failing] == [1, 2]
+
+    run_with(tmp_path, [{"x": i} for i in range(4)], test, trial_concurrency=2, max_trial_number=4,
+             max_trial_retries=1)
 
 
 def test_a_failed_attempt_is_retried_as_the_same_trial_while_retries_allow(tmp_path: Path):

@@ -38,7 +38,8 @@ def fill_store(store: ExperimentStore, trials: int, metrics_per_trial: int, *, s
         began, ended = now + sequence_id, now + sequence_id + 0.9
         parameters = {"lr": 10 ** rng.uniform(-5, -1), "units": rng.choice([16, 32, 64, 128]),
                       "optimizer": rng.choice(["sgd", "adam"])}
-        conn.execute("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?)",
+        conn.execute("INSERT INTO trials (trial_id, sequence_id, parameters_json, status, submit_time, "
+                     "start_time, end_time, attempts) VALUES (?,?,?,?,?,?,?,?)",
                      (trial_id, sequence_id, json.dumps(parameters), "SUCCEEDED", began, began, ended, 1))
         conn.execute("INSERT INTO attempts (trial_id, attempt, status, start_time, end_time, exit_code) "
                      "VALUES (?,1,'SUCCEEDED',?,?,0)", (trial_id, began, ended))

@@ -152,10 +152,26 @@ def downgrade_to_schema_2(database: Path) -> None:
 
 
 def downgrade_to_schema_3(database: Path) -> None:
-    """Make a current store what version 3 wrote: no attempts.host."""
+    """Make a current store what version 3 wrote: no attempts.host (nor trials.waiting_reason)."""
+    downgrade_to_schema_4(database)
     conn = sqlite3.connect(database)
     conn.executescript("ALTER TABLE attempts DROP COLUMN host; UPDATE schema_version SET version = 3;")
     conn.close()
+
+
+def downgrade_to_schema_4(database: Path) -> None:
+    """Make a current store what version 4 wrote: no trials.waiting_reason."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE trials DROP COLUMN waiting_reason; UPDATE schema_version SET version = 4;")
+    conn.close()
+
+
+def trial_columns(database: Path) -> list[str]:
+    conn = sqlite3.connect(database)
+    try:
+        return [row[1] for row in conn.execute("PRAGMA table_info(trials)")]
+    finally:
+        conn.close()
 
 
 def attempt_columns(database: Path) -> list[str]:
@@ -223,7 +239,7 @@ def test_a_schema_3_store_is_read_without_hosts_read_only_and_gets_the_host_colu
         "read-only opening changes nothing"
 
     migrated = ExperimentStore.open(store.path)
-    assert schema_of(store.path)[0] == SCHEMA_VERSION == 4
+    assert schema_of(store.path)[0] == SCHEMA_VERSION
     assert "host" in attempt_columns(store.path)
     migrated.start_attempt("t1", 2, time.time(), pid=124, pid_started=2.5, host="node-7")
     assert [(a.attempt, a.host) for a in migrated.attempts("t1")] == [(1, None), (2, "node-7")]
@@ -231,6 +247,41 @@ def test_a_schema_3_store_is_read_without_hosts_read_only_and_gets_the_host_colu
     reopened = ExperimentStore.open(store.path, readonly=True)
     assert [a.host for a in reopened.attempts("t1")] == [None, "node-7"]
     reopened.close()
+
+
+def test_a_waiting_reason_is_a_change_of_its_trial_and_goes_when_the_trial_starts_or_ends(tmp_path: Path):
+    store = new_store(tmp_path / "experiment.sqlite")
+    add_trial(store, "t1", 0)
+    add_trial(store, "t2", 1)
+    cursor = store.cursor()
+    store.set_waiting_reason("t1", "waiting for a GPU: GPU 0 is used by another process")
+    changes = store.changes(since=cursor)
+    assert [(t.trial_id, t.waiting_reason) for t in changes.trials] == [
+        ("t1", "waiting for a GPU: GPU 0 is used by another process")], "a reason is sent as its trial's change"
+    store.set_waiting_reason("t2", "waiting for a GPU")
+    store.start_attempt("t1", 1, time.time())
+    store.set_trial_status("t2", TrialState.USER_CANCELED, end_time=time.time())
+    assert [(t.trial_id, t.waiting_reason) for t in store.trials()] == [("t1", None), ("t2", None)]
+
+
+def test_a_schema_4_store_is_read_without_waiting_reasons_and_gets_the_column_when_opened_for_writing(
+        tmp_path: Path):
+    store = new_store(tmp_path / "experiment.sqlite")
+    add_trial(store, "t1", 0)
+    store.close()
+    downgrade_to_schema_4(store.path)
+
+    old = ExperimentStore.open(store.path, readonly=True)
+    assert [(t.trial_id, t.waiting_reason) for t in old.trials()] == [("t1", None)]
+    old.close()
+    assert schema_of(store.path)[0] == 4 and "waiting_reason" not in trial_columns(store.path), \
+        "read-only opening changes nothing"
+
+    migrated = ExperimentStore.open(store.path)
+    assert schema_of(store.path)[0] == SCHEMA_VERSION == 5
+    migrated.set_waiting_reason("t1", "waiting for a GPU")
+    assert migrated.trial("t1").waiting_reason == "waiting for a GPU"
+    migrated.close()
 
 
 def test_changes_since_a_cursor_at_10000_trials_read_a_small_part_of_what_the_full_answer_reads(tmp_path: Path):

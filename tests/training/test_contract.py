@@ -56,6 +56,9 @@ class Recorder:
     def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
         self.events.append(("lost", trial_id, attempt, preempted))
 
+    def capacity_changed(self) -> None:
+        self.events.append(("capacity_changed",))
+
     def service_failed(self, error: str) -> None:
         self.events.append(("service_failed", error))
 

@@ -45,6 +45,8 @@
  *   trial-state-<id>, trial-final-<id>   cells of that row (a trial without a final result: its latest
  *                          intermediate result, in .latest while it may still report, else in .latest-ended)
  *   trial-duration-<id>    its Duration cell (formatDuration: 0.65s, 42s, 1m 05s, ...)
+ *   trial-waiting-<id>     in its State cell, only while the server says why the WAITING trial is not started
+ *                          yet (no free GPU): a "?" mark whose title (and accessible name) is that reason
  *   trial-host-<id>        its Node cell: the host of its latest attempt; the column is there only when the
  *                          server says the trials ran on more than one host (the experiment's multiHost)
  *   sort-<key>             column headers; key: seq, id, status, host, final, duration, attempts, param:<name>
@@ -55,6 +57,7 @@
  * Trial detail (#/trials/<id>)
  *   trial-detail, trial-detail-id, trial-detail-state, trial-final, trial-latest, trial-duration, trial-params,
  *   trial-host (the node of its latest attempt, "—" before it started or when not known),
+ *   trial-waiting-reason (only while the server says why the WAITING trial is not started yet: that reason),
  *   trial-attempts (a table with nodes, exit codes and signals, else "N attempts"), attempt-host-<n> (the
  *   node of attempt n in that table),
  *   kill-trial (not in view mode; when the server says it can kill the trial: RUNNING), chart-trial-intermediate,
@@ -170,6 +173,7 @@ export const testids = {
   trialStatePrefix: 'trial-state-',
   trialFinalPrefix: 'trial-final-',
   trialHostPrefix: 'trial-host-',
+  trialWaitingPrefix: 'trial-waiting-',
   trialDurationPrefix: 'trial-duration-',
   sortPrefix: 'sort-',
   filterStatePrefix: 'filter-state-',
@@ -188,6 +192,7 @@ export const testids = {
   trialDuration: 'trial-duration',
   trialParams: 'trial-params',
   trialHost: 'trial-host',
+  trialWaitingReason: 'trial-waiting-reason',
   attemptHostPrefix: 'attempt-host-',
   trialAttempts: 'trial-attempts',
   killTrial: 'kill-trial',
@@ -294,6 +299,7 @@ export const tid = {
   trialState: (id: string) => testids.trialStatePrefix + id,
   trialFinal: (id: string) => testids.trialFinalPrefix + id,
   trialHost: (id: string) => testids.trialHostPrefix + id,
+  trialWaiting: (id: string) => testids.trialWaitingPrefix + id,
   trialDuration: (id: string) => testids.trialDurationPrefix + id,
   attemptHost: (attempt: number) => testids.attemptHostPrefix + attempt,
   count: (state: string) => testids.countPrefix + state,

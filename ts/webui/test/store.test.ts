@@ -60,6 +60,23 @@ describe('ExperimentData.apply', () => {
     expect(store.trialsVersion).toBe(before + 1);
   });
 
+  it("follows a waiting trial's reason as the server changes it, and drops it when the trial starts", () => {
+    const store = new ExperimentData();
+    const experiment = { id: 'exp1', execDuration: 1, params: {}, status: 'RUNNING' };
+    const busy = 'waiting for a GPU: a trial needs 1 (trialGpuNumber); GPU 0 is used by another process (useActiveGpu: false)';
+    store.apply(changes('c1', { full: true, experiment, trials: [trialView('a', 0, 'WAITING', { waitingReason: busy })] }));
+    expect(store.trial('a')!.waitingReason).toBe(busy);
+    const full = 'waiting for a GPU: a trial needs 1 (trialGpuNumber); GPU 0 runs 1 trial(s) of this experiment (maxTrialNumberPerGpu: 1)';
+    let before = store.trialsVersion;
+    store.apply(changes('c2', { trials: [trialView('a', 0, 'WAITING', { waitingReason: full })] }));
+    expect(store.trial('a')!.waitingReason).toBe(full);
+    expect(store.trialsVersion).toBe(before + 1);
+    before = store.trialsVersion;
+    store.apply(changes('c3', { trials: [trialView('a', 0, 'RUNNING', { attempts: 1 })] }));
+    expect(store.trial('a')!.waitingReason).toBeUndefined();
+    expect(store.trialsVersion).toBe(before + 1);
+  });
+
   it('merges incremental changes by trial id and appends metrics', () => {
     const store = new ExperimentData();
     store.apply(changes('c1', { full: true, trials: [trialView('a', 0, 'RUNNING')] }));

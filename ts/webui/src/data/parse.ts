@@ -73,6 +73,7 @@ export function parseTrial(view: TrialJobView): Trial {
     rev: 0,
   };
   if (typeof view.host === 'string') trial.host = view.host;
+  if (typeof view.waitingReason === 'string') trial.waitingReason = view.waitingReason;
   if (details) trial.attemptDetails = details;
   const final = lastFinal(view.finalMetricData);
   if (final !== undefined) {

@@ -93,6 +93,8 @@ export interface TrialJobView {
   canKill?: boolean;
   /** Where its latest attempt ran (sent once known). */
   host?: string;
+  /** Why a WAITING trial is not started yet (no free GPU), as the runner stored it; absent otherwise. */
+  waitingReason?: string;
 }
 
 /** `[trialId, sequenceId, type, metricSequence, value, timestampMs, attempt?]` */
@@ -183,6 +185,8 @@ export interface Trial {
   canKill: boolean;
   /** The host (node) its latest attempt ran on, once known. */
   host?: string;
+  /** The server's word on why this WAITING trial is not started yet (no free GPU). */
+  waitingReason?: string;
   /** Bumped whenever this trial's record or its metrics change. */
   rev: number;
 }

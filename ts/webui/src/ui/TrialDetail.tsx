@@ -97,6 +97,9 @@ export function TrialDetail({ trialId }: { trialId: string }) {
         <AddTrialButton initial={trial.params} label="Clone" testid="clone-trial" title={`Clone trial ${trial.id}`} />
       </div>
       {confirm.view}
+      {trial.waitingReason !== undefined && (
+        <p class="waiting-reason" data-testid="trial-waiting-reason">{trial.waitingReason}</p>
+      )}
       <div class="cards">
         <div class="card">
           <h2>Result</h2>

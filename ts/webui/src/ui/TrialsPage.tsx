@@ -74,7 +74,10 @@ const Row = memo(({ trial, index, top, columns, width, latest, now, best }: RowP
         break;
       case 'id': content = trial.id; break;
       case 'status':
-        content = <StateBadge state={trial.status} testid={tid.trialState(trial.id)} />;
+        content = trial.waitingReason === undefined ? <StateBadge state={trial.status} testid={tid.trialState(trial.id)} />
+          : <><StateBadge state={trial.status} testid={tid.trialState(trial.id)} />
+              <span class="waiting-mark" role="img" data-testid={tid.trialWaiting(trial.id)}
+                    title={trial.waitingReason} aria-label={trial.waitingReason}>?</span></>;
         break;
       case 'host': testid = tid.trialHost(trial.id); content = trial.host ?? ''; break;
       case 'final':
