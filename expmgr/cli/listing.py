@@ -123,7 +123,7 @@ def export_experiment(args: argparse.Namespace) -> int:
 
 
 def webui_url(args: argparse.Namespace) -> int:
-    entry = find_experiment(args.id, running=True)
+    entry = find_experiment(args.id, running=True, served=True)
     if not is_serving(entry):
         raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); "
                        f"expctl view {entry.id} serves it read-only")

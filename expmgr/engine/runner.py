@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
+from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
 from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
@@ -188,6 +188,10 @@ class TrialRunner:
         self._imports = asyncio.Lock()
         """Held while an import is sent: frames of several in one turn of the loop would add up to a stall."""
         self._stop_requested = False
+        self._ending = False
+        self.budget_raised_while_ending = False
+        """maxTrialNumber or maxExperimentDuration changed after the search began to end: the
+        manager runs the experiment again for them once it ended DONE (see more_trials.py)."""
         self._preempted = False
         self._no_more_trials = False
         self._tuner_waiting = False
@@ -482,6 +486,8 @@ class TrialRunner:
 
     def _commit_update(self, field: str, config: ResolvedConfig) -> None:
         self.config = config
+        if self._ending and any(entry.field == field for entry in BUDGET_FIELDS):
+            self.budget_raised_while_ending = True
         new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
@@ -747,6 +753,7 @@ class TrialRunner:
         self._wake.set()
 
     async def _finish(self, error: str | None) -> ExperimentState:
+        self._ending = True
         if self._stop_requested and error is None:
             self._set_state(ExperimentState.STOPPING)
         reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED

@@ -25,7 +25,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, overload
+from typing import Any, Awaitable, Callable, overload
 
 import tornado.web
 
@@ -52,6 +52,8 @@ API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
 READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
              "changed and takes no reports")
+MoreTrials = Callable[[str, Any], "Awaitable[None] | None"]
+"""Given a budget field and its raised value, runs an ended (DONE) experiment's search again."""
 PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
 
@@ -117,8 +119,15 @@ class _Handler(tornado.web.RequestHandler):
             raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
         return trial
 
+    def more_trials(self) -> MoreTrials | None:
+        """What runs the experiment again when a budget field is raised: set while the server
+        stays after the search ended DONE (not under ``expctl view``, nor after ERROR)."""
+        return self.settings.get("expmgr_more_trials")
+
     def writable_runner(self) -> TrialRunner:
-        """The runner; a RequestError (CONFLICT) when the experiment is served read-only."""
+        """The runner now (the search may have ended, or run again after DONE, while the
+        request's body was read); a RequestError (CONFLICT) when it is served read-only."""
+        self.runner = self.settings["expmgr_context"]["runner"]
         if self.runner is None:
             raise RequestError(RefusalKind.CONFLICT, READ_ONLY)
         return self.runner
@@ -213,7 +222,8 @@ UPDATE_TYPES = {entry.update_type: entry.field for entry in UPDATABLE_FIELDS}
 class ExperimentHandler(_Handler):
     async def get(self) -> None:
         """NNI's profile; its facts kept up to date by the hub (a pass over every trial otherwise)."""
-        experiment, _ = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        experiment, _ = await self.hub.experiment_and_statistics(read_only=self.runner is None,
+                                                                 more_trials=self.more_trials() is not None)
         self.send_json(experiment)
 
     def delete(self) -> None:
@@ -237,7 +247,11 @@ class ExperimentHandler(_Handler):
         params = body.get("params", body) if isinstance(body, dict) else None
         if not isinstance(params, dict) or field not in params:
             raise RequestError(RefusalKind.INVALID, f"body: expected a JSON object with params.{field}")
-        pending = self.writable_runner().update_config(field, params[field])
+        more_trials = self.more_trials()
+        if more_trials is not None:   # ended DONE: a raised budget runs it again
+            pending = more_trials(field, params[field])
+        else:
+            pending = self.writable_runner().update_config(field, params[field])
         if pending is not None:   # a search space: answered once the tuner took it (or refused it)
             await pending
         self.send_json({})
@@ -423,7 +437,8 @@ class ChangesHandler(_Handler):
 
 class JobStatisticsHandler(_Handler):
     async def get(self) -> None:
-        _, statistics = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        _, statistics = await self.hub.experiment_and_statistics(read_only=self.runner is None,
+                                                                 more_trials=self.more_trials() is not None)
         self.send_json(statistics)
 
 
@@ -522,9 +537,21 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         **auth.settings(token, url_prefix))
 
 
-def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None) -> None:
+def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None,
+                    more_trials: MoreTrials | None = None) -> None:
     """From now on ``app`` answers as over a finished experiment (``runner`` None): its
     search ended and its server stays, as NNI's does, until ``close_server`` is called (by
-    ``DELETE experiment``, as by ``expctl stop``). Requests already running finish as they began."""
+    ``DELETE experiment``, as by ``expctl stop``). Requests already running finish as they began.
+    With ``more_trials`` (the experiment ended DONE), a raise of a budget field is given to
+    it (``PUT experiment``): it refuses (UpdateRefused) or runs the search again
+    (``serve_runner``)."""
     app.settings["expmgr_context"]["runner"] = None  # the handlers' shared arguments, read per request
     app.settings["expmgr_close_server"] = close_server
+    app.settings["expmgr_more_trials"] = more_trials
+
+
+def serve_runner(app: tornado.web.Application, runner: TrialRunner) -> None:
+    """From now on ``app`` serves ``runner``'s search (an ended experiment given more trials)."""
+    app.settings["expmgr_context"]["runner"] = runner
+    app.settings["expmgr_close_server"] = None
+    app.settings["expmgr_more_trials"] = None
