@@ -80,7 +80,11 @@ def list_experiments(args: argparse.Namespace) -> int:
         if not (args.all or is_serving(entry)):  # running, or ended with its server up
             continue
         # STARTED is the first start, as the web UI shows it; the registry has the last one's.
+        # Its state (DONE) and whether its server still answers are two facts: a DONE experiment
+        # served until ``expctl stop`` is not running (commands without an id do not pick it).
+        served = is_serving(entry)
         row = {"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
+               "served": served if args.json else ("yes" if served else ""),
                "started": _when(entry.start_time), "ended": _when(entry.end_time), "dir": entry.dir}
         try:
             with experiment_store(entry) as store:
@@ -89,7 +93,7 @@ def list_experiments(args: argparse.Namespace) -> int:
             row["status"], row["error"] = "UNREADABLE", str(problem)
             print(f"expctl experiment list: {entry.id}: {printable(problem, lines=True)}", file=sys.stderr)
         rows.append(row)
-    print_table(rows, ["id", "name", "status", "port", "started", "ended", "dir"], args.json)
+    print_table(rows, ["id", "name", "status", "port", "served", "started", "ended", "dir"], args.json)
     return EXIT_OK
 
 
