@@ -182,7 +182,6 @@ def list_trials(args: argparse.Namespace) -> int:
     with experiment_store(entry) as store:
         trials = store.trials()
         finals = store.final_metrics()
-        attempts = views.attempts_by_trial(store.attempts())
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
         several_hosts = views.runs_on_several_hosts(store)
     now = time.time()
@@ -201,7 +200,7 @@ def list_trials(args: argparse.Namespace) -> int:
     rows = []
     for trial in trials:
         final = finals.get(trial.trial_id)
-        duration = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
+        duration = views.trial_seconds(trial, now if running else None)
         row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": shown_trial_status(trial.status, gone),
                "attempts": trial.attempts}
         if args.json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.

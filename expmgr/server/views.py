@@ -90,6 +90,10 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
     view["canKill"] = trial.status == TrialState.RUNNING
     if trial.start_time is not None:
         view["startTime"] = _ms(trial.start_time)
+    if trial.attempts:   # its duration (trial_seconds), in parts: a running one's grows, the UI adds the time since
+        view["duration"] = trial.seconds_ended
+        if trial.running_since is not None:
+            view["runningSince"] = _ms(trial.running_since)
     if trial.host is not None:
         view["host"] = trial.host  # where its latest attempt ran
     if final is not None:
@@ -192,27 +196,21 @@ def runs_on_several_hosts(store: Store) -> bool:
 
 
 
-def attempts_by_trial(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
-    by_trial: dict[str, list[AttemptRecord]] = {}
-    for attempt in attempts:
-        by_trial.setdefault(attempt.trial_id, []).append(attempt)
-    return by_trial
-
-
-def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float | None:
-    """How long a trial ran: the sum of its attempts' running times (so not the time
-    between a stop and a resume). An attempt still open counts until ``until`` (now,
-    while its experiment runs); None when there is none to count until (its experiment
-    died under it, so how long it ran is not known), or when it never started."""
-    if not attempts:
+def trial_seconds(trial: TrialRecord, until: float | None) -> float | None:
+    """A trial's duration, the one meaning every view shows (web UI, ``expctl trial ls``,
+    ``expctl top``): how long its attempts' processes ran, all together; so neither the
+    wait before a retry or a resume, nor the time no manager ran (a dead manager's attempts
+    end when it was last known alive, see ``TrialRunner._restore``). An attempt still open
+    counts until ``until`` (now, while its experiment runs); None when there is none to
+    count until (its experiment died under it, so how long it ran is not known), or when
+    it never started."""
+    if trial.attempts == 0 and trial.running_since is None:
         return None
-    total = 0.0
-    for attempt in attempts:
-        end = attempt.end_time if attempt.end_time is not None else until
-        if end is None:
-            return None
-        total += max(0.0, end - attempt.start_time)
-    return total
+    if trial.running_since is None:
+        return trial.seconds_ended
+    if until is None:
+        return None
+    return trial.seconds_ended + max(0.0, until - trial.running_since)
 
 
 def experiment_view(store: Store, read_only: bool | None = None,

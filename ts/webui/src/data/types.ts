@@ -93,6 +93,10 @@ export interface TrialJobView {
   canKill?: boolean;
   /** Where its latest attempt ran (sent once known). */
   host?: string;
+  /** Seconds its ended attempts ran, all together (the server's duration; sent once it started). */
+  duration?: number;
+  /** When its attempt still running started (ms): its duration grows from there. */
+  runningSince?: number;
 }
 
 /** `[trialId, sequenceId, type, metricSequence, value, timestampMs, attempt?]` */
@@ -183,6 +187,10 @@ export interface Trial {
   canKill: boolean;
   /** The host (node) its latest attempt ran on, once known. */
   host?: string;
+  /** The server's duration so far: seconds its ended attempts ran (see `trialDuration`). */
+  duration?: number;
+  /** When its attempt still running started (ms). */
+  runningSince?: number;
   /** Bumped whenever this trial's record or its metrics change. */
   rev: number;
 }
