@@ -22,7 +22,9 @@ export interface ExperimentView {
   optimizeMode?: 'maximize' | 'minimize';
   /** The trial with the best final result, as the server decides it; null until one has a finite result. */
   bestTrialId?: string | null;
-  /** The config fields that may change while running, each with NNI's update type. */
+  /** The config fields the server takes a change of now, each with NNI's update type: every one while
+   *  it runs; after DONE, while its manager serves it, maxTrialNumber and maxExperimentDuration (a raise
+   *  runs more trials); none under `expctl view` or after ERROR. */
   updatableFields?: UpdatableField[];
   /** The trials ran on more than one host: the server's word that the trials table shows each one's node. */
   multiHost?: boolean;
