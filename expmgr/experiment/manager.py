@@ -96,6 +96,8 @@ class Manager:
         """The runner returned and the registry has its last state; the server may still answer."""
         self._close: asyncio.Event | None = None
         """Set on the loop to close the server once the search ended."""
+        self._end_recorded: asyncio.Event | None = None
+        """Set on the loop once a search's end is recorded (registry included), cleared when one runs."""
         self._served_change: asyncio.Event | None = None
         """Set on the loop when the served experiment is to close or to run again."""
         self._next_runner: TrialRunner | None = None
@@ -158,6 +160,7 @@ class Manager:
         self._app, self._hub = app, hub
         self._close = asyncio.Event()
         self._served_change = asyncio.Event()
+        self._end_recorded = asyncio.Event()
         self._started.set()
         try:
             while runner is not None:
@@ -185,6 +188,8 @@ class Manager:
     async def _search(self, runner: TrialRunner, app: Any, hub: LiveHub) -> bool:
         """Run one search to its end, then serve read-only; whether it ended by a stop."""
         self.final_state = None
+        assert self._end_recorded is not None
+        self._end_recorded.clear()
         try:
             self.final_state = await runner.run()
         finally:
@@ -200,6 +205,7 @@ class Manager:
             del runner
             await self._registry_written()  # its last state is in the registry
             self._search_ended.set()
+            self._end_recorded.set()
         if done and raised_meanwhile:
             self._run_again_if_budget_left()
         return stopped
@@ -233,6 +239,8 @@ class Manager:
         runner = self._runner or self._next_runner
         if runner is not None:   # another update sent it back to RUNNING meanwhile
             return runner.update_config(field, value)
+        if self._end_recorded is not None and not self._end_recorded.is_set():
+            return self._more_trials_once_ended(field, value)
         if self._stop_requested or (self._close is not None and self._close.is_set()):
             raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} is closing its server")
         if self.final_state != ExperimentState.DONE:
@@ -240,6 +248,15 @@ class Manager:
         self._run_again(config_for_more_trials(self.exp_id, self.config, self._store, field, value))
         self._logger.info("%s changed to %s: experiment %s runs again", field, value, self.exp_id)
         return self._registry_written()
+
+    async def _more_trials_once_ended(self, field: str, value: Any) -> None:
+        """A raise that came while the search's end was being recorded: applied once it is
+        (so that ``wait()`` does not see that end after the search runs again)."""
+        assert self._end_recorded is not None
+        await self._end_recorded.wait()
+        pending = self._more_trials(field, value)
+        if pending is not None:
+            await pending
 
     def _registry_written(self) -> Awaitable[None]:
         """Done once the registry has every state recorded so far (``expctl experiment list``
