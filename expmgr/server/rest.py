@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, overload
 import tornado.web
 
 from expmgr import strict_json, trial as trial_api
-from expmgr.config import UPDATABLE_FIELDS
+from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, compression, downloads, memory, request_values, tails, views
 from expmgr.server.budget import Reservation
@@ -41,6 +41,7 @@ from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
+from expmgr.engine.more_trials import refuse_ended
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.results import MAX_TOP, top_trials_view
 from expmgr.server.static import ui_routes
@@ -217,6 +218,7 @@ class CheckStatusHandler(_Handler):
 
 # NNI's update types (PUT experiment?update_type=...) and the config field each changes.
 UPDATE_TYPES = {entry.update_type: entry.field for entry in UPDATABLE_FIELDS}
+BUDGET_FIELD_NAMES = frozenset(entry.field for entry in BUDGET_FIELDS)
 
 
 class ExperimentHandler(_Handler):
@@ -236,6 +238,15 @@ class ExperimentHandler(_Handler):
             return
         self.apply_change(lambda runner: None if runner.stop_requested else runner.request_stop())
 
+    def _refuse_more_trials_after_error(self, field: str) -> None:
+        """A raise of the budget of an experiment whose manager still serves it after ERROR
+        is refused saying why and what to do (under ``expctl view``: the read-only refusal)."""
+        served_by_its_manager = self.settings.get("expmgr_close_server") is not None
+        if (self.settings["expmgr_context"]["runner"] is None and served_by_its_manager
+                and field in BUDGET_FIELD_NAMES):
+            profile = self.store.profile()
+            raise refuse_ended(profile.id, profile.status)
+
     async def put(self) -> None:
         """NNI's update: the body is the profile (or its ``params``) holding the new value."""
         update_type = self.get_query_argument("update_type", "")
@@ -251,6 +262,7 @@ class ExperimentHandler(_Handler):
         if more_trials is not None:   # ended DONE: a raised budget runs it again
             pending = more_trials(field, params[field])
         else:
+            self._refuse_more_trials_after_error(field)
             pending = self.writable_runner().update_config(field, params[field])
         if pending is not None:   # a search space: answered once the tuner took it (or refused it)
             await pending

@@ -178,7 +178,9 @@ def test_an_error_experiment_and_a_view_stay_read_only_and_say_why(tmp_path: Pat
     assert updatable(experiment.port) == []
     status, answer = call(experiment.port, "PUT", "experiment?update_type=MAX_TRIAL_NUM",
                           {"params": {"maxTrialNumber": 20}})
-    assert status == 409 and "read-only" in answer["error"], answer
+    assert status == 409 and answer["error"].startswith(f"experiment {experiment.id} is ERROR: only a DONE "
+                                                        "experiment can be given more trials"), answer
+    assert f"expctl resume {experiment.id}" in answer["error"]
     with pytest.raises(ExperimentError, match=r"is ERROR: only a DONE experiment can be given more trials.*"
                                               r"expctl resume"):
         experiment.update_max_trial_number(20)
