@@ -28,6 +28,7 @@ import inspect
 import logging
 import os
 import socket
+import sqlite3
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
@@ -271,10 +272,15 @@ class Manager:
         asks at once, as NNI's ``wait_completion`` polls, does not see the old DONE)."""
         if self._hub is None or self._served_change is None:
             raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} is not served")
+        try:   # the status last: until it is written, the experiment is DONE as before
+            self._store.set_config(config.to_dict())
+            self._store.reopen()
+            self._store.set_experiment_status(ExperimentState.RUNNING)
+        except sqlite3.OperationalError as error:   # locked by another process, a full or read-only disk
+            raise UpdateRefused(RefusalKind.UNAVAILABLE,
+                                f"{self._store.path} cannot be written now ({error}); experiment {self.exp_id} "
+                                "stays DONE: try again") from None
         self.config = config
-        self._store.set_config(config.to_dict())
-        self._store.reopen()
-        self._store.set_experiment_status(ExperimentState.RUNNING)
         runner = self._new_runner(create_dispatcher(config, self.paths), self._hub, with_strategy=False,
                                   resumed=True)
         self._next_runner = self._runner = runner
