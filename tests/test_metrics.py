@@ -70,8 +70,12 @@ def test_every_layer_reads_the_one_table_of_updatable_fields() -> None:
     assert {attribute for attribute in runner.UPDATABLE_FIELDS.values()} <= set(ExperimentConfig.__dataclass_fields__)
     assert list(rest.UPDATE_TYPES.values()) == fields
     assert [entry.field for entry in update._UPDATES.values()] == fields
-    assert [item["field"] for item in views._UPDATABLE_VIEW] == fields
-    assert [item["updateType"] for item in views._UPDATABLE_VIEW] == list(rest.UPDATE_TYPES)
+    from expmgr.config import updatable_now
+    assert [entry.field for entry in updatable_now(running=True, more_trials=False)] == fields
+    assert [entry.field for entry in updatable_now(running=False, more_trials=True)] == [
+        "maxTrialNumber", "maxExperimentDuration"]
+    assert updatable_now(running=False, more_trials=False) == ()
+    assert "_UPDATABLE_VIEW" not in vars(views), "the view reads updatable_now"
 
 
 def _store_with_results(tmp_path, config: dict):  # noqa: ANN001, ANN202

@@ -85,22 +85,20 @@ def shown_trial_status(status: TrialState, experiment_gone: bool) -> str:
     return f"{status.value} (gone)" if experiment_gone and status in GONE_TRIAL_STATES else status.value
 
 
-def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument: str = "ID") -> RegistryEntry:
+def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument: str = "ID",
+                    served: bool = False) -> RegistryEntry:
     """The experiment whose id starts with ``id_or_prefix``; without one (None), the only
-    running experiment. Raises CliError naming ``argument`` when the id is empty, unknown
-    or ambiguous: an empty prefix would match every experiment. "Running" here counts
-    an ended experiment whose server still answers (``is_serving``)."""
+    running experiment: its search runs (``is_running``). An ended experiment whose server
+    still answers (DONE or ERROR, ``is_serving``) is not running: it is picked only by
+    commands that need a live server (``served``: stop, update, webui url, import, trial
+    kill), when no experiment runs and it is the only one served. With an id, ``running``
+    prefers the matches that are served. Raises CliError naming ``argument`` when the id is
+    empty, unknown or ambiguous: an empty prefix would match every experiment."""
     if id_or_prefix is not None:
         check_id(id_or_prefix, argument)
     entries = registry().entries()
     if id_or_prefix is None:
-        candidates = [entry for entry in entries if is_serving(entry)]
-        if len(candidates) == 1:
-            return candidates[0]
-        if not candidates:
-            raise CliError("no experiment is running; name one (expctl experiment list --all)")
-        raise CliError("several experiments are running; name one of: "
-                       + ", ".join(entry.id for entry in candidates))
+        return _the_running_one(entries, served)
     matches = [entry for entry in entries if entry.id.startswith(id_or_prefix)]
     if running:
         matches = [entry for entry in matches if is_serving(entry)] or matches
@@ -109,6 +107,23 @@ def find_experiment(id_or_prefix: str | None, *, running: bool = False, argument
     if len(matches) > 1:
         raise CliError(f"{argument}: {id_or_prefix!r} is ambiguous: " + ", ".join(entry.id for entry in matches))
     return matches[0]
+
+
+def _the_running_one(entries: list[RegistryEntry], served: bool) -> RegistryEntry:
+    running = [entry for entry in entries if is_running(entry)]
+    if len(running) == 1:
+        return running[0]
+    if running:
+        raise CliError("several experiments are running; name one of: " + ", ".join(entry.id for entry in running))
+    ended = [entry for entry in entries if is_serving(entry)]
+    if served and len(ended) == 1:
+        return ended[0]
+    if not ended:
+        raise CliError("no experiment is running; name one (expctl experiment list --all)")
+    listed = ", ".join(f"{entry.id} ({entry.status.value})" for entry in ended)
+    if served:
+        raise CliError(f"no experiment is running, and several ended ones are served; name one of: {listed}")
+    raise CliError(f"no experiment is running (served after their end: {listed}); name one")
 
 
 def current_entry(entry: RegistryEntry) -> RegistryEntry:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print("no experiment is running")  # nothing to do, as nnictl stop: not an error
         return EXIT_OK
     else:
-        targets = [find_experiment(args.id, running=True)]
+        targets = [find_experiment(args.id, running=True, served=True)]
     for entry in targets:
         if not is_serving(entry):
             print(f"experiment {entry.id} is not running ({shown_status(entry)})")

@@ -88,7 +88,11 @@ def list_experiments(args: argparse.Namespace) -> int:
         if not (args.all or is_serving(entry)):  # running, or ended with its server up
             continue
         # STARTED is the first start, as the web UI shows it; the registry has the last one's.
+        # Its state (DONE) and whether its server still answers are two facts: a DONE experiment
+        # served until ``expctl stop`` is not running (commands without an id do not pick it).
+        served = is_serving(entry)
         row = {"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
+               "served": served if args.json else ("yes" if served else ""),
                "started": _when(entry.start_time), "ended": _when(entry.end_time), "dir": entry.dir}
         try:
             with experiment_store(entry) as store:
@@ -97,7 +101,7 @@ def list_experiments(args: argparse.Namespace) -> int:
             row["status"], row["error"] = "UNREADABLE", str(problem)
             print(f"expctl experiment list: {entry.id}: {printable(problem, lines=True)}", file=sys.stderr)
         rows.append(row)
-    print_table(rows, ["id", "name", "status", "port", "started", "ended", "dir"], args.json)
+    print_table(rows, ["id", "name", "status", "port", "served", "started", "ended", "dir"], args.json)
     return EXIT_OK
 
 
@@ -138,7 +142,7 @@ def export_experiment(args: argparse.Namespace) -> int:
 
 
 def webui_url(args: argparse.Namespace) -> int:
-    entry = find_experiment(args.id, running=True)
+    entry = find_experiment(args.id, running=True, served=True)
     if not is_serving(entry):
         raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); "
                        f"expctl view {entry.id} serves it read-only")
@@ -211,7 +215,6 @@ def list_trials(args: argparse.Namespace) -> int:
     with experiment_store(entry) as store:
         trials = store.trials()
         finals = store.final_metrics()
-        attempts = views.attempts_by_trial(store.attempts())
         minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
         several_hosts = views.runs_on_several_hosts(store)
     now = time.time()
@@ -236,7 +239,7 @@ def list_trials(args: argparse.Namespace) -> int:
     rows = []
     for trial in trials:
         final = finals.get(trial.trial_id)
-        duration = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
+        duration = views.trial_seconds(trial, now if running else None)
         row = {"trial": trial.trial_id, "seq": trial.sequence_id, "status": shown_trial_status(trial.status, gone),
                "attempts": trial.attempts}
         if as_json:  # real numbers and objects, null for none; a non-finite number as "NaN" etc.

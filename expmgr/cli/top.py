@@ -68,7 +68,6 @@ def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
     try:
         with experiment_store(entry) as store:
             profile, trials, finals = store.profile(), store.trials(), store.final_metrics()
-            attempts = views.attempts_by_trial(store.attempts())
     except CliError as error:  # one damaged experiment does not hide the others
         return f"{entry.id}: {printable(error, lines=True)}\n"
     status, running = shown_status(entry), is_running(entry)
@@ -90,7 +89,7 @@ def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
     for trial in trials:
         if trial.status == TrialState.RUNNING:
             shown = shown_trial_status(trial.status, gone).lower()
-            seconds = views.trial_seconds(attempts.get(trial.trial_id, []), now if running else None)
+            seconds = views.trial_seconds(trial, now if running else None)
             ran = "     ?" if seconds is None else f"{seconds:6.1f}"   # ?: its experiment died under it
             lines.append(f"  {trial.trial_id}  {_paint(shown, shown, colour)} {ran}s  "
                          f"attempt {trial.attempts}  {printable(trial.parameters)}")

@@ -15,7 +15,7 @@ import argparse
 import math
 from pathlib import Path
 
-from expmgr.cli.common import EXIT_OK, CliError, check_id, printable, find_experiment, is_running, rest_call, shown_status
+from expmgr.cli.common import EXIT_OK, CliError, check_id, find_experiment, is_serving, printable, rest_call, shown_status
 from expmgr import strict_json
 from expmgr.config import UPDATABLE_FIELDS
 from expmgr.engine.imports import is_non_finite_result
@@ -61,9 +61,13 @@ def _id_and_named(first: str | None, named_value: str | None, second: str | None
 
 
 def _running(id_or_prefix: str | None):  # noqa: ANN202
-    entry = find_experiment(id_or_prefix, running=True)
-    if not is_running(entry):
-        raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); it cannot be changed")
+    """The experiment to change: the only running one without an id; an ended one that is
+    still served is found too, and its server says what it refuses (after DONE it takes
+    a raised maxTrialNumber or maxExperimentDuration, and runs again)."""
+    entry = find_experiment(id_or_prefix, running=True, served=True)
+    if not is_serving(entry):
+        raise CliError(f"experiment {entry.id} is not running ({shown_status(entry)}); it cannot be changed: "
+                       f"expctl resume {entry.id} runs it again, then it can")
     return entry
 
 
@@ -73,7 +77,8 @@ def update_experiment(args: argparse.Namespace) -> int:
     field = _UPDATES[what]
     value = _parse_value(what, text)
     rest_call(entry, "PUT", f"experiment?update_type={field.update_type}", {"params": {field.field: value}})
-    print(f"experiment {entry.id}: {field.field} is now {printable(text)}")
+    again = "; it runs again" if entry.status.is_finished() else ""   # it ended DONE: given more trials
+    print(f"experiment {entry.id}: {field.field} is now {printable(text)}{again}")
     return EXIT_OK
 
 

@@ -17,12 +17,13 @@ from ._model import ExperimentConfig
 from ._parameters import check_parameters
 from ._sections import AlgorithmConfig, LocalConfig, RayConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
-from ._updatable import UPDATABLE_FIELDS, UpdatableField
+from ._updatable import BUDGET_FIELDS, UPDATABLE_FIELDS, UpdatableField, updatable_now
 from .resolved import (ResolvedConfig, ResolvedLocalConfig, ResolvedRayConfig, ResolvedTrainingService,
                        ResolvedTrialResources)
 
 __all__ = [
     "AlgorithmConfig",
+    "BUDGET_FIELDS",
     "ConfigError",
     "ExperimentConfig",
     "LocalConfig",
@@ -37,5 +38,6 @@ __all__ = [
     "UpdatableField",
     "check_parameters",
     "parse_duration",
+    "updatable_now",
     "validate_search_space",
 ]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
+from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
 from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
@@ -190,6 +190,10 @@ class TrialRunner:
         self._imports = asyncio.Lock()
         """Held while an import is sent: frames of several in one turn of the loop would add up to a stall."""
         self._stop_requested = False
+        self._ending = False
+        self.budget_raised_while_ending = False
+        """maxTrialNumber or maxExperimentDuration changed after the search began to end: the
+        manager runs the experiment again for them once it ended DONE (see more_trials.py)."""
         self._preempted = False
         self._no_more_trials = False
         self._tuner_waiting = False
@@ -200,6 +204,8 @@ class TrialRunner:
         self._submitted = self._next_sequence_id
         self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
         self._run_id: int | None = None
+        self._dead_run: tuple[int, float] | None = None
+        """On resume: the run whose manager died (no end recorded), and its last recorded event."""
         self._tasks: set[asyncio.Task] = set()
         """Tasks in flight (imports, assessments, the dispatcher-exit waiter): the loop keeps
         only weak references to tasks, so one nobody holds could vanish mid-flight."""
@@ -214,6 +220,8 @@ class TrialRunner:
             self._secret = reports.load_trial_secret(self.paths.root)
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
             self._start = self._clock() - self.store.seconds_run()
+            # A run its manager died in has no end: read before this run begins (_restore ends it).
+            self._dead_run = self.store.open_run() if self._resumed else None
             self._writes.commit(self._begin_run, time.time())
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
@@ -264,6 +272,7 @@ class TrialRunner:
         now = time.time()
         finals = self.store.final_metrics()
         open_attempts = {a.trial_id: a for a in self.store.attempts() if a.end_time is None}
+        died = self._end_dead_run(open_attempts, now)
         killed = self.store.killed_trials()
         history = []
         for record in self.store.trials():
@@ -277,8 +286,8 @@ class TrialRunner:
                                       last_activity=self._clock())
                     self._writes.commit(self._ingest_metrics_file, live)
                     self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
-                                                   TrialState.CRASHED, now, None, None,
-                                                   trial_status=TrialState.WAITING))
+                                                   TrialState.CRASHED, max(open_attempt.start_time, died),
+                                                   None, None, trial_status=TrialState.WAITING))
                 else:
                     self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
                 requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
@@ -295,6 +304,21 @@ class TrialRunner:
                             "value": final.value if final is not None and usable else None})
         if history and self.dispatcher is not None:
             self.dispatcher.notify_import(history)
+
+    def _end_dead_run(self, open_attempts: dict[str, AttemptRecord], now: float) -> float:
+        """When the manager of the run that died was last known alive: its last write to the
+        store, or the last output of a trial it ran (the watchdog notes the kill of each
+        trial in its stderr as the manager dies). The run and its trials' open attempts end
+        there: the time no manager ran counts neither as the experiment's nor as a trial's."""
+        if self._dead_run is None:
+            return now
+        run_id, last_event = self._dead_run
+        outputs = [self.training.last_output_time(trial_id) for trial_id in open_attempts]
+        died = min(now, max([last_event, *outputs]))
+        self._writes.commit(self.store.end_run, run_id, died)
+        self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
+                         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(died)))
+        return died
 
     def _end_leftover_process(self, trial_id: str, attempt: AttemptRecord) -> None:
         """A trial process that outlived its manager is ended by the training service
@@ -510,6 +534,8 @@ class TrialRunner:
 
     def _commit_update(self, field: str, config: ResolvedConfig) -> None:
         self.config = config
+        if self._ending and any(entry.field == field for entry in BUDGET_FIELDS):
+            self.budget_raised_while_ending = True
         new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
@@ -776,6 +802,7 @@ class TrialRunner:
         self._wake.set()
 
     async def _finish(self, error: str | None) -> ExperimentState:
+        self._ending = True
         if self._stop_requested and error is None:
             self._set_state(ExperimentState.STOPPING)
         reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED

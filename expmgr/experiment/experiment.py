@@ -362,7 +362,15 @@ class Experiment(ExperimentQueries):
         """Start (see ``start``), then block until the search ends (``wait_completion``);
         True if it ended DONE, False otherwise (ERROR, or stopped). With ``wait_completion``
         False, return None at once (NNI's). As NNI's, its server (REST, web UI) stays,
-        read-only, until ``stop()`` or the interpreter's exit."""
+        read-only, until ``stop()`` or the interpreter's exit. Raising maxTrialNumber or
+        maxExperimentDuration after it ended DONE (``update_max_trial_number``, REST, expctl,
+        web UI) runs it again; ``run()`` called again then waits for that search's end and
+        returns as above (``wait()`` does too)."""
+        if self._manager is not None and not self._manager.closed:
+            # Started already and still served: after DONE a raised maxTrialNumber (or duration)
+            # runs it again; run() then waits for that search's end (NNI's scripts call it again).
+            return self.wait_completion() if wait_completion else None
+
         def start() -> None:
             self.start(port, debug, host=host, url_prefix=url_prefix, token=token)
         if not wait_completion:
@@ -513,7 +521,24 @@ class Experiment(ExperimentQueries):
         self._change(TrialRunner.kill_trial, trial_id)
 
     def _update(self, field: str, value: Any) -> None:
-        self._change(TrialRunner.update_config, field, value)
+        """Through the manager: after DONE, a raised maxTrialNumber or maxExperimentDuration
+        runs the search again (RUNNING; ``wait()`` or ``run()`` waits for its new end)."""
+        if self._connected is not None or self._manager is None:
+            self._change(TrialRunner.update_config, field, value)
+            return
+        try:
+            self._manager.update_config(field, value)
+        except (UpdateRefused, RuntimeError) as refused:
+            raise ExperimentError(self._not_changed(refused)) from None
+
+    def _not_changed(self, refused: Exception) -> str:
+        """Why a change was refused; once the server closed, what to do instead."""
+        if isinstance(refused, RuntimeError) and self._manager is not None:
+            final = self._manager.final_state
+            if final is not None:
+                return (f"experiment {self.id} is {final.value} and its server closed; resume it to run more "
+                        f"trials: Experiment(None, '{self.id}').resume()")
+        return str(refused)
 
     def _change(self, method: Callable[..., object], *args: Any) -> None:
         if self._connected is not None:

@@ -12,6 +12,12 @@ read-only as ``expctl view`` serves (rest.serve_read_only), with nothing else le
 the runner stopped the dispatcher, the watchdog and the trials, and is dropped. It
 closes on ``request_stop()``. A search ended by a stop (STOPPED, a preemption) closes
 the server at once.
+
+After DONE, raising maxTrialNumber or maxExperimentDuration (``update_config``, or the
+REST update) runs the search again, as NNI's manager goes back to RUNNING: a new runner
+and dispatcher, started as a resume starts them (the tuner is given every stored
+result; engine/more_trials.py decides whether the raise allows a trial), on the same
+server and store; ``wait_search()`` then waits for that search's end.
 """
 from __future__ import annotations
 
@@ -22,9 +28,10 @@ import inspect
 import logging
 import os
 import socket
+import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
 
 import tornado.httpserver
 
@@ -37,7 +44,9 @@ from expmgr.server.connections import Listener, connection_cap, raise_open_files
 from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
-from expmgr.server.rest import make_app, serve_read_only
+from expmgr.server.rest import make_app, serve_read_only, serve_runner
+from expmgr.engine.errors import RefusalKind, UpdateRefused
+from expmgr.engine.more_trials import config_for_more_trials, refuse_ended
 from expmgr.engine.runner import TrialRunner
 from expmgr.store import WritableStore
 from expmgr.states import ExperimentState
@@ -88,6 +97,14 @@ class Manager:
         """The runner returned and the registry has its last state; the server may still answer."""
         self._close: asyncio.Event | None = None
         """Set on the loop to close the server once the search ended."""
+        self._end_recorded: asyncio.Event | None = None
+        """Set on the loop once a search's end is recorded (registry included), cleared when one runs."""
+        self._served_change: asyncio.Event | None = None
+        """Set on the loop when the served experiment is to close or to run again."""
+        self._next_runner: TrialRunner | None = None
+        """The runner of a search started again after DONE (``_more_trials``), until it runs."""
+        self._app: Any = None
+        self._hub: LiveHub | None = None
         self._stop_requested = False
         self._finished = WakingEvent()
         self._pending_calls: set[concurrent.futures.Future] = set()
@@ -127,13 +144,9 @@ class Manager:
         try:
             hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
             hub.start()
-            runner = TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
-                                 training=functools.partial(create_training_service, self.config, paths=self.paths,
-                                                            manager_host=self.access.local_host),
-                                 dispatcher=dispatcher,
-                                 on_state_change=self._record_in_registry, with_strategy=self._with_strategy,
-                                 resumed=self._resumed, url_prefix=self.access.url_prefix,
-                                 on_store_unwritable=hub.tell_store_unwritable)
+            runner: TrialRunner | None = self._new_runner(dispatcher, hub, with_strategy=self._with_strategy,
+                                                          resumed=self._resumed)
+            assert runner is not None
             self._runner = runner
             guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
             app = make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
@@ -145,31 +158,138 @@ class Manager:
             if dispatcher is not None:   # started early: nothing else would stop it
                 await dispatcher.stop()
             raise
+        self._app, self._hub = app, hub
         self._close = asyncio.Event()
+        self._served_change = asyncio.Event()
+        self._end_recorded = asyncio.Event()
         self._started.set()
         try:
-            try:
-                self.final_state = await runner.run()
-            finally:
-                if self.final_state is None:  # the runner itself broke; it recorded nothing
-                    self._record_in_registry(ExperimentState.ERROR)
-                stopped = runner.stop_requested or self._stop_requested
-                serve_read_only(app, close_server=self._stop_on_loop)
-                hub.serve_read_only()
-                self._runner = None  # nothing of the search stays while the server answers
-                del runner
-                written: concurrent.futures.Future = concurrent.futures.Future()
-                self._in_registry_writer(lambda: written.set_result(None))
-                await asyncio.wrap_future(written)  # its last state is in the registry
-                self._search_ended.set()
-            if not stopped:
-                await self._close.wait()
+            while runner is not None:
+                stopped = await self._search(runner, app, hub)
+                if stopped:
+                    break
+                runner = await self._served_until_closed_or_given_more()
         finally:
             listener.stop()
             await hub.stop()
             await server.close_all_connections()
             self._store.close()
             self._in_registry_writer(self._record_closed)
+
+    def _new_runner(self, dispatcher: DispatcherClient | None, hub: LiveHub, *, with_strategy: bool,
+                    resumed: bool) -> TrialRunner:
+        return TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
+                           training=functools.partial(create_training_service, self.config, paths=self.paths,
+                                                      manager_host=self.access.local_host),
+                           dispatcher=dispatcher,
+                           on_state_change=self._record_in_registry, with_strategy=with_strategy,
+                           resumed=resumed, url_prefix=self.access.url_prefix,
+                           on_store_unwritable=hub.tell_store_unwritable)
+
+    async def _search(self, runner: TrialRunner, app: Any, hub: LiveHub) -> bool:
+        """Run one search to its end, then serve read-only; whether it ended by a stop."""
+        self.final_state = None
+        assert self._end_recorded is not None
+        self._end_recorded.clear()
+        try:
+            self.final_state = await runner.run()
+        finally:
+            if self.final_state is None:  # the runner itself broke; it recorded nothing
+                self._record_in_registry(ExperimentState.ERROR)
+            stopped = runner.stop_requested or self._stop_requested
+            self.config = runner.config   # with the changes made while it ran
+            done = self.final_state == ExperimentState.DONE and not stopped
+            serve_read_only(app, close_server=self._stop_on_loop, more_trials=self._more_trials if done else None)
+            hub.serve_read_only(more_trials=done)
+            self._runner = None  # nothing of the search stays while the server answers
+            raised_meanwhile = runner.budget_raised_while_ending
+            del runner
+            await self._registry_written()  # its last state is in the registry
+            self._search_ended.set()
+            self._end_recorded.set()
+        if done and raised_meanwhile:
+            self._run_again_if_budget_left()
+        return stopped
+
+    def _run_again_if_budget_left(self) -> None:
+        """maxTrialNumber or maxExperimentDuration was raised while the search was ending: the
+        search runs again if the raise leaves room for a trial."""
+        try:
+            self._run_again(self.config)
+        except UpdateRefused as refused:
+            self._logger.warning("a limit was raised as experiment %s ended, but it stays DONE: %s",
+                                 self.exp_id, refused)
+
+    async def _served_until_closed_or_given_more(self) -> TrialRunner | None:
+        """Serve the ended experiment until its server is to close (None) or it was given
+        more trials: the runner of its new search."""
+        assert self._close is not None and self._served_change is not None
+        while True:
+            if self._next_runner is not None:   # (if a stop came meanwhile, it ends STOPPED at once)
+                runner, self._next_runner = self._next_runner, None
+                return runner
+            if self._close.is_set():
+                return None
+            self._served_change.clear()
+            await self._served_change.wait()
+
+    def _more_trials(self, field: str, value: Any) -> Awaitable[None] | None:
+        """On the loop: ``field`` (a budget field) raised to ``value`` while the ended
+        experiment is served. Raises UpdateRefused (more_trials.py) when the raise cannot
+        give it a trial; else the search runs again, RUNNING from now on."""
+        runner = self._runner or self._next_runner
+        if runner is not None:   # another update sent it back to RUNNING meanwhile
+            return runner.update_config(field, value)
+        if self._end_recorded is not None and not self._end_recorded.is_set():
+            return self._more_trials_once_ended(field, value)
+        if self._stop_requested or (self._close is not None and self._close.is_set()):
+            raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} is closing its server")
+        if self.final_state != ExperimentState.DONE:
+            raise refuse_ended(self.exp_id, self.final_state)
+        self._run_again(config_for_more_trials(self.exp_id, self.config, self._store, field, value))
+        self._logger.info("%s changed to %s: experiment %s runs again", field, value, self.exp_id)
+        return self._registry_written()
+
+    async def _more_trials_once_ended(self, field: str, value: Any) -> None:
+        """A raise that came while the search's end was being recorded: applied once it is
+        (so that ``wait()`` does not see that end after the search runs again)."""
+        assert self._end_recorded is not None
+        await self._end_recorded.wait()
+        pending = self._more_trials(field, value)
+        if pending is not None:
+            await pending
+
+    def _registry_written(self) -> Awaitable[None]:
+        """Done once the registry has every state recorded so far (``expctl experiment list``
+        says RUNNING once an update that ran the experiment again was answered)."""
+        written: concurrent.futures.Future = concurrent.futures.Future()
+        self._in_registry_writer(lambda: written.set_result(None))
+        return asyncio.wrap_future(written)
+
+    def _run_again(self, config: "ResolvedConfig") -> None:
+        """Start a new search with ``config`` (its budget raised), as a resume would; the
+        store, registry and server say RUNNING before this returns (so that a client that
+        asks at once, as NNI's ``wait_completion`` polls, does not see the old DONE)."""
+        if self._hub is None or self._served_change is None:
+            raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} is not served")
+        try:   # the status last: until it is written, the experiment is DONE as before
+            self._store.set_config(config.to_dict())
+            self._store.reopen()
+            self._store.set_experiment_status(ExperimentState.RUNNING)
+        except sqlite3.OperationalError as error:   # locked by another process, a full or read-only disk
+            raise UpdateRefused(RefusalKind.UNAVAILABLE,
+                                f"{self._store.path} cannot be written now ({error}); experiment {self.exp_id} "
+                                "stays DONE: try again") from None
+        self.config = config
+        runner = self._new_runner(create_dispatcher(config, self.paths), self._hub, with_strategy=False,
+                                  resumed=True)
+        self._next_runner = self._runner = runner
+        self.final_state = None
+        serve_runner(self._app, runner)
+        self._hub.serve_writable()
+        self._record_in_registry(ExperimentState.RUNNING)
+        self._search_ended.clear()
+        self._served_change.set()
 
     async def _start_early(self, dispatcher: DispatcherClient) -> None:
         """Start the dispatcher first: its interpreter start and imports, the slowest part
@@ -228,6 +348,8 @@ class Manager:
             self._runner.request_stop()
         if self._close is not None:
             self._close.set()
+        if self._served_change is not None:
+            self._served_change.set()
 
     def request_preemption(self) -> None:
         """Stop as preempted (SIGUSR1 to trials); returns at once."""
@@ -246,16 +368,39 @@ class Manager:
     def call(self, function: Callable[..., T], *args: Any, timeout: float = 30) -> T:
         """Run ``function(runner, *args)`` on the event loop and return its result
         (or raise its exception); raises RuntimeError once the experiment ended."""
-        loop, runner = self._loop, self._runner
+        def with_runner() -> Any:
+            if self._runner is None:
+                raise RuntimeError(f"experiment {self.exp_id} is not running")
+            return function(self._runner, *args)
+        if self._runner is None:
+            raise RuntimeError(f"experiment {self.exp_id} is not running")
+        return self._on_loop(with_runner, timeout)
+
+    def update_config(self, field: str, value: Any, timeout: float = 30) -> None:
+        """Change ``field`` to ``value`` (TrialRunner.update_config) while the search runs;
+        after it ended DONE, a raised budget field runs it again (``_more_trials``). Raises
+        UpdateRefused, or RuntimeError once the server closed."""
+        def update() -> Awaitable[None] | None:
+            if self._runner is not None:
+                return self._runner.update_config(field, value)
+            if self.final_state == ExperimentState.DONE and not self._stop_requested:
+                return self._more_trials(field, value)
+            raise refuse_ended(self.exp_id, self.final_state)
+        self._on_loop(update, timeout)
+
+    def _on_loop(self, function: Callable[[], Any], timeout: float) -> Any:
+        """Run ``function()`` on the event loop and return its result (awaited, if it is
+        awaitable), or raise its exception; RuntimeError once the loop ended."""
+        loop = self._loop
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._calls_lock:
-            if loop is None or runner is None or self._finished.is_set():
+            if loop is None or self._finished.is_set():
                 raise RuntimeError(f"experiment {self.exp_id} is not running")
             self._pending_calls.add(future)
 
         def run() -> None:
             try:
-                result = function(runner, *args)
+                result = function()
             except BaseException as error:  # handed to the calling thread
                 future.set_exception(error)
                 return
@@ -282,6 +427,11 @@ class Manager:
         finally:
             with self._calls_lock:
                 self._pending_calls.discard(future)
+
+    @property
+    def closed(self) -> bool:
+        """Whether its server closed (the loop ended): nothing of the experiment runs here."""
+        return self._finished.is_set()
 
     def wait_search(self, timeout: float | None = None) -> bool:
         """Block until the search ended (DONE, STOPPED, ERROR; the registry has it) while

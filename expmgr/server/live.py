@@ -68,14 +68,14 @@ _log = logging.getLogger("nni.manager")
 
 def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limit: int | None,
                    read_only: bool, head: dict[str, Any] | None = None,
-                   facts: ExperimentFacts | None = None) -> tuple[str, Changes]:
+                   facts: ExperimentFacts | None = None, more_trials: bool = False) -> tuple[str, Changes]:
     """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot;
     the experiment's facts from ``facts``, refreshed in it, when given (else read afresh)."""
     with store.snapshot():
         changes = store.changes(since, limit)
         if facts is not None:
             facts.refresh(store)
-        return views.changes_json(store, paths, changes, read_only, head, facts), changes
+        return views.changes_json(store, paths, changes, read_only, head, facts, more_trials=more_trials), changes
 
 
 @dataclass
@@ -105,6 +105,9 @@ class LiveHub:
         self.store = store
         self.paths = paths
         self.read_only = read_only
+        self.more_trials = False
+        """Read-only after the search ended DONE, with a raise of its budget taken (the
+        profile's ``updatableFields`` says which)."""
         self.limits = limits or ServerLimits()
         self.reader = StoreReader(paths)
         self.facts = ExperimentFacts()
@@ -162,26 +165,35 @@ class LiveHub:
             self._follow_timer = None
         self.reader.close()
 
-    def serve_read_only(self) -> None:
+    def serve_read_only(self, more_trials: bool = False) -> None:
         """The experiment's search ended and its server stays: clients are told (the
-        profile's ``readOnly`` in the next push) and the answers say so from now on."""
-        self.read_only = True
+        profile's ``readOnly`` in the next push) and the answers say so from now on; with
+        ``more_trials`` (it ended DONE), its budget fields are still offered for a raise."""
+        self.read_only, self.more_trials = True, more_trials
+        self._dirty = True
+        self._schedule_push()
+
+    def serve_writable(self) -> None:
+        """The ended experiment runs again (given more trials): clients are told as above."""
+        self.read_only, self.more_trials = False, False
         self._dirty = True
         self._schedule_push()
 
     async def changes(self, since: str | None, limit: int | None) -> str:
         """The REST changes answer, built on the reader's thread."""
         text, _ = await self.reader.run(
-            lambda store: changes_answer(store, self.paths, since, limit, self.read_only, facts=self.facts))
+            lambda store: changes_answer(store, self.paths, since, limit, self.read_only, facts=self.facts,
+                                         more_trials=self.more_trials))
         return text
 
-    async def experiment_and_statistics(self, read_only: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def experiment_and_statistics(self, read_only: bool,
+                                        more_trials: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """NNI's experiment profile (``views.experiment_view``) and job-statistics, from the
         kept facts, on the reader's thread."""
         def read(store: Store) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             with store.snapshot():
                 self.facts.refresh(store)
-                return (views.experiment_view(store, read_only, facts=self.facts),
+                return (views.experiment_view(store, read_only, facts=self.facts, more_trials=more_trials),
                         views.job_statistics_view(store, self.facts))
         return await self.reader.run(read)
 
@@ -215,7 +227,7 @@ class LiveHub:
         for cursor, sockets in by_cursor.items():
             def answer(store: Store, since: str = cursor) -> tuple[str, Changes]:
                 return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"},
-                                      self.facts)
+                                      self.facts, more_trials=self.more_trials)
             text, changes = await self.reader.run(answer)
             if changes.more:
                 self._dirty = True  # the rest in the next message

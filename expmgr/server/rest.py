@@ -25,12 +25,12 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, overload
+from typing import Any, Awaitable, Callable, overload
 
 import tornado.web
 
 from expmgr import strict_json, trial as trial_api
-from expmgr.config import UPDATABLE_FIELDS
+from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, compression, downloads, memory, request_values, tails, views
 from expmgr.server.budget import Reservation
@@ -41,6 +41,7 @@ from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
+from expmgr.engine.more_trials import refuse_ended
 from expmgr.engine.runner import TrialRunner
 from expmgr.server.results import MAX_TOP, top_trials_view
 from expmgr.server.static import ui_routes
@@ -52,6 +53,8 @@ API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
 READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
              "changed and takes no reports")
+MoreTrials = Callable[[str, Any], "Awaitable[None] | None"]
+"""Given a budget field and its raised value, runs an ended (DONE) experiment's search again."""
 PARSE_INLINE = 64 * 1024
 """Bodies up to this size are parsed on the event loop; larger ones in a thread."""
 
@@ -117,8 +120,15 @@ class _Handler(tornado.web.RequestHandler):
             raise RequestError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
         return trial
 
+    def more_trials(self) -> MoreTrials | None:
+        """What runs the experiment again when a budget field is raised: set while the server
+        stays after the search ended DONE (not under ``expctl view``, nor after ERROR)."""
+        return self.settings.get("expmgr_more_trials")
+
     def writable_runner(self) -> TrialRunner:
-        """The runner; a RequestError (CONFLICT) when the experiment is served read-only."""
+        """The runner now (the search may have ended, or run again after DONE, while the
+        request's body was read); a RequestError (CONFLICT) when it is served read-only."""
+        self.runner = self.settings["expmgr_context"]["runner"]
         if self.runner is None:
             raise RequestError(RefusalKind.CONFLICT, READ_ONLY)
         return self.runner
@@ -208,12 +218,14 @@ class CheckStatusHandler(_Handler):
 
 # NNI's update types (PUT experiment?update_type=...) and the config field each changes.
 UPDATE_TYPES = {entry.update_type: entry.field for entry in UPDATABLE_FIELDS}
+BUDGET_FIELD_NAMES = frozenset(entry.field for entry in BUDGET_FIELDS)
 
 
 class ExperimentHandler(_Handler):
     async def get(self) -> None:
         """NNI's profile; its facts kept up to date by the hub (a pass over every trial otherwise)."""
-        experiment, _ = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        experiment, _ = await self.hub.experiment_and_statistics(read_only=self.runner is None,
+                                                                 more_trials=self.more_trials() is not None)
         self.send_json(experiment)
 
     def delete(self) -> None:
@@ -226,6 +238,15 @@ class ExperimentHandler(_Handler):
             return
         self.apply_change(lambda runner: None if runner.stop_requested else runner.request_stop())
 
+    def _refuse_more_trials_after_error(self, field: str) -> None:
+        """A raise of the budget of an experiment whose manager still serves it after ERROR
+        is refused saying why and what to do (under ``expctl view``: the read-only refusal)."""
+        served_by_its_manager = self.settings.get("expmgr_close_server") is not None
+        if (self.settings["expmgr_context"]["runner"] is None and served_by_its_manager
+                and field in BUDGET_FIELD_NAMES):
+            profile = self.store.profile()
+            raise refuse_ended(profile.id, profile.status)
+
     async def put(self) -> None:
         """NNI's update: the body is the profile (or its ``params``) holding the new value."""
         update_type = self.get_query_argument("update_type", "")
@@ -237,7 +258,12 @@ class ExperimentHandler(_Handler):
         params = body.get("params", body) if isinstance(body, dict) else None
         if not isinstance(params, dict) or field not in params:
             raise RequestError(RefusalKind.INVALID, f"body: expected a JSON object with params.{field}")
-        pending = self.writable_runner().update_config(field, params[field])
+        more_trials = self.more_trials()
+        if more_trials is not None:   # ended DONE: a raised budget runs it again
+            pending = more_trials(field, params[field])
+        else:
+            self._refuse_more_trials_after_error(field)
+            pending = self.writable_runner().update_config(field, params[field])
         if pending is not None:   # a search space: answered once the tuner took it (or refused it)
             await pending
         self.send_json({})
@@ -423,7 +449,8 @@ class ChangesHandler(_Handler):
 
 class JobStatisticsHandler(_Handler):
     async def get(self) -> None:
-        _, statistics = await self.hub.experiment_and_statistics(read_only=self.runner is None)
+        _, statistics = await self.hub.experiment_and_statistics(read_only=self.runner is None,
+                                                                 more_trials=self.more_trials() is not None)
         self.send_json(statistics)
 
 
@@ -522,9 +549,21 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
         **auth.settings(token, url_prefix))
 
 
-def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None) -> None:
+def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None,
+                    more_trials: MoreTrials | None = None) -> None:
     """From now on ``app`` answers as over a finished experiment (``runner`` None): its
     search ended and its server stays, as NNI's does, until ``close_server`` is called (by
-    ``DELETE experiment``, as by ``expctl stop``). Requests already running finish as they began."""
+    ``DELETE experiment``, as by ``expctl stop``). Requests already running finish as they began.
+    With ``more_trials`` (the experiment ended DONE), a raise of a budget field is given to
+    it (``PUT experiment``): it refuses (UpdateRefused) or runs the search again
+    (``serve_runner``)."""
     app.settings["expmgr_context"]["runner"] = None  # the handlers' shared arguments, read per request
     app.settings["expmgr_close_server"] = close_server
+    app.settings["expmgr_more_trials"] = more_trials
+
+
+def serve_runner(app: tornado.web.Application, runner: TrialRunner) -> None:
+    """From now on ``app`` serves ``runner``'s search (an ended experiment given more trials)."""
+    app.settings["expmgr_context"]["runner"] = runner
+    app.settings["expmgr_close_server"] = None
+    app.settings["expmgr_more_trials"] = None

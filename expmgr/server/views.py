@@ -15,7 +15,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
+from expmgr.config import ExperimentConfig, updatable_now
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import best_result, metric_number
 from expmgr.server.results import final_numbers_by_key, stored_result_keys
@@ -90,6 +90,10 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
     view["canKill"] = trial.status == TrialState.RUNNING
     if trial.start_time is not None:
         view["startTime"] = _ms(trial.start_time)
+    if trial.attempts:   # its duration (trial_seconds), in parts: a running one's grows, the UI adds the time since
+        view["duration"] = trial.seconds_ended
+        if trial.running_since is not None:
+            view["runningSince"] = _ms(trial.running_since)
     if trial.host is not None:
         view["host"] = trial.host  # where its latest attempt ran
     if trial.waiting_reason is not None:
@@ -193,34 +197,28 @@ def runs_on_several_hosts(store: Store) -> bool:
     return len(store.hosts()) > 1
 
 
-_UPDATABLE_VIEW = [{"field": entry.field, "updateType": entry.update_type} for entry in UPDATABLE_FIELDS]
 
 
-def attempts_by_trial(attempts: list[AttemptRecord]) -> dict[str, list[AttemptRecord]]:
-    by_trial: dict[str, list[AttemptRecord]] = {}
-    for attempt in attempts:
-        by_trial.setdefault(attempt.trial_id, []).append(attempt)
-    return by_trial
-
-
-def trial_seconds(attempts: list[AttemptRecord], until: float | None) -> float | None:
-    """How long a trial ran: the sum of its attempts' running times (so not the time
-    between a stop and a resume). An attempt still open counts until ``until`` (now,
-    while its experiment runs); None when there is none to count until (its experiment
-    died under it, so how long it ran is not known), or when it never started."""
-    if not attempts:
+def trial_seconds(trial: TrialRecord, until: float | None) -> float | None:
+    """A trial's duration, the one meaning every view shows (web UI, ``expctl trial ls``,
+    ``expctl top``): how long its attempts' processes ran, all together; so neither the
+    wait before a retry or a resume, nor the time no manager ran (a dead manager's attempts
+    end when it was last known alive, see ``TrialRunner._restore``). An attempt still open
+    counts until ``until`` (now, while its experiment runs); None when there is none to
+    count until (its experiment died under it, so how long it ran is not known), or when
+    it never started."""
+    if trial.attempts == 0 and trial.running_since is None:
         return None
-    total = 0.0
-    for attempt in attempts:
-        end = attempt.end_time if attempt.end_time is not None else until
-        if end is None:
-            return None
-        total += max(0.0, end - attempt.start_time)
-    return total
+    if trial.running_since is None:
+        return trial.seconds_ended
+    if until is None:
+        return None
+    return trial.seconds_ended + max(0.0, until - trial.running_since)
 
 
 def experiment_view(store: Store, read_only: bool | None = None,
-                    running: bool | None = None, facts: ExperimentFacts | None = None) -> dict[str, Any]:
+                    running: bool | None = None, facts: ExperimentFacts | None = None,
+                    more_trials: bool = False) -> dict[str, Any]:
     """NNI's profile; with ``error`` (the traceback) when the experiment is in ERROR, and
     ``readOnly`` when ``read_only`` is given (the REST server says whether it is a view).
 
@@ -232,7 +230,9 @@ def experiment_view(store: Store, read_only: bool | None = None,
     Also the facts the web UI shows rather than derives: ``optimizeMode`` (``minimize`` or
     ``maximize``, the tuner's default when the config names none), ``bestTrialId`` (None
     until a trial has a finite final result), ``updatableFields`` (each with its NNI
-    ``updateType``) and ``multiHost`` (``runs_on_several_hosts``: the trials table shows
+    ``updateType``: the fields a change of is taken now, ``config.updatable_now``: every one
+    while it runs, after DONE the budget fields when ``more_trials`` says its manager still
+    serves it, else none) and ``multiHost`` (``runs_on_several_hosts``: the trials table shows
     each trial's host), ``resultKeys`` (the keys of final results, ``default`` first: the
     UI's key chooser offers them; results.py). The best trial, ``multiHost`` and ``preempted`` come from ``facts``
     (kept up to date, refreshed in this snapshot) when given, else are read afresh."""
@@ -253,7 +253,8 @@ def experiment_view(store: Store, read_only: bool | None = None,
         "preempted": store.was_preempted() if facts is None else facts.was_preempted(store),
         "optimizeMode": "minimize" if minimize else "maximize",
         "bestTrialId": None if best is None else best[0],
-        "updatableFields": _UPDATABLE_VIEW,
+        "updatableFields": [{"field": entry.field, "updateType": entry.update_type}
+                            for entry in updatable_now(running=running, more_trials=more_trials)],
         "multiHost": runs_on_several_hosts(store) if facts is None else facts.multi_host,
         "resultKeys": stored_result_keys(store) if facts is None else facts.result_keys,
     }
@@ -267,14 +268,15 @@ def experiment_view(store: Store, read_only: bool | None = None,
 
 
 def changes_json(store: Store, paths: ExperimentPaths, changes: Changes, read_only: bool,
-                 head: dict[str, Any] | None = None, facts: ExperimentFacts | None = None) -> str:
+                 head: dict[str, Any] | None = None, facts: ExperimentFacts | None = None,
+                 more_trials: bool = False) -> str:
     """The answer of ``GET /api/v1/expmgr/changes`` as JSON text, the fields of ``head``
     first (the websocket's ``{"type": "changes"}``). Call it in the snapshot that read
     ``changes`` (and refreshed ``facts``, when given): the experiment and the statistics
     are read here."""
     answer = dict(head or {})
     answer.update(cursor=changes.cursor, full=changes.full, more=changes.more,
-                  experiment=experiment_view(store, read_only, facts=facts),
+                  experiment=experiment_view(store, read_only, facts=facts, more_trials=more_trials),
                   statistics=job_statistics_view(store, facts))
     trials_dir = str(paths.trials_dir)
     answer["trials"] = [_trial_job_view(trial, trials_dir, changes.finals.get(trial.trial_id))

@@ -134,6 +134,11 @@ class Store(Protocol):
         """Whether a preemption notice at ``notice_time`` (None: none) ended the last run."""
         ...
 
+    def open_run(self) -> tuple[int, float] | None:
+        """The latest run with no end recorded (its manager died, or runs): its id and the
+        time of its last recorded event (its start if none)."""
+        ...
+
     def seconds_run(self, until: float | None = None) -> float:
         """How long managers ran the experiment so far (a run without an end: until ``until``)."""
         ...

@@ -28,6 +28,10 @@ class TrialRecord:
     end_time: float | None = None
     attempts: int = 0
     host: str | None = None
+    seconds_ended: float = 0.0
+    """How long its ended attempts ran, all together (see ``views.trial_seconds``)."""
+    running_since: float | None = None
+    """When its attempt still open started (None: none is)."""
     """Where its latest attempt ran (``AttemptRecord.host``); None before it started, or not known."""
     waiting_reason: str | None = None
     """Why a WAITING trial is not started yet, as the runner last said (no free GPU); None

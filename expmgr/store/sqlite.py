@@ -190,6 +190,15 @@ class ExperimentStore:
         with self._write():
             self._conn.execute("UPDATE runs SET ended = ? WHERE id = ?", (ended, run_id))
 
+    def open_run(self) -> tuple[int, float] | None:
+        """The latest run with no end recorded (its manager died, or runs): its id and the
+        time of its last recorded event (its start if none)."""
+        row = self._conn.execute("SELECT id, started FROM runs WHERE ended IS NULL ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        last = self._conn.execute("SELECT MAX(time) FROM events WHERE time >= ?", (row[1],)).fetchone()[0]
+        return row[0], max(row[1], last or row[1])
+
     def seconds_run(self, until: float | None = None) -> float:
         """How long managers ran the experiment so far; a run without an end counts until
         ``until`` (now, when its manager still runs) or else, having died, until its last

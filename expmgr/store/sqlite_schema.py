@@ -166,16 +166,25 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3
 """From each older version to the next; run in order when a database is opened for writing."""
 
 
+_ATTEMPT_TIMES = (
+    # The seconds its ended attempts ran, and the start of its attempt still open (if any):
+    # what its duration is made of (views.trial_seconds), read by the primary key's index.
+    "(SELECT TOTAL(MAX(0, a.end_time - a.start_time)) FROM attempts a "
+    "WHERE a.trial_id = t.trial_id AND a.end_time IS NOT NULL) AS seconds_ended, "
+    "(SELECT a.start_time FROM attempts a WHERE a.trial_id = t.trial_id AND a.end_time IS NULL "
+    "ORDER BY a.attempt DESC LIMIT 1) AS running_since")
+
+
 def trial_columns(schema_version: int) -> str:
-    """The columns to select for ``trial_of_row`` from ``trials t``: its own, and the host of
-    its latest attempt (NULL in a version 2 or 3 store, which kept none); no waiting reason
-    in a store before version 5."""
+    """The columns to select for ``trial_of_row`` from ``trials t``: its own, the host of
+    its latest attempt (NULL in a version 2 or 3 store, which kept none), its waiting reason
+    (NULL before version 5) and its attempts' times."""
     if schema_version < 4:
-        return "t.*, NULL AS host, NULL AS waiting_reason"
+        return f"t.*, NULL AS host, NULL AS waiting_reason, {_ATTEMPT_TIMES}"
+    host = "(SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id AND a.attempt = t.attempts) AS host"
     if schema_version < 5:
-        return ("t.*, NULL AS waiting_reason, (SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id "
-                "AND a.attempt = t.attempts) AS host")
-    return "t.*, (SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id AND a.attempt = t.attempts) AS host"
+        return f"t.*, NULL AS waiting_reason, {host}, {_ATTEMPT_TIMES}"
+    return f"t.*, {host}, {_ATTEMPT_TIMES}"
 
 
 def trial_of_row(row: sqlite3.Row) -> TrialRecord:
@@ -185,6 +194,7 @@ def trial_of_row(row: sqlite3.Row) -> TrialRecord:
         parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
         submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
         attempts=row["attempts"], host=row["host"], waiting_reason=row["waiting_reason"],
+        seconds_ended=row["seconds_ended"], running_since=row["running_since"],
     )
 
 

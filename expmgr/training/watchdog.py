@@ -15,8 +15,9 @@ it starts inherits, including one that leaves the group (``setsid``, a double fo
   of the machine, unless so many processes were started meanwhile that the pids may
   have come round (then it reads them all).
 - When the pipe closes without a clean ``stop`` line, because the experiment process
-  was SIGKILLed or crashed, it SIGKILLs every group still listed, then every process
-  carrying a marker of this SESSION; on ``stop`` it does the latter only.
+  was SIGKILLed or crashed, it appends a line saying so to each trial's stderr (its last
+  output: where a resume ends that attempt) and SIGKILLs every group still listed, then every
+  process carrying a marker of this SESSION; on ``stop`` it does the latter only.
 
 - While a trial with a process limit (``trialProcessLimit``, not 0) runs, it counts each
   such trial's processes (those carrying its marker) every POLL_INTERVAL seconds; a trial
@@ -303,7 +304,12 @@ def watch(lines: Iterable[str | None], session: str | None = None) -> int:
             trial = trials.pop(pgid, None)
             if trial is not None and trial.marker:
                 kill_marked(trial.marker, since=trial.since)
-    for pgid in trials:
+    for pgid, trial in trials.items():
+        # Its last output is now: a resume ends this attempt here, not when the resume came
+        # (the time with no manager is no trial's run time).
+        if trial.stderr:
+            _tell_trial(trial.stderr, "expmgr: the experiment process ended without stopping this trial "
+                                      "(killed, or crashed): all of its processes were killed\n")
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

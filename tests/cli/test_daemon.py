@@ -99,7 +99,11 @@ def test_a_done_daemon_keeps_serving_read_only_with_nothing_else_left_until_stop
     assert status == 200 and len(exported) == 4
     assert call(done.port, "GET", "experiment")[1]["readOnly"] is True
     refusal = (409, {"error": READ_ONLY})
-    assert call(done.port, "PUT", "experiment?update_type=MAX_TRIAL_NUM", {"params": {"maxTrialNumber": 9}}) == refusal
+    # Only a raise of maxTrialNumber or maxExperimentDuration is taken after DONE (it runs more
+    # trials: tests/experiment/test_more_trials_after_done.py); nothing else.
+    status, answer = call(done.port, "PUT", "experiment?update_type=TRIAL_CONCURRENCY",
+                          {"params": {"trialConcurrency": 9}})
+    assert status == 400 and answer["error"].startswith("trialConcurrency: cannot be changed"), answer
     assert call(done.port, "DELETE", f"trial-jobs/{trials[0]['trialJobId']}") == refusal
     assert call(done.port, "POST", "experiment/import-data", []) == refusal
     daemon = psutil.Process(done.pid)
@@ -110,8 +114,8 @@ def test_a_done_daemon_keeps_serving_read_only_with_nothing_else_left_until_stop
     assert expctl(home, cwd, "top", "--once").stdout.startswith(f"{exp_id}  ")
     assert "DONE" in expctl(home, cwd, "top", "--once").stdout
     assert expctl(home, cwd, "webui", "url", exp_id).stdout == f"http://127.0.0.1:{done.port}\n"
-    unchangeable = expctl(home, cwd, "update", exp_id, "trialnum", "9")
-    assert unchangeable.returncode == 2 and "is not running (DONE)" in unchangeable.stderr
+    unchangeable = expctl(home, cwd, "update", exp_id, "concurrency", "9")   # a raise of trialnum would run it again
+    assert unchangeable.returncode == 2 and "trialConcurrency: cannot be changed" in unchangeable.stderr
     resumed = expctl(home, cwd, "resume", exp_id)
     assert resumed.returncode == 2 and "is served" in resumed.stderr
     stopped = expctl(home, cwd, "stop", exp_id)

@@ -497,3 +497,29 @@ def test_a_space_the_tuner_refuses_is_an_update_refused_and_the_config_keeps_the
         assert h.store.profile().config == stored and h.runner.state == ExperimentState.RUNNING
 
     run_with(tmp_path, [{"x": 0}, {"x": 0}], test)
+
+
+def test_a_budget_raise_while_the_search_ends_is_told_to_the_manager(tmp_path: Path):
+    """A raise of maxTrialNumber that comes while the runner ends its search (here while the
+    tuner's process stops) is taken, and the runner says so: the manager runs the search
+    again once it ended DONE (manager.py); another field's change does not count."""
+    gate = asyncio.Event()
+
+    async def test(h: Harness) -> None:
+        original_stop = h.dispatcher.stop
+
+        async def slow_stop() -> None:
+            await gate.wait()
+            await original_stop()
+        h.dispatcher.stop = slow_stop  # type: ignore[method-assign]
+        await h.until(lambda: h.service.running, "the trial running")
+        h.service.exit(h.service.launched[0].trial_id, 0)
+        await h.until(lambda: h.runner._ending, "the search ending")
+        assert h.runner.update_config("trialConcurrency", 2) is None
+        assert not h.runner.budget_raised_while_ending
+        assert h.runner.update_config("maxTrialNumber", 3) is None
+        assert h.runner.budget_raised_while_ending
+        gate.set()
+        await h.until(lambda: h.runner.state == ExperimentState.DONE, "DONE")
+        assert h.store.profile().config["maxTrialNumber"] == 3
+    assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.DONE

@@ -63,13 +63,15 @@ def test_run_returns_at_done_and_the_server_refuses_writes_until_stop(experiment
     assert status == 200 and profile["status"] == "DONE" and profile["readOnly"] is True
     status, trials = call(experiment.port, "GET", "trial-jobs")
     assert status == 200 and len(trials) == 3
+    # Only a raise of its budget is taken after DONE (test_more_trials_after_done.py); nothing else.
     update = call(experiment.port, "PUT", "experiment?update_type=TRIAL_CONCURRENCY",
                   {"params": {"trialConcurrency": 3}})
+    assert update[0] == 400 and "trialConcurrency: cannot be changed" in update[1]["error"], update
     kill = call(experiment.port, "DELETE", f"trial-jobs/{trials[0]['trialJobId']}")
     imported = call(experiment.port, "POST", "experiment/import-data", [])
-    for answer in (update, kill, imported):
+    for answer in (kill, imported):
         assert answer[0] == 409 and "read-only" in answer[1]["error"], answer
-    with pytest.raises(Exception, match="not running"):
+    with pytest.raises(Exception, match="trialConcurrency: cannot be changed: experiment .* is DONE"):
         experiment.update_trial_concurrency(3)
     experiment.stop()
     experiment.stop()  # idempotent

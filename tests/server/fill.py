@@ -88,6 +88,22 @@ def experiment_on_hosts(home: Path, hosts: list[list[str | None]], *, exp_id: st
     return _finished_experiment(home, exp_id, len(hosts), 10 * len(hosts), fill)
 
 
+def experiment_with_attempts(home: Path, attempts: list[tuple[float, float]], *, exp_id: str = "att00000") -> str:
+    """A finished (DONE) experiment in ``home`` and its registry, written through the store's
+    API: one trial ``a0`` whose attempts ran from and to the given seconds after its start
+    (each but the last FAILED, the last SUCCEEDED with the final result 1)."""
+    def fill(store: ExperimentStore, start: float) -> None:
+        store.add_trial(TrialRecord("a0", 0, {"lr": 0.01}, TrialState.WAITING, start))
+        for attempt, (began, ended) in enumerate(attempts, start=1):
+            last = attempt == len(attempts)
+            store.start_attempt("a0", attempt, start + began, pid=None)
+            if last:
+                store.add_metric(MetricRecord("a0", attempt, 0, "FINAL", 1, time=start + ended))
+            store.end_attempt("a0", attempt, TrialState.SUCCEEDED if last else TrialState.FAILED, start + ended,
+                              0 if last else 1, None, trial_status=None if last else TrialState.WAITING)
+    return _finished_experiment(home, exp_id, 1, max(ended for _, ended in attempts), fill)
+
+
 def experiment_of_results(home: Path, search_space: dict[str, Any], results: list[tuple[dict[str, Any], Any]],
                           *, tuner: dict[str, Any] | None = None, exp_id: str = "res00000") -> str:
     """A finished (DONE) experiment in ``home`` and its registry, written through the store's

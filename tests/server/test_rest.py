@@ -276,7 +276,7 @@ def test_expmgrs_trial_route_has_the_uis_fields_and_nnis_has_nnis_alone(filled_v
     ours = get(port, "/api/v1/expmgr/trials/f0003")
     # finalNumbers: each key's number of a dict result (this one's {"default": ..., "loss": ...})
     assert set(ours) - set(nni) == {"submitTime", "attempts", "canKill", "finalNumber", "finalNumbers",
-                                    "attemptDetails"}
+                                    "attemptDetails", "duration"}
     assert {key: ours[key] for key in nni} == nni
     assert ours["finalNumber"] == metric_number(json.loads(json.loads(nni["finalMetricData"][0]["data"])))
     assert [(a["attempt"], a["status"], a["exitCode"]) for a in ours["attemptDetails"]] == [(1, "SUCCEEDED", 0)]

@@ -1,6 +1,6 @@
 """A finished experiment served read-only (``expctl view``, or its own server after
-DONE): everything is shown, no control is offered; and the page says when the server
-goes away and comes back."""
+DONE): everything is shown, no control is offered (but a raise of its budget after DONE,
+by its own server); and the page says when the server goes away and comes back."""
 from __future__ import annotations
 
 import os
@@ -110,8 +110,10 @@ def test_a_running_experiments_page_turns_read_only_at_done_stays_and_goes_offli
     expect(ui.get("status")).to_have_text("DONE")
     expect(ui.get("readonlyBadge")).to_be_visible()
     expect(ui.get("liveBadge")).to_be_visible()
-    for hook in CONTROL_HOOKS:
+    # Only a raise of its budget is offered (test_more_trials_after_done.py in tests/webui).
+    for hook in ["stopExperiment", "concurrencyInput", "concurrencyApply", "killTrial"]:
         expect(ui.get(hook)).to_have_count(0)
+    expect(ui.get("maxTrialsInput")).to_be_enabled()
     ui.page.reload()
     expect(ui.get("app")).to_have_attribute("data-loaded", "true")
     expect(ui.get("status")).to_have_text("DONE")

@@ -33,6 +33,7 @@
  *   max-duration-input, max-duration-apply   (30s, 10m, 1.5h, 2d or seconds)
  *   concurrency-error, max-trials-error, max-duration-error   a value the field could not read (until the next action)
  *   controls-off-reason    why the controls are disabled (the server does not answer)
+ *   controls-more-trials   after DONE, while served: raising max trials or max duration runs more trials
  *   confirm-dialog, confirm, cancel          the confirmation of any control (also kill-trial)
  *   control-message        the outcome of the last control (data-kind="ok" | "error")
  *
@@ -273,6 +274,7 @@ export const testids = {
   logEmpty: 'log-empty',
   unreachableNotice: 'unreachable-notice',
   controlsOffReason: 'controls-off-reason',
+  controlsMoreTrials: 'controls-more-trials',
   concurrencyError: 'concurrency-error',
   maxTrialsError: 'max-trials-error',
   maxDurationError: 'max-duration-error',

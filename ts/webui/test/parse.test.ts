@@ -48,11 +48,12 @@ describe('parsing NNI shapes', () => {
     expect(parseTrial(trialView('a', 0, 'PAUSED')).canKill).toBe(false); // not said: no control
   });
 
-  it('measures durations, running trials up to now', () => {
-    const t = parseTrial(trialView('a', 0, 'RUNNING', { startTime: 1000 }));
-    expect(trialDuration(t, 4000)).toBe(3);
-    expect(trialDuration({ ...t, endTime: 2000, status: 'SUCCEEDED' }, 9000)).toBe(1);
-    expect(trialDuration({ ...t, startTime: undefined }, 9000)).toBeUndefined();
+  it('reads the server\'s duration, a running attempt up to now', () => {
+    // 2 s of ended attempts (first start to now would say 8 s: the wait before the retry is not counted)
+    const t = parseTrial(trialView('a', 0, 'RUNNING', { startTime: 1000, duration: 2, runningSince: 6000 }));
+    expect(trialDuration(t, 9000)).toBe(5);
+    expect(trialDuration({ ...t, runningSince: undefined, endTime: 9000, status: 'SUCCEEDED' }, 20_000)).toBe(2);
+    expect(trialDuration({ ...t, duration: undefined, runningSince: undefined }, 9000)).toBeUndefined();
   });
 
   it('reads durations like NNI', () => {

@@ -10,6 +10,7 @@ function t(id: string, seq: number, status: string, params: Record<string, unkno
            endTime?: number): Trial {
   return parseTrial(trialView(id, seq, status, {
     startTime, endTime, ...(final === undefined ? {} : withFinal(id, final)),
+    ...(startTime !== undefined && endTime !== undefined ? { duration: (endTime - startTime) / 1000 } : {}),
   }, params));
 }
 

@@ -2,6 +2,7 @@
 // import), so the main bundle and the unit tests need no ECharts; the chart chunk is loaded
 // only when a chart is shown.
 import { lttb, perCurveBudget } from '../data/downsample';
+import { trialDuration } from '../data/parse';
 import { bestSoFar, formatNumber, formatParam } from '../data/query';
 import type { Json, Series, Trial } from '../data/types';
 
@@ -299,10 +300,9 @@ export function describeParallelAxes(option: Option): string {
 export function durationsOption(trials: readonly Trial[], now: number): Option {
   const data: [number, number, string, string][] = [];
   for (const t of trials) {
-    if (t.startTime === undefined) continue;
-    const end = t.endTime ?? (t.status === 'RUNNING' ? now : undefined);
-    if (end === undefined) continue;
-    data.push([t.seq, Math.max(0, (end - t.startTime) / 1000), t.id, t.status]);
+    const seconds = trialDuration(t, now);   // the server's duration, as every view shows it
+    if (seconds === undefined) continue;
+    data.push([t.seq, seconds, t.id, t.status]);
   }
   return {
     ...BASE,

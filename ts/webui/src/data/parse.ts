@@ -74,6 +74,8 @@ export function parseTrial(view: TrialJobView): Trial {
   };
   if (typeof view.host === 'string') trial.host = view.host;
   if (typeof view.waitingReason === 'string') trial.waitingReason = view.waitingReason;
+  if (typeof view.duration === 'number') trial.duration = view.duration;
+  if (typeof view.runningSince === 'number') trial.runningSince = view.runningSince;
   if (details) trial.attemptDetails = details;
   const final = lastFinal(view.finalMetricData);
   if (final !== undefined) {
@@ -96,12 +98,15 @@ function lastFinal(metrics: MetricView[] | undefined): Json | undefined {
   return parseMetricData(metrics[metrics.length - 1].data);
 }
 
-/** Seconds a trial ran (or has been running, given `now` in ms); undefined before it starts. */
+/**
+ * A trial's duration in seconds, as the server defines it (docs/webui.md): the time its attempts'
+ * processes ran, all together (not the wait before a retry, nor a manager's downtime). The server
+ * sends the ended attempts' sum; a running attempt adds the time since it started.
+ */
 export function trialDuration(trial: Trial, now: number): number | undefined {
-  if (trial.startTime === undefined) return undefined;
-  const end = trial.endTime ?? (FINISHED_STATES.has(trial.status) ? undefined : now);
-  if (end === undefined) return undefined;
-  return Math.max(0, (end - trial.startTime) / 1000);
+  if (trial.duration === undefined) return undefined;
+  if (trial.runningSince === undefined || FINISHED_STATES.has(trial.status)) return trial.duration;
+  return trial.duration + Math.max(0, (now - trial.runningSince) / 1000);
 }
 
 /** A duration as NNI writes it (`30s`, `10m`, `1.5h`, `2d` or seconds) in seconds; NaN if unreadable. */

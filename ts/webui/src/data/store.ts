@@ -357,6 +357,7 @@ function sameTrial(a: Trial, b: Trial): boolean {
     a.endTime === b.endTime && a.submitTime === b.submitTime && a.finalRaw === b.finalRaw &&
     a.seq === b.seq && a.canKill === b.canKill && a.host === b.host &&
     a.waitingReason === b.waitingReason &&
+    a.duration === b.duration && a.runningSince === b.runningSince &&
     JSON.stringify(a.params) === JSON.stringify(b.params) &&
     JSON.stringify(a.attemptDetails) === JSON.stringify(b.attemptDetails);
 }

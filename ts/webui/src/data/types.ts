@@ -22,7 +22,9 @@ export interface ExperimentView {
   optimizeMode?: 'maximize' | 'minimize';
   /** The trial with the best final result, as the server decides it; null until one has a finite result. */
   bestTrialId?: string | null;
-  /** The config fields that may change while running, each with NNI's update type. */
+  /** The config fields the server takes a change of now, each with NNI's update type: every one while
+   *  it runs; after DONE, while its manager serves it, maxTrialNumber and maxExperimentDuration (a raise
+   *  runs more trials); none under `expctl view` or after ERROR. */
   updatableFields?: UpdatableField[];
   /** The trials ran on more than one host: the server's word that the trials table shows each one's node. */
   multiHost?: boolean;
@@ -95,6 +97,10 @@ export interface TrialJobView {
   host?: string;
   /** Why a WAITING trial is not started yet (no free GPU), as the runner stored it; absent otherwise. */
   waitingReason?: string;
+  /** Seconds its ended attempts ran, all together (the server's duration; sent once it started). */
+  duration?: number;
+  /** When its attempt still running started (ms): its duration grows from there. */
+  runningSince?: number;
 }
 
 /** `[trialId, sequenceId, type, metricSequence, value, timestampMs, attempt?]` */
@@ -187,6 +193,10 @@ export interface Trial {
   host?: string;
   /** The server's word on why this WAITING trial is not started yet (no free GPU). */
   waitingReason?: string;
+  /** The server's duration so far: seconds its ended attempts ran (see `trialDuration`). */
+  duration?: number;
+  /** When its attempt still running started (ms). */
+  runningSince?: number;
   /** Bumped whenever this trial's record or its metrics change. */
   rev: number;
 }

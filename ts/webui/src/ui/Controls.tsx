@@ -1,5 +1,7 @@
 // Steering a running experiment: stop it, change its concurrency, max trials and max duration (the
-// fields the server lists as updatable). Shown only when the server is not read-only (not under `expctl view`).
+// fields the server lists as updatable now). Shown while it runs, and after DONE while its manager
+// still serves it, when the server offers max trials and max duration: raising one runs more trials.
+// Never under `expctl view`, nor after ERROR (the server offers nothing then).
 import { useState } from 'preact/hooks';
 import { EXPERIMENT_FINISHED, parseDuration } from '../data/parse';
 import { useApp } from './app-context';
@@ -71,10 +73,13 @@ export function Controls() {
   const [fieldError, setFieldError] = useState<{ field: string; text: string } | null>(null);
   const unreachableSince = useUnreachableSince();
   const exp = store.experiment;
-  if (!exp || store.readOnly !== false) return null;
+  if (!exp) return null;
   const finished = EXPERIMENT_FINISHED.has(exp.status);
+  // After DONE the server may still take a raise of the budget (its updatableFields say so).
+  const moreTrials = finished && (exp.updatableFields?.length ?? 0) > 0;
+  if (store.readOnly !== false && !moreTrials) return null;
   const stopping = exp.status === 'STOPPING';
-  const off = finished || unreachableSince !== null;
+  const off = (finished && !moreTrials) || unreachableSince !== null;
   const params = exp.params ?? {};
   const maxDuration = parseDuration(params.maxExperimentDuration);
   // Only the fields the server says may change, each sent with the update type it names.
@@ -98,6 +103,10 @@ export function Controls() {
     <section class="card controls" data-testid="controls">
       <h2>Controls</h2>
       {unreachableSince !== null && <p class="muted" data-testid="controls-off-reason">{UNREACHABLE_REASON}</p>}
+      {moreTrials && unreachableSince === null && (
+        <p class="muted" data-testid="controls-more-trials">
+          The experiment is {exp.status}. Raise max trials or max duration to run more trials: it goes back to RUNNING.
+        </p>)}
       <div class="control-grid">
         {setConcurrency && <Field label="Concurrency" testid="concurrency" current={String(params.trialConcurrency ?? '')} placeholder="trials at once"
                disabled={off} parse={positiveInt('concurrency')} error={errorOf('concurrency')} onError={onError('concurrency')}
@@ -116,14 +125,14 @@ export function Controls() {
                    () => setMaxDuration(v), `Max duration set to ${shown}.`, 'Change the maximum duration?');
                }} />}
       </div>
-      <div class="control-stop">
+      {!finished && <div class="control-stop">
         <button type="button" class="danger" data-testid="stop-experiment" disabled={off || stopping}
                 title={unreachableSince !== null ? UNREACHABLE_REASON : undefined}
                 onClick={() => ask(<>Stop experiment <b>{exp.id}</b>? Running trials are stopped; it can be resumed later.</>,
                   () => api.stopExperiment(), 'Stopping the experiment.', 'Stop the experiment?')}>
           {stopping ? 'Stopping…' : 'Stop experiment'}
         </button>
-      </div>
+      </div>}
       {confirm.view}
     </section>
   );
