@@ -53,7 +53,7 @@ def test_a_served_done_experiment_is_not_the_running_one(code_dir: Path, tmp_pat
             [trial] = running.list_trial_jobs()
             result = expctl(home, "trial", "ls")
             assert result.returncode == 0 and trial.trialJobId in result.stdout, result.stderr
-            result = expctl(home, "experiment", "status")
+            result = expctl(home, "experiment", "status", "--table")
             assert result.returncode == 0 and result.stdout.split()[:2] == [running.id, "RUNNING"], result
             listed = {row["id"]: row for row in json.loads(expctl(home, "experiment", "list", "--json").stdout)}
             assert (listed[done.id]["status"], listed[done.id]["served"]) == ("DONE", True)
