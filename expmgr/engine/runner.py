@@ -28,8 +28,8 @@ import string
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
@@ -38,6 +38,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
 from expmgr.engine.imports import ImportBatch
+from expmgr.engine.intake import AskAssessor, AttemptReports
 from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
@@ -81,18 +82,12 @@ class _LiveTrial:
     """When ``maxTrialDuration`` runs out; set when its process starts."""
     last_activity: float
     """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
+    reports: AttemptReports
+    """What the attempt reported (stored), and its history for the assessor."""
     started: bool = False
     """Its process runs: a remote service may take a while to place it, and the trial's
     clocks start here, not at the launch."""
     stop_reason: TrialState | None = None
-    reported: set[int] = field(default_factory=set)
-    """Sequence numbers of this attempt's reports already stored (committed)."""
-    skipped_lines: set[int] = field(default_factory=set)
-    """Lines of metrics.jsonl already skipped as bad (each is warned about once)."""
-    final_value: Any = None
-    has_final: bool = False
-    """The attempt's last FINAL result, told to the tuner when the attempt ends
-    unless it is retried (so the tuner hears of each trial once)."""
 
 
 class _BestResult:
@@ -283,7 +278,9 @@ class TrialRunner:
                     self._end_leftover_process(record.trial_id, open_attempt)
                     attempt = open_attempt.attempt
                     live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt), None,
-                                      last_activity=self._clock())
+                                      last_activity=self._clock(), reports=AttemptReports(
+                                          assessed=self._assessed, attempt=attempt,
+                                          stored=self.store.metrics(record.trial_id)))
                     self._writes.commit(self._ingest_metrics_file, live)
                     self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
                                                    TrialState.CRASHED, max(open_attempt.start_time, died),
@@ -650,7 +647,8 @@ class TrialRunner:
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock())
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock(),
+                                                 reports=AttemptReports(assessed=self._assessed))
         env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
             trial_api.ENV_TRIAL_ID: record.trial_id,
@@ -956,7 +954,7 @@ class TrialRunner:
             self._retries.append((live.record, attempt + 1))
         else:
             self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
-            self._trial_ended(live.record, status, live.final_value, live.has_final)
+            self._trial_ended(live.record, status, live.reports.final_value, live.reports.has_final)
         self._wake.set()
 
     def _trial_preempted(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
@@ -1046,7 +1044,7 @@ class TrialRunner:
         if metric.attempt != live.attempt:
             raise MetricRejected(RefusalKind.CONFLICT,
                                  f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
-        if metric.sequence in live.reported:
+        if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
         not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
                    "metrics.jsonl and stored when the trial ends")
@@ -1062,33 +1060,33 @@ class TrialRunner:
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
         """Store the metric (an OperationalError if the store refuses it: then it is not
         seen, and its line in metrics.jsonl is read again later)."""
-        if metric.sequence in live.reported:
+        if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
-        stored = self.store.add_metric(metric)
-        live.reported.add(metric.sequence)  # only now: the report counts as seen once committed
+        # Counted as seen only once committed (the store's refusal raises before).
+        decision = live.reports.stored(metric, newly=self.store.add_metric(metric))
         live.last_activity = self._clock()
-        if not stored:
-            return
-        if metric.type == "FINAL":
-            live.final_value, live.has_final = metric.value, True
-        elif self.dispatcher is not None and self.config.assessor is not None and live.stop_reason is None:
-            self._spawn(self._assess(live))
+        if isinstance(decision, AskAssessor) and live.stop_reason is None:
+            self._spawn(self._assess(live, decision.history))
 
-    async def _assess(self, live: _LiveTrial) -> None:
+    @property
+    def _assessed(self) -> bool:
+        """Whether an assessor judges the trials' intermediate results."""
+        return self.dispatcher is not None and self.config.assessor is not None
+
+    async def _assess(self, live: _LiveTrial, history: Sequence[Any]) -> None:
         try:
-            await self._assess_now(live)
+            await self._assess_now(live, history)
         except Exception:
             self._handler_failed("_assess")
 
-    async def _assess_now(self, live: _LiveTrial) -> None:
+    async def _assess_now(self, live: _LiveTrial, history: Sequence[Any]) -> None:
         assert self.dispatcher is not None
-        history = [reports.as_float_metric(m.value) for m in self.store.metrics(live.record.trial_id)
-                   if m.type == "PERIODICAL" and m.attempt == live.attempt]
         try:
             reply = await self.dispatcher.request("assess", trial_id=live.record.trial_id, history=history)
         except DispatcherError:
             return  # the loop sees the dispatcher's failure
-        if reply.get("decision") == "Bad" and live.stop_reason is None and live.record.trial_id in self._live:
+        # Only the attempt assessed is stopped (a resume's dead attempt is assessed too).
+        if reply.get("decision") == "Bad" and live.stop_reason is None and self._live.get(live.record.trial_id) is live:
             self.logger.info("the assessor stops trial %s early", live.record.trial_id)
             self._stop_trial(live, TrialState.EARLY_STOPPED)
 
@@ -1107,8 +1105,7 @@ class TrialRunner:
                 self._accept_metric(live, metric)
 
     def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
-        if number in live.skipped_lines:
+        if not live.reports.first_skip(number):
             return
-        live.skipped_lines.add(number)
         message = self.training.note_skipped(live.record.trial_id, number, reason)
         self.logger.warning("trial %s: %s", live.record.trial_id, message)

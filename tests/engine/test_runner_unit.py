@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import pytest
 
+from expmgr import trial as trial_api
 from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.dispatcher.client import DispatcherError
 from expmgr.engine.errors import RefusalKind, UpdateRefused
@@ -523,3 +524,27 @@ def test_a_budget_raise_while_the_search_ends_is_told_to_the_manager(tmp_path: P
         await h.until(lambda: h.runner.state == ExperimentState.DONE, "DONE")
         assert h.store.profile().config["maxTrialNumber"] == 3
     assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.DONE
+
+
+def test_the_assessor_gets_each_attempts_history_without_the_store_read_again_per_report(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: h.service.launched, "a launch")
+        trial = h.service.launched[0]
+        reads: list[str | None] = []
+        read_metrics = h.store.metrics
+
+        def counted(trial_id: str | None = None) -> Any:
+            reads.append(trial_id)
+            return read_metrics(trial_id)
+        h.store.metrics = counted  # type: ignore[method-assign]
+        token = trial.env[trial_api.ENV_TOKEN]
+        for sequence in range(5):
+            h.runner.receive_metric(trial.trial_id, token, {"attempt": trial.attempt, "sequence": sequence,
+                                                            "type": "PERIODICAL", "value": sequence / 10})
+        await h.until(lambda: sum(cmd == "assess" for cmd, _ in h.dispatcher.told) == 5, "five assessments")
+        histories = [list(fields["history"]) for cmd, fields in h.dispatcher.told if cmd == "assess"]
+        assert histories[-1] == [0.0, 0.1, 0.2, 0.3, 0.4]
+        assert reads == [], "a report is taken in memory, not by reading the trial's history from the store"
+        h.service.exit(trial.trial_id, 0)
+
+    run_with(tmp_path, [{"x": 0}], test, assessor={"name": "Medianstop"})
