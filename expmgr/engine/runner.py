@@ -35,8 +35,8 @@ from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
 from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
 from expmgr.layout import ExperimentPaths
-from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
+from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, TunerWaits
 from expmgr.engine.imports import ImportBatch
 from expmgr.engine.intake import AskAssessor, AttemptReports
 from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
@@ -134,7 +134,7 @@ class TrialRunner:
 
     def __init__(self, exp_id: str, config: "ResolvedConfig", store: WritableStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger, *,
-                 training: Callable[[TrialEvents], TrainingService], dispatcher: DispatcherClient | None,
+                 training: Callable[[TrialEvents], TrainingService], dispatcher: Dispatcher | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
                  with_strategy: bool = False, resumed: bool = False, url_prefix: str = "",
                  on_store_unwritable: Callable[[str | None], None] = lambda notice: None,
@@ -253,9 +253,8 @@ class TrialRunner:
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
         await self.training.start()   # while the dispatcher's interpreter starts and imports
         if self.dispatcher is not None:
-            await self.dispatcher.request(
-                "initialize", search_space=self.config.search_space,
-                tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
+            await self.dispatcher.initialize(self.config.search_space, _algorithm_spec(self.config.tuner),
+                                             _algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
 
@@ -300,7 +299,7 @@ class TrialRunner:
             history.append({"parameter": record.parameters,
                             "value": final.value if final is not None and usable else None})
         if history and self.dispatcher is not None:
-            self.dispatcher.notify_import(history)
+            self.dispatcher.replay_results(history)
 
     def _end_dead_run(self, open_attempts: dict[str, AttemptRecord], now: float) -> float:
         """When the manager of the run that died was last known alive: its last write to the
@@ -326,7 +325,7 @@ class TrialRunner:
             self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
                                 trial_id, attempt.pid)
 
-    async def _wake_when_dispatcher_exits(self, dispatcher: DispatcherClient) -> None:
+    async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()
         self._wake.set()
 
@@ -403,12 +402,12 @@ class TrialRunner:
             ends_told = self._ends_told
             # Asked only now: the tuner has seen every result that came in (a dispatcher may
             # have computed these ahead only for a tuner that declares results change nothing).
-            reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
-            if self._stop_requested or not reply["parameters"]:
+            answer = await self.dispatcher.generate(sequence_id)
+            if self._stop_requested or not isinstance(answer, Generated):
                 self._release_trial(sequence_id)
                 if self._stop_requested:
                     return
-                if reply.get("waiting"):
+                if isinstance(answer, TunerWaits):
                     if self._ends_told != ends_told:
                         continue  # a trial ended meanwhile: what the tuner waited for may have come
                     self.logger.debug("the tuner waits for running trials to report")
@@ -417,9 +416,8 @@ class TrialRunner:
                     self.logger.info("the tuner has no more trials")
                     self._no_more_trials = True
                 return
-            generated = reply["parameters"][0]
-            checkpoint_source = self._checkpoint_source(generated.get("checkpoint_from"))
-            record = self._create_trial(sequence_id, generated["parameters"])
+            checkpoint_source = self._checkpoint_source(answer.checkpoint_from)
+            record = self._create_trial(sequence_id, answer.parameters)
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
@@ -518,7 +516,7 @@ class TrialRunner:
         assert self.dispatcher is not None
         async with self._space_updates:
             try:
-                await self.dispatcher.request("update_search_space", search_space=space)
+                await self.dispatcher.update_search_space(space)
             except DispatcherError as error:
                 if error.fatal:   # it ended: the loop ends the experiment
                     raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
@@ -982,8 +980,8 @@ class TrialRunner:
             if self.dispatcher is not None and self.config.assessor is not None:
                 # The assessor compares running trials with ended ones, the strategy's too;
                 # the tuner did not propose this trial, so it is not told.
-                self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
-                                       success=status == TrialState.SUCCEEDED, assessor_only=True)
+                self.dispatcher.tell_end(record.sequence_id, record.trial_id, status == TrialState.SUCCEEDED,
+                                         assessor_only=True)
             return
         if self.dispatcher is None:
             return
@@ -993,13 +991,12 @@ class TrialRunner:
         # the tuner hears of that trial as a failure, without the result.
         usable = has_final and metric_number(final_value) is not None
         if usable:
-            self.dispatcher.notify("report", parameter_id=record.sequence_id,
-                                   parameters=record.parameters, value=final_value)
+            self.dispatcher.tell_result(record.sequence_id, record.parameters, final_value)
         elif has_final:
             self.logger.warning("trial %s: its final result %s is not a finite number; the tuner "
                                 "is told the trial failed", record.trial_id, final_value)
-        self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
-                               success=status == TrialState.SUCCEEDED and (usable or not has_final))
+        self.dispatcher.tell_end(record.sequence_id, record.trial_id,
+                                 status == TrialState.SUCCEEDED and (usable or not has_final))
 
     def _log_progress(self) -> None:
         """One line a trial: how many ended how, how many run, and the best result so far."""
@@ -1082,11 +1079,11 @@ class TrialRunner:
     async def _assess_now(self, live: _LiveTrial, history: Sequence[Any]) -> None:
         assert self.dispatcher is not None
         try:
-            reply = await self.dispatcher.request("assess", trial_id=live.record.trial_id, history=history)
+            assessment = await self.dispatcher.assess(live.record.trial_id, history)
         except DispatcherError:
             return  # the loop sees the dispatcher's failure
         # Only the attempt assessed is stopped (a resume's dead attempt is assessed too).
-        if reply.get("decision") == "Bad" and live.stop_reason is None and self._live.get(live.record.trial_id) is live:
+        if assessment is Assessment.STOP and live.stop_reason is None and self._live.get(live.record.trial_id) is live:
             self.logger.info("the assessor stops trial %s early", live.record.trial_id)
             self._stop_trial(live, TrialState.EARLY_STOPPED)
 

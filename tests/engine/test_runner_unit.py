@@ -9,18 +9,19 @@ import logging
 import signal
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import pytest
 
 from expmgr import trial as trial_api
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.dispatcher.client import DispatcherError
+from expmgr.engine.dispatching import (Assessment, Dispatcher, DispatcherError, GenerateAnswer, Generated,
+                                       NoMoreTrials)
 from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store import ExperimentProfile, ExperimentStore, create_store
+from expmgr.store import ExperimentProfile, WritableStore, create_store
 from expmgr.engine.launching import RETRY_FIRST, RETRY_MAX
 from expmgr.training import SystemLaunchError, TrainingService, TrialEvents, TrialLaunch
 
@@ -103,39 +104,60 @@ class FakeTrainingService(TrainingService):
 
 
 class FakeDispatcher:
-    """Answers ``generate`` with the given parameters, then "no more"; records what it is told."""
+    """Answers ``generate`` with the given parameters, then "no more"; records what it is
+    told, by the channel's command names. Checked against the Dispatcher protocol by mypy
+    (pyproject.toml's ``files``) through ``_CHECKED`` below."""
 
     def __init__(self, parameters: list[dict[str, Any]]) -> None:
         self._parameters = list(parameters)
         self.told: list[tuple[str, dict[str, Any]]] = []
         self.exited = asyncio.Event()
-        self.failure = None
+        self.failure: DispatcherError | None = None
         self.refuse_spaces = False
         """Answer ``update_search_space`` as a tuner refusing the space does (not fatal)."""
 
     async def start(self) -> None:
         pass
 
-    async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
-        if cmd != "generate":
-            self.told.append((cmd, fields))
-        if cmd == "update_search_space" and self.refuse_spaces:
+    async def initialize(self, search_space: dict[str, Any] | None, tuner: dict[str, Any] | None,
+                         assessor: dict[str, Any] | None) -> None:
+        self.told.append(("initialize", {"search_space": search_space, "tuner": tuner, "assessor": assessor}))
+
+    async def generate(self, parameter_id: int) -> GenerateAnswer:
+        return Generated(self._parameters.pop(0)) if self._parameters else NoMoreTrials()
+
+    async def assess(self, trial_id: str, history: Sequence[Any]) -> Assessment:
+        self.told.append(("assess", {"trial_id": trial_id, "history": list(history)}))
+        return Assessment.KEEP
+
+    def tell_result(self, parameter_id: int, parameters: dict[str, Any], value: Any) -> None:
+        self.told.append(("report", {"parameter_id": parameter_id, "parameters": parameters, "value": value}))
+
+    def tell_end(self, parameter_id: int, trial_id: str, success: bool, *, assessor_only: bool = False) -> None:
+        self.told.append(("trial_end", {"parameter_id": parameter_id, "trial_id": trial_id, "success": success,
+                                        "assessor_only": assessor_only}))
+
+    async def update_search_space(self, search_space: dict[str, Any]) -> None:
+        self.told.append(("update_search_space", {"search_space": search_space}))
+        if self.refuse_spaces:
             raise DispatcherError("cannot use this search space (ValueError: no)", fatal=False)
-        if cmd == "generate":
-            return {"parameters": [{"parameters": self._parameters.pop(0)}] if self._parameters else []}
-        return {}
 
-    def notify(self, cmd: str, **fields: Any) -> None:
-        self.told.append((cmd, fields))
-
-    def notify_import(self, history: list[dict[str, Any]]) -> None:
+    def replay_results(self, history: list[Any]) -> None:
         pass
+
+    async def import_frames(self, frames: Iterable[Sequence[Any]],
+                            before_each: Callable[[Sequence[Any]], None] | None = None) -> int:
+        return 0
 
     async def stop(self) -> None:
         self.exited.set()
 
     def trial_ends(self) -> list[tuple[str, bool]]:
         return [(fields["trial_id"], fields["success"]) for cmd, fields in self.told if cmd == "trial_end"]
+
+
+_CHECKED: Callable[[list[dict[str, Any]]], Dispatcher] = FakeDispatcher
+"""mypy checks here that the fake implements the runner's Dispatcher protocol."""
 
 
 class Clock:
@@ -148,7 +170,7 @@ class Clock:
 
 class Harness:
     def __init__(self, runner: TrialRunner, service: FakeTrainingService, dispatcher: FakeDispatcher,
-                 store: ExperimentStore, clock: Clock) -> None:
+                 store: WritableStore, clock: Clock) -> None:
         self.runner, self.service, self.dispatcher, self.store, self.clock = runner, service, dispatcher, store, clock
 
     async def until(self, condition: Callable[[], object], what: str) -> None:
@@ -191,7 +213,7 @@ def run_with(tmp_path: Path, parameters: list[dict[str, Any]],
 
     async def main() -> ExperimentState:
         runner = TrialRunner("exp", checked, store, paths, 8080, logging.getLogger("test-runner"),
-                             training=make_service, dispatcher=dispatcher, clock=clock)  # type: ignore[arg-type]
+                             training=make_service, dispatcher=dispatcher, clock=clock)
         running = asyncio.get_running_loop().create_task(runner.run())
         try:
             await test(Harness(runner, services[0], dispatcher, store, clock))
@@ -477,7 +499,9 @@ def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_p
         h.runner.update_config("maxExperimentDuration", "1h")
         assert h.runner.config.max_experiment_duration == 3600.0
         space = {"x": {"_type": "choice", "_value": [0, 1, 2]}}
-        await h.runner.update_config("searchSpace", space)
+        taken = h.runner.update_config("searchSpace", space)
+        assert taken is not None, "a new space is the tuner's to take"
+        await taken
         assert ("update_search_space", {"search_space": space}) in h.dispatcher.told
         assert h.store.profile().config == {**stored, "trialConcurrency": 2, "maxExperimentDuration": 3600.0,
                                             "searchSpace": space}
@@ -492,7 +516,9 @@ def test_a_space_the_tuner_refuses_is_an_update_refused_and_the_config_keeps_the
         h.dispatcher.refuse_spaces = True
         with pytest.raises(UpdateRefused, match=r"^searchSpace: cannot use this search space \(ValueError: no\); "
                                                 r"the tuner keeps the old search space$") as refused:
-            await h.runner.update_config("searchSpace", {"y": {"_type": "choice", "_value": [1]}})
+            refusal = h.runner.update_config("searchSpace", {"y": {"_type": "choice", "_value": [1]}})
+            assert refusal is not None
+            await refusal
         assert refused.value.kind is RefusalKind.INVALID
         assert h.runner.config.search_space == {"x": {"_type": "choice", "_value": [0]}}
         assert h.store.profile().config == stored and h.runner.state == ExperimentState.RUNNING
