@@ -10,8 +10,9 @@ Everything here runs on the manager's event loop::
                          training=functools.partial(create_training_service, resolved, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
 
-Checking reports is in ``reports.py`` and queueing the writes the store refuses in
-``writes.py``. This module is still over ~450 lines because the rest is one state
+Checking reports is in ``reports.py``, an attempt's reports and the decision each
+returns in ``intake.py``, what the dispatcher answers in ``dispatching.py``, and queueing
+the writes the store refuses in ``writes.py``. This module is still over ~450 lines because the rest is one state
 machine: every handler reads and changes the same live trials, queues and limits.
 """
 from __future__ import annotations
