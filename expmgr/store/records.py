@@ -78,9 +78,9 @@ class ExperimentProfile:
     end_time: float | None
     port: int | None
     log_dir: str
-    platform: str = "local"
+    platform: str
     """Where its trials run (``expmgr.config.PLATFORMS``' name), as resolved when it was created."""
-    minimizes: bool = False
+    minimizes: bool
     """Whether lower results are better (its tuner's optimize mode), as resolved when it was
     created: readers use this, not the config's tuner."""
 

@@ -159,8 +159,18 @@ def downgrade_to_schema_3(database: Path) -> None:
     conn.close()
 
 
+def downgrade_to_schema_5(database: Path) -> None:
+    """Make a current store what version 5 wrote: no experiment.platform nor .minimizes, no
+    trials.parameter_source."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
+                       "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")
+    conn.close()
+
+
 def downgrade_to_schema_4(database: Path) -> None:
     """Make a current store what version 4 wrote: no trials.waiting_reason."""
+    downgrade_to_schema_5(database)
     conn = sqlite3.connect(database)
     conn.executescript("ALTER TABLE trials DROP COLUMN waiting_reason; UPDATE schema_version SET version = 4;")
     conn.close()
