@@ -17,10 +17,11 @@ RAY_MINIMIZING = {"trialConcurrency": 1, "trainingService": {"platform": "ray"},
                   "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "minimize"}}}
 
 
-def create(path: Path, config: dict, **facts) -> ExperimentStore:
+def create(path: Path, config: dict, platform: str = "local", minimizes: bool = False) -> ExperimentStore:
     return ExperimentStore.create(path, ExperimentProfile(
         id="abcd1234", name="t", config=config, status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent), **facts))
+        start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent), platform=platform,
+        minimizes=minimizes))
 
 
 def add_trial(store: ExperimentStore, trial_id: str, sequence_id: int, source: str) -> None:
