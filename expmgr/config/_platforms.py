@@ -6,7 +6,7 @@ reading, validation, ``ResolvedConfig`` and the training-service factory iterate
     platform.resolve(checked_section)  # ResolvedRayConfig, what the service is built from
 
 A new training service adds its section class (``_sections``), its resolved settings and
-``resolve`` here, its validator method (``_validate``) and its service module, and one
+``resolve`` here, its check (a method of ``_validate._Canonicalizer``) and its service module, and one
 entry in ``PLATFORMS``.
 """
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Platform:
     resolve: Callable[[Any], ResolvedTrainingService]
     """From a canonical (validated) section to ``resolved``."""
     check: str
-    """The method of ``_validate.Validator`` that checks and canonicalises its section (the
+    """The method of ``_validate._Canonicalizer`` that checks and canonicalises its section (the
     validator sits above this table, so it is named, not imported)."""
     service: str
     """``module:function`` building its training service from a ResolvedConfig (the
