@@ -4,14 +4,18 @@ experiment's profile): a Ray experiment says ``ray``. Real registry, real stores
 cluster is needed, the stored experiment alone decides."""
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
+from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.server.experiments_info import experiments_info
 from expmgr.states import ExperimentState
-from expmgr.store import ExperimentProfile, create_store
+from expmgr.store import ExperimentProfile, create_store, open_store
 from expmgr.store.registry import Registry, RegistryEntry
 
 
@@ -49,3 +53,24 @@ def test_a_registry_row_without_a_platform_reports_the_one_its_store_keeps(tmp_p
     conn.close()
     [record] = experiments_info(Registry(home))
     assert record["platform"] == "ray"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="a Ray config needs Ray installed")
+def test_an_experiment_started_on_ray_is_stored_and_reported_as_ray(tmp_path: Path, code_dir: Path):
+    # No cluster answers at that address: the experiment ends in ERROR, its platform is stored anyway.
+    home = tmp_path / "home"
+    config = ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+                              trial_code_directory=code_dir, tuner={"name": "GridSearch"}, trial_concurrency=1,
+                              experiment_working_directory=home,
+                              training_service={"platform": "ray", "address": "127.0.0.1:1"})
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=120)
+    finally:
+        experiment.stop()
+    [record] = experiments_info(Registry(home))
+    assert record["id"] == experiment.id and record["platform"] == "ray"
+    assert Registry(home).get(experiment.id).platform == "ray"
+    with open_store(ExperimentPaths(home / experiment.id), readonly=True) as store:
+        assert store.profile().platform == "ray"
