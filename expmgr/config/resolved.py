@@ -21,8 +21,7 @@ from typing import Any, TypeVar
 from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import Duration, ExperimentConfig
-from ._platforms import (ResolvedLocalConfig, ResolvedRayConfig, ResolvedTrainingService, ResolvedTrialResources,
-                         TrainingServiceSection, platform_of_section)
+from ._platforms import ResolvedTrainingService, TrainingServiceSection, platform_of_section
 from ._sections import AlgorithmConfig, PathLike
 from ._updatable import UPDATABLE_FIELDS
 from expmgr.rotation import RotationLimits
