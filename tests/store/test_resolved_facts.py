@@ -11,10 +11,25 @@ from pathlib import Path
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import SCHEMA_VERSION, ExperimentProfile, ExperimentStore, TrialRecord
 from expmgr.store.registry import Registry, RegistryEntry
-from tests.store.test_store_changes import downgrade_to_schema_5, schema_of
 
 RAY_MINIMIZING = {"trialConcurrency": 1, "trainingService": {"platform": "ray"},
                   "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "minimize"}}}
+
+
+def as_version_5(database: Path) -> None:
+    """Make a current store what version 5 wrote: none of the facts stored since 6."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
+                       "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")
+    conn.close()
+
+
+def version_of(database: Path) -> int:
+    conn = sqlite3.connect(database)
+    try:
+        return conn.execute("SELECT version FROM schema_version").fetchone()[0]
+    finally:
+        conn.close()
 
 
 def create(path: Path, config: dict, platform: str = "local", minimizes: bool = False) -> ExperimentStore:
@@ -54,17 +69,17 @@ def test_a_schema_5_store_reads_its_facts_from_its_config_and_is_migrated_with_t
     store = create(path, RAY_MINIMIZING, platform="ray", minimizes=True)
     add_trial(store, "t1", 0, "customized")
     store.close()
-    downgrade_to_schema_5(path)
+    as_version_5(path)
 
     with ExperimentStore.open(path, readonly=True) as old:
         assert (old.profile().platform, old.profile().minimizes) == ("ray", True)
         assert [t.parameter_source for t in old.trials()] == ["algorithm"], "what version 5 showed"
-    assert schema_of(path)[0] == 5, "read-only opening changes nothing"
+    assert version_of(path) == 5, "read-only opening changes nothing"
 
     with ExperimentStore.open(path) as migrated:
         assert (migrated.profile().platform, migrated.profile().minimizes) == ("ray", True)
         assert [t.parameter_source for t in migrated.trials()] == ["algorithm"]
-    assert schema_of(path)[0] == SCHEMA_VERSION
+    assert version_of(path) == SCHEMA_VERSION
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT platform, minimizes FROM experiment").fetchone() == ("ray", 1)
