@@ -87,7 +87,8 @@ def _store_with_results(tmp_path, config: dict):  # noqa: ANN001, ANN202
     from expmgr.states import ExperimentState, TrialState
     store = ExperimentStore.create(tmp_path / "experiment.sqlite", ExperimentProfile(
         id="facts001", name=None, config=config, status=ExperimentState.RUNNING, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path),
+        platform="local", minimizes=ExperimentConfig.from_dict(config).minimizes))
     for sequence, (trial_id, final) in enumerate([("a", 0.7), ("b", 0.2), ("c", math.nan), ("d", 0.1), ("e", None)]):
         store.add_trial(TrialRecord(trial_id, sequence, {"x": sequence}, TrialState.WAITING, time.time()))
         store.start_attempt(trial_id, 1, time.time())

@@ -458,15 +458,17 @@ class TrialRunner:
         if self._next_sequence_id == sequence_id + 1:
             self._next_sequence_id = sequence_id
 
-    def _create_trial(self, sequence_id: int, parameters: dict[str, Any]) -> TrialRecord:
-        """A new WAITING trial, stored (its folder is the training service's, made at launch)."""
+    def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
+                      parameter_source: str = "algorithm") -> TrialRecord:
+        """A new WAITING trial, stored (its folder is the training service's, made at launch);
+        ``parameter_source`` is NNI's (``_parameter_record``)."""
         trial_id = self._new_trial_id()
         self._trial_ids.add(trial_id)
         if TRIAL_CHECKPOINT_DIR in parameters.values():   # PBT's NNI parameters: the trial's own folder
             parameters = {name: self.training.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
                           for name, value in parameters.items()}
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
-                             status=TrialState.WAITING, submit_time=time.time())
+                             status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
@@ -604,7 +606,7 @@ class TrialRunner:
         except (TypeError, ValueError) as error:
             raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
         self._refuse_new_trial()
-        record = self._create_trial(self._reserve_trial(), parameters)
+        record = self._create_trial(self._reserve_trial(), parameters, parameter_source="customized")
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
         self._submitted_by_strategy.append(record)
@@ -674,10 +676,9 @@ class TrialRunner:
             self._not_started(record.trial_id, attempt, str(error))
 
     def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
-        """The trial's parameter.json; ``parameter_source`` is NNI's: "customized" for a
-        strategy's trial, "algorithm" for the tuner's."""
-        source = "customized" if record.trial_id in self._outcomes else "algorithm"
-        return {"parameter_id": record.sequence_id, "parameter_source": source,
+        """The trial's parameter.json; ``parameter_source`` is NNI's, as stored with the trial:
+        "customized" for a strategy's trial, "algorithm" for the tuner's."""
+        return {"parameter_id": record.sequence_id, "parameter_source": record.parameter_source,
                 "parameters": record.parameters, "parameter_index": 0}
 
     def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:

@@ -15,7 +15,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from expmgr.config import ExperimentConfig, updatable_now
+from expmgr.config import updatable_now
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import best_result, metric_number
 from expmgr.server.results import final_numbers_by_key, stored_result_keys
@@ -64,7 +64,7 @@ def trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricReco
 def _nni_keys(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
     """The keys of NNI's TrialJobInfo both views share (not ``startTime``: see the two views)."""
     # Paths as strings, not pathlib: a changes answer builds 10,000 of these.
-    hyper_parameters = json.dumps({"parameter_id": trial.sequence_id, "parameter_source": "algorithm",
+    hyper_parameters = json.dumps({"parameter_id": trial.sequence_id, "parameter_source": trial.parameter_source,
                                    "parameters": trial.parameters, "parameter_index": 0})
     trial_dir = f"{trials_dir}/{trial.trial_id}"
     view: dict[str, Any] = {
@@ -239,7 +239,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
     profile = store.profile()
     if running is None:  # served by its manager, or (nothing said) not ended
         running = read_only is False if read_only is not None else not profile.status.is_finished()
-    minimize = ExperimentConfig.from_dict(profile.config).minimizes
+    minimize = profile.minimizes
     best = best_result(store.final_numbers().items(), minimize) if facts is None else facts.best
     view: dict[str, Any] = {
         "id": profile.id,

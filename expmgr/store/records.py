@@ -36,6 +36,10 @@ class TrialRecord:
     waiting_reason: str | None = None
     """Why a WAITING trial is not started yet, as the runner last said (no free GPU); None
     once it starts, and for a trial that waits for nothing but its turn."""
+    parameter_source: str = "algorithm"
+    """NNI's ``parameter_source``: "algorithm" for the tuner's parameters, "customized" for a
+    strategy's trial; written when the trial is created (trials of a store from before version
+    6 read "algorithm")."""
 
 
 @dataclass
@@ -74,6 +78,11 @@ class ExperimentProfile:
     end_time: float | None
     port: int | None
     log_dir: str
+    platform: str
+    """Where its trials run (``expmgr.config.PLATFORMS``' name), as resolved when it was created."""
+    minimizes: bool
+    """Whether lower results are better (its tuner's optimize mode), as resolved when it was
+    created: readers use this, not the config's tuner."""
 
 
 @dataclass

@@ -61,9 +61,10 @@ class ExperimentStore:
         with Transaction(conn):
             conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             conn.execute(
-                "INSERT INTO experiment VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO experiment VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (profile.id, profile.name, json.dumps(profile.config), profile.status.value,
-                 profile.error, profile.start_time, profile.end_time, profile.port, profile.log_dir),
+                 profile.error, profile.start_time, profile.end_time, profile.port, profile.log_dir,
+                 profile.platform, int(profile.minimizes)),
             )
         return cls(conn, path)
 
@@ -225,10 +226,10 @@ class ExperimentStore:
     def add_trial(self, trial: TrialRecord) -> None:
         with self._write():
             self._conn.execute(
-                "INSERT INTO trials (trial_id, sequence_id, parameters_json, status, submit_time) "
-                "VALUES (?,?,?,?,?)",
+                "INSERT INTO trials (trial_id, sequence_id, parameters_json, status, submit_time, parameter_source) "
+                "VALUES (?,?,?,?,?,?)",
                 (trial.trial_id, trial.sequence_id, json.dumps(trial.parameters),
-                 trial.status.value, trial.submit_time),
+                 trial.status.value, trial.submit_time, trial.parameter_source),
             )
             self._event(trial.trial_id, "trial_status", {"status": trial.status.value})
 

@@ -6,7 +6,8 @@ from store, dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Callable
 
 from expmgr.training.base import (SystemLaunchError, TrialEvents, TrialLaunch, TrainingService,
                                   TrainingServiceError)
@@ -23,14 +24,11 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
                             manager_host: str = "127.0.0.1") -> TrainingService:
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
-    A new service is one module plus one branch here."""
-    from expmgr.config import ResolvedLocalConfig, ResolvedRayConfig
-    service = config.training_service
-    if isinstance(service, ResolvedLocalConfig):
-        from expmgr.training.local import LocalTrainingService
-        return LocalTrainingService(service, config.trial_gpu_number, events, paths, manager_host=manager_host,
-                                    log_limits=config.log_limits)
-    if isinstance(service, ResolvedRayConfig):
-        from expmgr.training.ray import RayTrainingService
-        return RayTrainingService(service, events, paths, manager_host=manager_host, log_limits=config.log_limits)
-    raise TrainingServiceError(f"no training service for platform {service.platform!r}")
+    Built by the factory its platform names (``expmgr.config.PLATFORMS``)."""
+    from expmgr.config import PLATFORMS
+    platform = PLATFORMS.get(config.training_service.platform)
+    if platform is None:
+        raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
+    module, function = platform.service.split(":")
+    factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
+    return factory(config, events, paths, manager_host)

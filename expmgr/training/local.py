@@ -28,7 +28,7 @@ from expmgr.training.watchdog import MARKER_ENV, OVER_LIMIT, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
 
 if TYPE_CHECKING:
-    from expmgr.config import ResolvedLocalConfig
+    from expmgr.config import ResolvedConfig, ResolvedLocalConfig
 
 OUTPUT_DRAIN_TIMEOUT = 5.0
 """Seconds an ended trial's exit waits for its output to be written (see _wait_for_exit)."""
@@ -261,3 +261,13 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # a dead watchdog must not stop the experiment
+
+
+def create_local_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
+                         manager_host: str) -> LocalTrainingService:
+    """The local platform's service factory (``config.PLATFORMS["local"].service``)."""
+    from expmgr.config import ResolvedConfig, ResolvedLocalConfig
+    if not isinstance(config.training_service, ResolvedLocalConfig):
+        raise TrainingServiceError(f"not a local config: platform {config.training_service.platform!r}")
+    return LocalTrainingService(config.training_service, config.trial_gpu_number, events, paths,
+                                manager_host=manager_host, log_limits=config.log_limits)

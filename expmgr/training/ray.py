@@ -30,7 +30,7 @@ from expmgr.training.base import TrainingService, TrainingServiceError, TrialEve
 from expmgr.training.base import is_system_error, launch_error
 
 if TYPE_CHECKING:
-    from expmgr.config import ResolvedRayConfig, ResolvedTrialResources
+    from expmgr.config import ResolvedConfig, ResolvedRayConfig, ResolvedTrialResources
 
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
@@ -533,3 +533,13 @@ def _reason(error: BaseException) -> str:
     """A Ray error's first line(s), without its long cause chain."""
     text = str(error).strip()
     return text.splitlines()[0][:500] if text else type(error).__name__
+
+
+def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
+                       manager_host: str) -> RayTrainingService:
+    """The ray platform's service factory (``config.PLATFORMS["ray"].service``)."""
+    from expmgr.config import ResolvedRayConfig
+    if not isinstance(config.training_service, ResolvedRayConfig):
+        raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")
+    return RayTrainingService(config.training_service, events, paths, manager_host=manager_host,
+                              log_limits=config.log_limits)

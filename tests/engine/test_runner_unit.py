@@ -180,7 +180,8 @@ def run_with(tmp_path: Path, parameters: list[dict[str, Any]],
     paths.create()
     store = create_store(paths, ExperimentProfile(
         id="exp", name=None, config=checked.to_dict(), status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root),
+        platform="local", minimizes=checked.minimizes))
     services: list[FakeTrainingService] = []
     dispatcher, clock = FakeDispatcher(parameters), Clock()
 

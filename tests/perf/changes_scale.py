@@ -45,7 +45,7 @@ def metric_cost(folder: Path, listener: bool, count: int = 2000) -> float:
     """Microseconds per add_metric, median of 5 rounds."""
     store = ExperimentStore.create(folder / f"metrics-{listener}.sqlite", ExperimentProfile(
         id="bench000", name=None, config={}, status=ExperimentState.RUNNING, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(folder)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(folder), platform="local", minimizes=False))
     if listener:
         heard = []
         store.add_commit_listener(lambda: heard.append(None))

@@ -243,7 +243,7 @@ def test_a_trial_not_started_has_its_submission_time_as_nnis_start_time(tmp_path
     from expmgr.store import ExperimentProfile, ExperimentStore, TrialRecord
     store = ExperimentStore.create(tmp_path / "experiment.sqlite", ExperimentProfile(
         id="waiting1", name=None, config={}, status=ExperimentState.RUNNING, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path), platform="local", minimizes=False))
     try:
         store.add_trial(TrialRecord("w", 0, {"x": 1}, TrialState.WAITING, 1_700_000_000.25))
         store.add_trial(TrialRecord("r", 1, {"x": 2}, TrialState.WAITING, 1_700_000_001.0))

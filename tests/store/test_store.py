@@ -17,7 +17,8 @@ from expmgr.states import ExperimentState, TrialState
 def new_store(path: Path) -> ExperimentStore:
     return ExperimentStore.create(path, ExperimentProfile(
         id="abcd1234", name="t", config={"trialConcurrency": 1}, status=ExperimentState.INITIALIZED,
-        error=None, start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent)))
+        error=None, start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent),
+        platform="local", minimizes=False))
 
 
 def test_store_is_in_wal_mode_and_refuses_another_schema_version(tmp_path: Path):
@@ -109,7 +110,8 @@ def test_open_store_gives_the_experiments_store_and_closes_it_after_the_block_ev
     paths.create()
     create_store(paths, ExperimentProfile(
         id="abcd1234", name="t", config={}, status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root))).close()
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root), platform="local",
+        minimizes=False)).close()
     with open_store(paths, readonly=True) as store:
         assert store.profile().id == "abcd1234"
         with pytest.raises(sqlite3.OperationalError, match="readonly"):

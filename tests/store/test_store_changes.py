@@ -159,8 +159,18 @@ def downgrade_to_schema_3(database: Path) -> None:
     conn.close()
 
 
+def downgrade_to_schema_5(database: Path) -> None:
+    """Make a current store what version 5 wrote: no experiment.platform nor .minimizes, no
+    trials.parameter_source."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
+                       "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")
+    conn.close()
+
+
 def downgrade_to_schema_4(database: Path) -> None:
     """Make a current store what version 4 wrote: no trials.waiting_reason."""
+    downgrade_to_schema_5(database)
     conn = sqlite3.connect(database)
     conn.executescript("ALTER TABLE trials DROP COLUMN waiting_reason; UPDATE schema_version SET version = 4;")
     conn.close()
@@ -278,7 +288,7 @@ def test_a_schema_4_store_is_read_without_waiting_reasons_and_gets_the_column_wh
         "read-only opening changes nothing"
 
     migrated = ExperimentStore.open(store.path)
-    assert schema_of(store.path)[0] == SCHEMA_VERSION == 5
+    assert schema_of(store.path)[0] == SCHEMA_VERSION
     migrated.set_waiting_reason("t1", "waiting for a GPU")
     assert migrated.trial("t1").waiting_reason == "waiting for a GPU"
     migrated.close()
