@@ -17,7 +17,7 @@ import pytest
 
 from expmgr import trial as trial_api
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths, TrialFolder
 from expmgr.rotation import dropped_bytes, rotated_files
 from expmgr.training import TrainingService, TrialLaunch, create_training_service
 from tests.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
@@ -203,7 +203,7 @@ def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Pa
         assert c.service.last_output_time("writer") >= before
         message = c.service.note_skipped("writer", 2, "longer than allowed")
         assert ":2: report skipped: longer than allowed" in message
-        assert "report skipped: longer than allowed" in TrialFiles(c.paths.trial_dir("writer")).trial_log.read_text()
+        assert "report skipped: longer than allowed" in TrialFolder(c.paths.trial_dir("writer")).trial_log.read_text()
         assert c.service.marked_preempting("writer", 1) and not c.service.marked_preempting("writer", 2)
         (c.paths.trial_dir("writer") / "checkpoint").mkdir()
         (c.paths.trial_dir("writer") / "checkpoint" / "state").write_text("42")
@@ -232,7 +232,7 @@ def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(
             await c.until(lambda: ("exited", "reader", attempt, 0, None) in c.events.events, f"attempt {attempt}")
             seen = json.loads((folder / f"seen-{attempt}.json").read_text())
             assert seen == {"parameters": {"lr": 0.1, "layers": [2, 3]}, "folder": str(folder)}
-        parameter_file = json.loads(TrialFiles(folder).parameter_file.read_text())
+        parameter_file = json.loads(TrialFolder(folder).parameter_file.read_text())
         assert parameter_file == {"parameter_id": 0, "parameter_source": "algorithm",
                                   "parameters": {"lr": 0.1, "layers": [2, 3]}, "parameter_index": 0}
 
@@ -289,7 +289,7 @@ def test_every_printed_line_reaches_the_stdout_file_however_the_trial_ends(
     async def test(c: Context) -> None:
         (c.code / "printing.py").write_text(PRINTING_TRIAL)
         await c.service.launch(c.launch_of("printer", f"python3 printing.py {ending}"))
-        files = TrialFiles(c.paths.trial_dir("printer"))
+        files = TrialFolder(c.paths.trial_dir("printer"))
         await c.until(lambda: (files.root / "printed").exists(), "the trial to print its lines")
         if ending in ("sigterm", "sigkill"):
             c.service.signal("printer", signal.SIGTERM if ending == "sigterm" else signal.SIGKILL)
@@ -312,7 +312,7 @@ def test_a_line_printed_while_the_trial_waits_is_in_its_file_before_it_goes_on(
     async def test(c: Context) -> None:
         (c.code / "printing.py").write_text(PRINTING_TRIAL)
         await c.service.launch(c.launch_of("live", "python3 printing.py wait"))
-        files = TrialFiles(c.paths.trial_dir("live"))
+        files = TrialFolder(c.paths.trial_dir("live"))
         await c.until(lambda: files.stdout.exists() and files.stdout.read_text().count("\n") == 50,
                       "the 50 lines while the trial waits")
         (files.root / "go").touch()
@@ -331,7 +331,7 @@ def test_a_users_own_pythonunbuffered_setting_is_kept(service: str, tmp_path: Pa
         (c.code / "env.py").write_text("import os\nprint(repr(os.environ.get('PYTHONUNBUFFERED')))\n")
         await c.service.launch(c.launch_of("env", "python3 env.py"))
         await c.until(lambda: c.events.exit_of("env"), "its exit")
-        assert TrialFiles(c.paths.trial_dir("env")).stdout.read_text() == "''\n"
+        assert TrialFolder(c.paths.trial_dir("env")).stdout.read_text() == "''\n"
 
     run_service(service, tmp_path, test)
 
@@ -344,7 +344,7 @@ def test_a_trials_output_is_bounded_by_rotation_and_the_trial_is_not_stopped(ser
         await c.service.launch(c.launch_of("loud", "python3 loud.py"))
         await c.until(lambda: c.events.exit_of("loud"), "its exit", timeout=120)
         assert c.events.exit_of("loud") == ("exited", "loud", 1, 0, None)
-        files = TrialFiles(c.paths.trial_dir("loud"))
+        files = TrialFolder(c.paths.trial_dir("loud"))
         kept = [files.stdout, *rotated_files(files.stdout)]
         assert [path.name for path in kept] == ["stdout", "stdout.1", "stdout.2"]
         assert all(path.stat().st_size <= 100_000 for path in kept)
