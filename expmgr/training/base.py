@@ -70,8 +70,8 @@ def is_system_error(error: BaseException, *, in_trial_folder: bool) -> bool:
 @dataclass(frozen=True)
 class TrialLaunch:
     """One attempt of one trial, as the runner asks for it. The service makes the trial's
-    folder where the trial runs (``layout.TrialFolder``: the manager reads it there, or a
-    copy of it), writes ``parameter_record`` into it as parameter.json at the first
+    folder where the trial runs (``layout.TrialFolder``: the manager reads it through the
+    service's ``files``, there or from a copy), writes ``parameter_record`` into it as parameter.json at the first
     attempt, and adds the folder's variable (``trial.ENV_TRIAL_DIR``) to ``env``."""
 
     trial_id: str
