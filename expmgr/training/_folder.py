@@ -24,6 +24,8 @@ class SharedTrialFolders(TrialFiles):
 
     def __init__(self, paths: ExperimentPaths) -> None:
         self._paths = paths
+        self._trials_dir = str(paths.trials_dir)
+        """As a string, not pathlib: the views ask for 10,000 trials' paths in one answer."""
 
     def folder_of(self, trial_id: str) -> TrialFolder:
         """The trial's folder and the files in it (the services write there)."""
@@ -37,11 +39,12 @@ class SharedTrialFolders(TrialFiles):
         return LogFile(self._paths.root, self._paths.trial_dir(trial_id).relative_to(self._paths.root) / name)
 
     def folder(self, trial_id: str) -> str:
-        return str(self._paths.trial_dir(trial_id))
+        return f"{self._trials_dir}/{trial_id}"
 
     def url(self, trial_id: str, name: str | None = None) -> str:
-        folder = self.folder(trial_id)
-        return f"file://localhost:{folder}" if name is None else f"file://localhost:{folder}/{name}"
+        if name is None:
+            return f"file://localhost:{self._trials_dir}/{trial_id}"
+        return f"file://localhost:{self._trials_dir}/{trial_id}/{name}"
 
     def last_output_time(self, trial_id: str) -> float:
         """The last change of the trial's stdout, stderr or trial.log."""
