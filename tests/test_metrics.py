@@ -8,6 +8,7 @@ import pytest
 
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.metrics import best_result, is_better, metric_number, ranked, reported_number
+from expmgr.training import trial_files
 
 
 @pytest.mark.parametrize("value, number", [
@@ -113,7 +114,8 @@ def test_the_server_tells_the_ui_the_mode_the_best_trial_and_the_controls(tmp_pa
     store = _store_with_results(tmp_path, {"tuner": tuner})
     try:
         profile = views.experiment_view(store)
-        trials = {view["trialJobId"]: view for view in views.trial_jobs_view(store, ExperimentPaths(tmp_path))}
+        files = trial_files(ExperimentPaths(tmp_path), "local")
+        trials = {view["trialJobId"]: view for view in views.trial_jobs_view(store, files)}
     finally:
         store.close()
     assert (profile["optimizeMode"], profile["bestTrialId"]) == (mode, best)

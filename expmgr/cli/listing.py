@@ -18,6 +18,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server.lifecycle import ActionRefused, check_can_delete, delete
 from expmgr.metrics import ranked
 from expmgr.server import downloads, views
+from expmgr.server.home import stored_trial_files
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
@@ -231,8 +232,8 @@ def list_trials(args: argparse.Namespace) -> int:
     elif args.tail is not None:
         trials = trials[-args.tail:] if args.sort and args.tail else trials[:args.tail]
     if form == "nnictl":
-        paths = ExperimentPaths(Path(entry.dir))
-        print_nnictl_json([_nnictl_dates(views.nni_trial_job_view(trial, paths, finals.get(trial.trial_id)))
+        files = stored_trial_files(ExperimentPaths(Path(entry.dir)))
+        print_nnictl_json([_nnictl_dates(views.nni_trial_job_view(trial, files, finals.get(trial.trial_id)))
                            for trial in trials])
         return EXIT_OK
     as_json = form == "json"

@@ -117,6 +117,10 @@ class Platform:
     ``training`` package sits above ``config``, so it is named, not imported)."""
     nni: bool
     """NNI has it too, so NNI's v1 format (``trainingServicePlatform``) may name it."""
+    files: str = "expmgr.training._folder:SharedTrialFolders"
+    """``module:callable`` building its trials' files (``training.TrialFiles``) from the
+    experiment's paths, with no service running (readers of a stored experiment); the default
+    is the manager's own ``trials/<id>/`` folders (Ray's through a folder every node shares)."""
 
 
 PLATFORMS: dict[str, Platform] = {platform.name: platform for platform in (

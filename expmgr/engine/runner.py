@@ -313,7 +313,7 @@ class TrialRunner:
         if self._dead_run is None:
             return now
         run_id, last_event = self._dead_run
-        outputs = [self.training.last_output_time(trial_id) for trial_id in open_attempts]
+        outputs = [self.training.files.last_output_time(trial_id) for trial_id in open_attempts]
         died = min(now, max([last_event, *outputs]))
         self._writes.commit(self.store.end_run, run_id, died)
         self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
@@ -465,7 +465,7 @@ class TrialRunner:
         trial_id = self._new_trial_id()
         self._trial_ids.add(trial_id)
         if TRIAL_CHECKPOINT_DIR in parameters.values():   # PBT's NNI parameters: the trial's own folder
-            parameters = {name: self.training.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
+            parameters = {name: self.training.files.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
                           for name, value in parameters.items()}
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
                              status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
@@ -486,7 +486,7 @@ class TrialRunner:
     async def _copy_checkpoint(self, source: TrialRecord, record: TrialRecord) -> None:
         """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner
         asked (PBT's exploit); the source folder is left as it is."""
-        await self.training.copy_checkpoint(source.trial_id, record.trial_id)
+        await self.training.files.copy_checkpoint(source.trial_id, record.trial_id)
         self._writes.commit(self.store.record_checkpoint_source, record.trial_id, source.trial_id)
         self.logger.info("trial %s starts from the checkpoint of trial %s", record.trial_id, source.trial_id)
 
@@ -752,7 +752,7 @@ class TrialRunner:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
                 self._stop_trial(live, TrialState.EARLY_STOPPED)
             elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
-                live.last_activity = max(live.last_activity, self.training.last_output_time(live.record.trial_id))
+                live.last_activity = max(live.last_activity, self.training.files.last_output_time(live.record.trial_id))
                 if now >= live.last_activity + idle_timeout:
                     self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
                                         live.record.trial_id, idle_timeout)
@@ -933,7 +933,7 @@ class TrialRunner:
         trial_id, attempt = live.record.trial_id, live.attempt
         self._ingest_metrics_file(live)
         if preempted or (exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED
-                         and self.training.marked_preempting(trial_id, attempt)):
+                         and self.training.files.marked_preempting(trial_id, attempt)):
             self._trial_preempted(live, ended, exit_code, signum)
             return
         if live.stop_reason is not None:
@@ -1098,7 +1098,7 @@ class TrialRunner:
         metrics.jsonl): lines of this attempt whose MAC matches its token. A bad line (not
         UTF-8, not JSON, a bad field, over its size limit, not signed by this attempt) is
         skipped with a warning naming its line, in experiment.log and the trial's log."""
-        for number, line in self.training.unsent_reports(live.record.trial_id):
+        for number, line in self.training.files.unsent_reports(live.record.trial_id):
             try:
                 metric = reports.parse_metrics_line(line, live.record.trial_id, live.attempt, live.token)
             except reports.BadReportLine as error:
@@ -1111,5 +1111,5 @@ class TrialRunner:
         if number in live.skipped_lines:
             return
         live.skipped_lines.add(number)
-        message = self.training.note_skipped(live.record.trial_id, number, reason)
+        message = self.training.files.note_skipped(live.record.trial_id, number, reason)
         self.logger.warning("trial %s: %s", live.record.trial_id, message)

@@ -33,8 +33,9 @@ from expmgr.metrics import best_result
 from expmgr.server import auth
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.states import ExperimentState
-from expmgr.store import StoreError, open_store, unreadable_store
+from expmgr.store import Store, StoreError, open_store, unreadable_store
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError
+from expmgr.training import TrialFiles, trial_files
 
 EXPERIMENTS_ROUTE = "/api/v1/expmgr/experiments"
 SHELF_PATH = "/experiments"
@@ -61,6 +62,14 @@ def stored_platform(folder: Path) -> str:
             return store.profile().platform
     except (StoreError, sqlite3.DatabaseError):
         return "local"
+
+
+def stored_trial_files(paths: ExperimentPaths, store: Store | None = None) -> TrialFiles:
+    """The trial files of the experiment at ``paths``, for the platform stored with it (read
+    from ``store``, else from a store opened for it): how the server and the
+    CLI reach a trial's output, running service or not."""
+    platform = store.profile().platform if store is not None else stored_platform(paths.root)
+    return trial_files(paths, platform)
 
 
 @dataclass(frozen=True)

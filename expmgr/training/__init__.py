@@ -1,4 +1,6 @@
-"""Training services: where trial processes run. ``base`` has the interface, ``local`` this machine.
+"""Training services: where trial processes run. ``base`` has the interface (process
+control), ``files`` the trial-files port (a trial's output, reports and checkpoint),
+``local`` this machine, ``ray`` a Ray cluster.
 
 May import: ``expmgr.config`` (a service is built from its part of the config),
 ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial); nothing
@@ -11,14 +13,14 @@ from typing import TYPE_CHECKING, Callable
 
 from expmgr.training.base import (SystemLaunchError, TrialEvents, TrialLaunch, TrainingService,
                                   TrainingServiceError)
+from expmgr.training.files import TRIAL_LOGS, TrialFiles, TrialFilesError
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
     from expmgr.layout import ExperimentPaths
 
-__all__ = ["SystemLaunchError", "TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError",
-           "create_training_service"]
-
+__all__ = ["SystemLaunchError", "TRIAL_LOGS", "TrialEvents", "TrialFiles", "TrialFilesError", "TrialLaunch",
+           "TrainingService", "TrainingServiceError", "create_training_service", "trial_files"]
 
 def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",
                             manager_host: str = "127.0.0.1") -> TrainingService:
@@ -32,3 +34,18 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
     module, function = platform.service.split(":")
     factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
     return factory(config, events, paths, manager_host)
+
+
+def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:
+    """The files of the trials of the experiment at ``paths`` whose trials run on
+    ``platform`` (as stored with it): what its service's ``files`` reads, built without the
+    service, for readers of a stored experiment (the server, ``expctl log``), by the
+    callable its entry of ``expmgr.config.PLATFORMS`` names."""
+    from expmgr.config import PLATFORMS
+    entry = PLATFORMS.get(platform)
+    if entry is None:
+        raise TrainingServiceError(f"no trial files for platform {platform!r}: expected one of "
+                                   f"{', '.join(PLATFORMS)}")
+    module, name = entry.files.split(":")
+    files: Callable[..., TrialFiles] = getattr(importlib.import_module(module), name)
+    return files(paths)

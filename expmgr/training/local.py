@@ -37,14 +37,14 @@ GPU_POLL_INTERVAL = 3.0
 false``); NNI's local service asks at most every 10 s."""
 
 
-class LocalTrainingService(SharedTrialFolders, TrainingService):
+class LocalTrainingService(TrainingService):
     """Trials as local processes; see the module docstring."""
 
     def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
                  paths: ExperimentPaths, manager_host: str = "127.0.0.1",
                  log_limits: RotationLimits = UNBOUNDED) -> None:
         self._config = config
-        self._paths = paths
+        self.files: SharedTrialFolders = SharedTrialFolders(paths)
         self._manager_host = manager_host
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
@@ -124,7 +124,7 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
 
     async def launch(self, trial: TrialLaunch) -> None:
         marker = trial_marker(self._session, trial.trial_id, trial.attempt)
-        files = self._files(trial.trial_id)
+        files = self.files.folder_of(trial.trial_id)
         own_env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
         env = {**self._base_env, **own_env, **trial_api.nni_environment(own_env, str(trial.code_directory)),
                MARKER_ENV: marker}

@@ -71,7 +71,7 @@ class _Run:
     task: asyncio.Task | None = field(default=None, repr=False)
 
 
-class RayTrainingService(SharedTrialFolders, TrainingService):
+class RayTrainingService(TrainingService):
     """Trials on a Ray cluster; see the module docstring."""
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
@@ -83,6 +83,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._forwarded_env = {name: os.environ[name] for name in (UNBUFFERED_ENV,) if name in os.environ}
         self._events = events
         self._paths = paths
+        self.files: SharedTrialFolders = SharedTrialFolders(paths)
         self._manager_host = manager_host
         self._session = ""
         self._slot_class: Any = None
@@ -185,7 +186,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         return sum(1 for run in self._runs.values() if not run.placed)
 
     async def launch(self, trial: TrialLaunch) -> None:
-        files = self._files(trial.trial_id)
+        files = self.files.folder_of(trial.trial_id)
         try:
             prepare_folder(files, trial.parameter_record)
         except OSError as error:

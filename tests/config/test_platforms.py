@@ -12,7 +12,7 @@ import pytest
 from expmgr.config import PLATFORMS, ConfigError, ExperimentConfig, Platform, ResolvedConfig
 from expmgr.config._validate import _Canonicalizer
 from expmgr.layout import ExperimentPaths
-from expmgr.training import create_training_service
+from expmgr.training import create_training_service, trial_files
 
 from .helpers import write
 
@@ -44,6 +44,11 @@ def test_each_platform_is_read_checked_resolved_and_built_by_its_entry(tmp_path:
     service = create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
     module, function = platform.service.split(":")
     assert type(service).__module__ == module, f"{name}: built by {platform.service}"
+    files_module, files_class = platform.files.split(":")
+    stored = trial_files(ExperimentPaths(tmp_path / "exp"), name)
+    assert (type(stored).__module__, type(stored).__name__) == (files_module, files_class), (
+        f"{name}: a stored experiment's trial files are built by {platform.files}")
+    assert type(service.files) is type(stored), f"{name}: the service reads its trials' files as readers do"
 
 
 def test_errors_list_the_platforms_of_the_table(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from expmgr.layout import ExperimentPaths
+from expmgr.training import trial_files
 from expmgr.server import views
 from expmgr.server.results import top_trials_view
 from expmgr.states import ExperimentState, TrialState
@@ -43,6 +44,6 @@ def test_the_best_trial_and_the_mode_follow_the_direction_stored_with_the_experi
 
 def test_a_strategy_trial_shows_customized_and_a_tuners_trial_algorithm(tmp_path: Path):
     with store_of(tmp_path, minimizes=False) as store:
-        jobs = views.trial_jobs_view(store, ExperimentPaths(tmp_path))
+        jobs = views.trial_jobs_view(store, trial_files(ExperimentPaths(tmp_path), "local"))
     sources = {job["trialJobId"]: json.loads(job["hyperParameters"][0])["parameter_source"] for job in jobs}
     assert sources == {"low": "algorithm", "high": "customized"}
