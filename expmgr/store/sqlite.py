@@ -87,7 +87,8 @@ class ExperimentStore:
                 row = conn.execute("SELECT version FROM schema_version").fetchone()
                 version = row and row[0]
                 if version not in (*MIGRATIONS, SCHEMA_VERSION):
-                    unsupported = StoreTooNew if isinstance(version, int) and version > SCHEMA_VERSION else StoreUnreadable
+                    newer = isinstance(version, int) and version > SCHEMA_VERSION
+                    unsupported = StoreTooNew if newer else StoreUnreadable
                     raise unsupported(f"{path}: schema version {version} is not supported (this expmgr reads 2 "
                                       f"to {SCHEMA_VERSION}); use the expmgr that created it")
                 while version != SCHEMA_VERSION and not readonly:

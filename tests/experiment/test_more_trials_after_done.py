@@ -236,7 +236,8 @@ def test_more_trials_asked_while_another_process_holds_the_store_are_refused_and
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    said = f"{done.paths.database} cannot be written now (database is locked); experiment {done.id} stays DONE: try again"
+    said = (f"{done.paths.database} cannot be written now (database is locked); "
+            f"experiment {done.id} stays DONE: try again")
     assert said in str(refused.value)
     assert status == 503 and said in str(answer), answer
     assert done.get_status() == "DONE"

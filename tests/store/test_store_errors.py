@@ -90,7 +90,8 @@ def test_every_read_of_a_database_that_is_not_an_expmgr_store_is_unreadable_nami
         for read in sorted(public_members(Store) - NOT_READS):
             with pytest.raises(StoreUnreadable) as unreadable:
                 getattr(store, read)(*READ_ARGUMENTS.get(read, ()))
-            assert str(unreadable.value).startswith(f"{paths.database}: not a valid expmgr database (no such table: "), read
+            said = f"{paths.database}: not a valid expmgr database (no such table: "
+            assert str(unreadable.value).startswith(said), read
             assert "restore it from a backup, or delete the experiment" in str(unreadable.value), read
             assert isinstance(unreadable.value.__cause__, sqlite3.DatabaseError), read
         with pytest.raises(StoreUnreadable), store.snapshot():
