@@ -23,7 +23,6 @@ import json
 import logging
 import secrets
 import signal
-import sqlite3
 import string
 import time
 import traceback
@@ -42,7 +41,7 @@ from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
 from expmgr.metrics import is_better, metric_number
-from expmgr.store import AttemptRecord, MetricRecord, TrialRecord, WritableStore
+from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
@@ -1056,12 +1055,12 @@ class TrialRunner:
                                  not_now.format(self._writes.unwritable or "earlier writes wait"))
         try:
             self._accept_metric(live, metric)
-        except sqlite3.OperationalError as error:
+        except StoreUnavailable as error:
             self._writes.refused(error)
-            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error)) from None
+            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error.reason)) from None
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
-        """Store the metric (an OperationalError if the store refuses it: then it is not
+        """Store the metric (StoreUnavailable if the store refuses it: then it is not
         seen, and its line in metrics.jsonl is read again later)."""
         if metric.sequence in live.reported:
             return  # seen before: reports are idempotent

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from expmgr.metrics import best_result
 from expmgr.server import auth
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.states import ExperimentState
-from expmgr.store import Store, StoreError, open_store, unreadable_store
+from expmgr.store import Store, StoreError, open_store
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError
 from expmgr.training import TrialFiles, trial_files
 
@@ -60,7 +59,7 @@ def stored_platform(folder: Path) -> str:
     try:
         with open_store(ExperimentPaths(folder), readonly=True) as store:
             return store.profile().platform
-    except (StoreError, sqlite3.DatabaseError):
+    except StoreError:
         return "local"
 
 
@@ -197,8 +196,8 @@ def _read_facts(paths: ExperimentPaths, running: bool, now: float) -> _StoreFact
                 best = best_result(store.final_numbers().items(), minimize=profile.minimizes)
                 facts.best = None if best is None else {"trialId": best[0], "value": best[1]}
                 return facts
-    except sqlite3.DatabaseError as error:
-        return _StoreFacts(problem=str(unreadable_store(paths.database, error)))
+    except StoreError as error:
+        return _StoreFacts(problem=str(error))
 
 
 def _ms(seconds: float | None) -> int | None:

@@ -1,5 +1,5 @@
 """What a store holds and answers, whatever keeps it: the records of an experiment, its
-trials, their attempts and metrics, the changes since a cursor, and the store's errors."""
+trials, their attempts and metrics, the changes since a cursor (its errors: ``errors.py``)."""
 from __future__ import annotations
 
 import time
@@ -7,14 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from expmgr.states import ExperimentState, TrialState
-
-
-class StoreError(Exception):
-    """The database is missing, of another schema version, or inconsistent."""
-
-
-class StoreUnreadable(StoreError):
-    """The database file cannot be read: damaged, truncated, overwritten, or busy."""
 
 
 @dataclass

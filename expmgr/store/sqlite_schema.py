@@ -16,8 +16,8 @@ from typing import Callable, Sequence
 from expmgr.config import stored_config_minimizes, stored_config_platform
 from expmgr.metrics import metric_number
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store._disk import machine_trouble
-from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, StoreUnreadable, TrialRecord
+from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, TrialRecord
+from expmgr.store.sqlite_errors import store_errors
 
 SCHEMA_VERSION = 6
 """3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``, 5
@@ -91,21 +91,6 @@ CREATE TABLE runs (
     ended REAL
 );
 """
-
-
-_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-
-
-def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadable:
-    """The error to raise for SQLite's ``error`` on the database at ``path``: one line
-    naming the file, what SQLite said and what to do."""
-    if getattr(error, "sqlite_errorname", None) in _BUSY:
-        return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
-    trouble = machine_trouble(path, error)   # a full disk is no reason to restore or delete it
-    if trouble is not None:
-        return StoreUnreadable(trouble)
-    return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
-                           "or delete the experiment (expctl experiment delete ID)")
 
 
 def connect(path: Path, readonly: bool) -> sqlite3.Connection:
@@ -250,21 +235,25 @@ def profile_of_row(row: sqlite3.Row) -> ExperimentProfile:
 
 
 class Snapshot:
-    """A read transaction (see ``ExperimentStore.snapshot``); nested ones join the outer."""
+    """A read transaction (see ``ExperimentStore.snapshot``); nested ones join the outer.
+    Entered and left outside the store's methods, it raises the store's errors itself."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
+        self._path = path
         self._owner = False
 
     def __enter__(self) -> None:
         if not self._conn.in_transaction:
-            self._conn.execute("BEGIN")
+            with store_errors(self._path):
+                self._conn.execute("BEGIN")
             self._owner = True
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._owner:
             self._owner = False
-            self._conn.execute("COMMIT")
+            with store_errors(self._path):
+                self._conn.execute("COMMIT")
 
 
 class Transaction:
