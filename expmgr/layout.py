@@ -115,7 +115,7 @@ class ExperimentPaths:
 
 
 @dataclass(frozen=True)
-class TrialFiles:
+class TrialFolder:
     """The files of one trial, in ``trials/<trial_id>/``."""
 
     root: Path

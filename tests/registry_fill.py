@@ -119,12 +119,12 @@ class RegistryFill:
             if name is not None:
                 conn.execute("UPDATE experiment SET name = ?, config_json = json_set(config_json, "
                              "'$.experimentName', ?)", (name, name))
-            if platform is not None:
-                conn.execute("UPDATE experiment SET config_json = json_set(config_json, '$.trainingService', "
-                             "json_object('platform', ?))", (platform,))
+            if platform is not None:   # as its config said it, and as stored when it was created
+                conn.execute("UPDATE experiment SET platform = ?, config_json = json_set(config_json, "
+                             "'$.trainingService', json_object('platform', ?))", (platform, platform))
         conn.close()
         self.registry.add(replace(source, id=new_id, name=name or source.name, dir=str(folder), pid=None,
-                                  status=status or source.status))
+                                  status=status or source.status, platform=platform or source.platform))
         return new_id
 
     def kill(self, *exp_ids: str) -> None:

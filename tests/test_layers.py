@@ -191,3 +191,49 @@ def test_the_dispatcher_client_is_imported_only_by_the_composition_root_and_its_
              and found.module not in COMPOSITION_ROOT]
     assert wrong == [], ("the engine and the layers above know the dispatcher by engine.dispatching.Dispatcher; "
                          "only the composition root builds a DispatcherClient:\n" + "\n".join(wrong))
+
+
+SQLITE_MODULES = {"sqlite3", "_sqlite3"}
+"""SQLite's Python modules: only the store talks to SQLite, and above it code catches the
+store's own errors (``expmgr/store/errors.py``), so another backend changes nothing there."""
+
+
+def sqlite_imports_of(path: Path, root: Path = PACKAGE_ROOT) -> list[str]:
+    """file:line of each import of SQLite's modules in ``path``: ``import``, ``from ...
+    import`` and ``importlib.import_module``/``__import__`` of a constant name, at any depth."""
+    def is_sqlite(name: str | None) -> bool:
+        return (name or "").split(".")[0] in SQLITE_MODULES
+
+    found: list[int] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            hit = any(is_sqlite(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            hit = node.level == 0 and is_sqlite(node.module)
+        elif isinstance(node, ast.Call):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            hit = (called in ("import_module", "__import__") and bool(node.args)
+                   and isinstance(node.args[0], ast.Constant) and is_sqlite(str(node.args[0].value)))
+        else:
+            continue
+        if hit:
+            found.append(node.lineno)
+    return [f"{path.relative_to(root.parent)}:{line}" for line in sorted(found)]
+
+
+def test_no_module_outside_the_store_imports_sqlite():
+    outside = [where for path in sorted(PACKAGE_ROOT.rglob("*.py")) if unit_of(module_name(path)) != "store"
+               for where in sqlite_imports_of(path)]
+    assert outside == [], ("SQLite is the store's business: catch expmgr.store's errors (StoreUnavailable, "
+                           "StoreUnreadable, ...) instead of sqlite3's:\n" + "\n".join(outside))
+
+
+def test_the_sqlite_check_sees_every_way_of_importing_it(tmp_path: Path):
+    module = tmp_path / "expmgr" / "engine" / "example.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("import os, sqlite3\nfrom sqlite3 import OperationalError\nimport sqlite3x\n"
+                      "def later():\n    import sqlite3.dbapi2 as db\n    from _sqlite3 import Error\n"
+                      "    import importlib\n    return importlib.import_module('sqlite3'), __import__('sqlite3')\n"
+                      "from .sqlite3 import nothing\n")
+    assert sqlite_imports_of(module, root=tmp_path / "expmgr") == [
+        f"expmgr/engine/example.py:{line}" for line in (1, 2, 5, 6, 8, 8)]

@@ -8,6 +8,7 @@ import pytest
 
 from expmgr.config import UPDATABLE_FIELDS, ExperimentConfig
 from expmgr.metrics import best_result, is_better, metric_number, ranked, reported_number
+from expmgr.training import trial_files
 
 
 @pytest.mark.parametrize("value, number", [
@@ -87,7 +88,8 @@ def _store_with_results(tmp_path, config: dict):  # noqa: ANN001, ANN202
     from expmgr.states import ExperimentState, TrialState
     store = ExperimentStore.create(tmp_path / "experiment.sqlite", ExperimentProfile(
         id="facts001", name=None, config=config, status=ExperimentState.RUNNING, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path),
+        platform="local", minimizes=ExperimentConfig.from_dict(config).minimizes))
     for sequence, (trial_id, final) in enumerate([("a", 0.7), ("b", 0.2), ("c", math.nan), ("d", 0.1), ("e", None)]):
         store.add_trial(TrialRecord(trial_id, sequence, {"x": sequence}, TrialState.WAITING, time.time()))
         store.start_attempt(trial_id, 1, time.time())
@@ -112,7 +114,8 @@ def test_the_server_tells_the_ui_the_mode_the_best_trial_and_the_controls(tmp_pa
     store = _store_with_results(tmp_path, {"tuner": tuner})
     try:
         profile = views.experiment_view(store)
-        trials = {view["trialJobId"]: view for view in views.trial_jobs_view(store, ExperimentPaths(tmp_path))}
+        files = trial_files(ExperimentPaths(tmp_path), "local")
+        trials = {view["trialJobId"]: view for view in views.trial_jobs_view(store, files)}
     finally:
         store.close()
     assert (profile["optimizeMode"], profile["bestTrialId"]) == (mode, best)

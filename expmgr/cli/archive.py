@@ -24,7 +24,7 @@ from expmgr.cli.unpacking import Member, UnsafeArchive, checked_members, read_me
 from expmgr.layout import (ID_RULE, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, ExperimentPaths, default_home,
                            is_valid_id, make_private_dir)
 from expmgr.states import ExperimentState
-from expmgr.store import StoreError, open_store, unreadable_store
+from expmgr.store import StoreError, open_store
 from expmgr.store.registry import Registry, RegistryEntry
 
 if TYPE_CHECKING:
@@ -219,7 +219,6 @@ def _adopt_store(paths: ExperimentPaths, exp_id: str, home: Path, code_dir: Path
                  search_space_path: Path | None) -> None:
     """Check the unpacked experiment's database (its experiment, and its trials' ids: they
     name folders) and point its config at its new home and code folder."""
-    import sqlite3
     try:
         store = open_store(paths)
     except StoreError as error:
@@ -229,8 +228,8 @@ def _adopt_store(paths: ExperimentPaths, exp_id: str, home: Path, code_dir: Path
             profile = store.profile()
             trial_ids = [trial.trial_id for trial in store.trials()]
             trial_ids += [trial_id for pair in store.checkpoint_sources().items() for trial_id in pair]
-        except sqlite3.DatabaseError as error:
-            raise UnsafeArchive(f"{_EXPERIMENT}/: {unreadable_store(paths.database, error)}") from None
+        except StoreError as error:
+            raise UnsafeArchive(f"{_EXPERIMENT}/: {error}") from None
         if profile.id != exp_id:
             raise UnsafeArchive(f"{_METADATA} is experiment {exp_id}'s, its database experiment {profile.id!r}'s")
         bad_trial_id = next((trial_id for trial_id in trial_ids

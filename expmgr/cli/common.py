@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import re
-import sqlite3
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 from expmgr.layout import HOME_ENV, ExperimentPaths, default_home
 from expmgr.server.lifecycle import crashed, is_running, is_serving  # noqa: F401 - the commands import them from here
 from expmgr.states import TrialState
-from expmgr.store import Store, StoreError, open_store, unreadable_store
+from expmgr.store import Store, StoreError, open_store
 from expmgr.store.registry import Registry, RegistryEntry
 
 if TYPE_CHECKING:
@@ -168,8 +167,8 @@ def experiment_store(entry: RegistryEntry) -> Iterator[Store]:
     with store:
         try:
             yield store
-        except sqlite3.DatabaseError as error:
-            raise CliError(str(unreadable_store(paths.database, error)), EXIT_FAILED) from None
+        except StoreError as error:
+            raise CliError(str(error), EXIT_FAILED) from None
 
 
 def rest_call(entry: RegistryEntry, method: str, route: str, body: Any = None) -> Any:

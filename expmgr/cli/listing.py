@@ -14,11 +14,11 @@ from typing import cast
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, add_output_flags, experiment_store, find_experiment,
                                is_running, is_serving, output_form, print_nnictl_json, print_table, printable, registry,
                                shown_status, shown_trial_status)
-from expmgr.config import ExperimentConfig
 from expmgr.layout import ExperimentPaths
 from expmgr.server.lifecycle import ActionRefused, check_can_delete, delete
 from expmgr.metrics import ranked
 from expmgr.server import downloads, views
+from expmgr.server.home import stored_trial_files
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> tuple[argparse._SubParsersAction, ...]:
@@ -92,16 +92,17 @@ def list_experiments(args: argparse.Namespace) -> int:
         # served until ``expctl stop`` is not running (commands without an id do not pick it).
         served = is_serving(entry)
         row = {"id": entry.id, "name": entry.name or "", "status": shown_status(entry), "port": entry.port,
-               "served": served if args.json else ("yes" if served else ""),
+               "platform": entry.platform or "", "served": served if args.json else ("yes" if served else ""),
                "started": _when(entry.start_time), "ended": _when(entry.end_time), "dir": entry.dir}
         try:
             with experiment_store(entry) as store:
-                row["started"] = _when(store.profile().start_time)
+                profile = store.profile()
+                row["started"], row["platform"] = _when(profile.start_time), profile.platform
         except CliError as problem:
             row["status"], row["error"] = "UNREADABLE", str(problem)
             print(f"expctl experiment list: {entry.id}: {printable(problem, lines=True)}", file=sys.stderr)
         rows.append(row)
-    print_table(rows, ["id", "name", "status", "port", "served", "started", "ended", "dir"], args.json)
+    print_table(rows, ["id", "name", "status", "port", "platform", "served", "started", "ended", "dir"], args.json)
     return EXIT_OK
 
 
@@ -215,7 +216,7 @@ def list_trials(args: argparse.Namespace) -> int:
     with experiment_store(entry) as store:
         trials = store.trials()
         finals = store.final_metrics()
-        minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
+        minimize = store.profile().minimizes
         several_hosts = views.runs_on_several_hosts(store)
     now = time.time()
     if args.status:
@@ -231,8 +232,8 @@ def list_trials(args: argparse.Namespace) -> int:
     elif args.tail is not None:
         trials = trials[-args.tail:] if args.sort and args.tail else trials[:args.tail]
     if form == "nnictl":
-        paths = ExperimentPaths(Path(entry.dir))
-        print_nnictl_json([_nnictl_dates(views.nni_trial_job_view(trial, paths, finals.get(trial.trial_id)))
+        files = stored_trial_files(ExperimentPaths(Path(entry.dir)))
+        print_nnictl_json([_nnictl_dates(views.nni_trial_job_view(trial, files, finals.get(trial.trial_id)))
                            for trial in trials])
         return EXIT_OK
     as_json = form == "json"

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, cast
 
 from expmgr.cli.common import (EXIT_FAILED, EXIT_OK, CliError, check_id, current_entry, experiment_store, find_experiment,
                                is_running, printable, registry)
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths
 from expmgr.logreader import (BLOCK_BYTES, Listing, LogFile, RefusedFile, Snapshot, head_blocks, last_lines_start, open_kept,
                               read_blocks)
+from expmgr.server.home import stored_trial_files
 from expmgr.store.registry import RegistryEntry
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ _MOVES_PER_CHECK = 100
 is read on at the next)."""
 _BOUNDS = "the config's logMaxSize and logFilesKept bound each log"
 _EXPERIMENT_LOGS = {"experiment": "experiment_log", "dispatcher": "dispatcher_log"}
-_TRIAL_LOGS = {"stdout": "stdout", "stderr": "stderr", "trial": "trial_log"}
+_TRIAL_LOGS = {"stdout": "stdout", "stderr": "stderr", "trial": "trial.log"}
+"""Each trial log's command and its name among the trial's files (training.TRIAL_LOGS)."""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -89,12 +91,13 @@ def run(args: argparse.Namespace) -> int:
     paths = ExperimentPaths(Path(entry.dir))
     if trial_log:
         trial_id = _find_trial(entry, check_id(args.ids[-1], "TRIAL"))
-        path = getattr(TrialFiles(paths.trial_dir(trial_id)), _TRIAL_LOGS[args.which])
+        log = stored_trial_files(paths).log(trial_id, _TRIAL_LOGS[args.which])
         ended = lambda: _trial_ended(trial_id, entry)  # noqa: E731
     else:
         path = getattr(paths, _EXPERIMENT_LOGS[args.which])
+        log = LogFile(paths.root, path.relative_to(paths.root))
         ended = lambda: not is_running(current_entry(entry))  # noqa: E731
-    _show(LogFile(paths.root, path.relative_to(paths.root)), args, ended)
+    _show(log, args, ended)
     return EXIT_OK
 
 
@@ -130,8 +133,9 @@ def _run_nnictl(args: argparse.Namespace) -> int:
         trial_ids = [_find_trial(entry, check_id(args.trial_id, "--trial_id"))] if args.trial_id is not None else None
         with experiment_store(entry) as store:
             trial_ids = trial_ids or [trial.trial_id for trial in store.trials()]
+        files = stored_trial_files(paths)
         for trial_id in trial_ids:
-            print(printable(f"id:{trial_id} path:{paths.trial_dir(trial_id)}"))
+            print(printable(f"id:{trial_id} path:{files.folder(trial_id)}"))
         if not trial_ids:
             print("(none)")
         return EXIT_OK

@@ -10,7 +10,6 @@ import time
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, experiment_store, find_experiment, is_running,
                                is_serving, printable, registry, shown_status, shown_trial_status)
-from expmgr.config import ExperimentConfig
 from expmgr.log import use_colour
 from expmgr.metrics import best_result
 from expmgr.server import views
@@ -79,7 +78,7 @@ def _render_one(entry: RegistryEntry, colour: bool = False) -> str:
                 shown = shown_trial_status(state, gone).lower()
                 counts[shown] = counts.get(shown, 0) + 1
     best = best_result(((trial_id, final.value) for trial_id, final in finals.items()),
-                       minimize=ExperimentConfig.from_dict(profile.config).minimizes)
+                       minimize=profile.minimizes)
     limit = profile.config.get("maxTrialNumber")
     lines = [f"{entry.id}  {printable(entry.name or '')}  {_paint(status, status, colour)}  {_address(entry)}",
              f"  trials {len(trials)}{f'/{limit}' if limit else ''}: "

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from ._durations import parse_duration
 from ._errors import ConfigError
-from ._model import ExperimentConfig
+from ._model import ExperimentConfig, stored_config_minimizes
 from ._parameters import check_parameters
+from ._platforms import (PLATFORMS, Platform, ResolvedLocalConfig, ResolvedRayConfig, ResolvedTrainingService,
+                         ResolvedTrialResources, stored_config_platform)
 from ._sections import AlgorithmConfig, LocalConfig, RayConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 from ._updatable import BUDGET_FIELDS, UPDATABLE_FIELDS, UpdatableField, updatable_now
-from .resolved import (ResolvedConfig, ResolvedLocalConfig, ResolvedRayConfig, ResolvedTrainingService,
-                       ResolvedTrialResources)
+from .resolved import ResolvedConfig
 
 __all__ = [
     "AlgorithmConfig",
@@ -27,6 +28,8 @@ __all__ = [
     "ConfigError",
     "ExperimentConfig",
     "LocalConfig",
+    "PLATFORMS",
+    "Platform",
     "RayConfig",
     "ResolvedConfig",
     "ResolvedLocalConfig",
@@ -38,6 +41,8 @@ __all__ = [
     "UpdatableField",
     "check_parameters",
     "parse_duration",
+    "stored_config_minimizes",
+    "stored_config_platform",
     "updatable_now",
     "validate_search_space",
 ]

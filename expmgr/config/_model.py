@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Union
 
-from ._sections import TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig, PathLike, RayConfig, section_dict
+from ._platforms import PLATFORMS, TrainingServiceSection
+from ._sections import AlgorithmConfig, LocalConfig, PathLike, section_dict
 from ._yaml_text import yaml_text
 
 Duration = Union[int, float, str]
@@ -51,7 +52,7 @@ class ExperimentConfig:
     experiment_working_directory: PathLike | None = None
     tuner: AlgorithmConfig | dict[str, Any] | None = None
     assessor: AlgorithmConfig | dict[str, Any] | None = None
-    training_service: LocalConfig | RayConfig | dict[str, Any] | list[Any] | None = field(
+    training_service: TrainingServiceSection | dict[str, Any] | list[Any] | None = field(
         default_factory=LocalConfig)
 
     # where the config came from, for error positions; not part of the config itself
@@ -74,7 +75,7 @@ class ExperimentConfig:
             raise ConfigError(f"expected one training service platform, got {training_service_platform!r}",
                               field="trainingService")
         try:
-            self.training_service = TRAINING_SERVICE_SECTIONS[check_platform(platforms[0], (Key("platform"),))]()
+            self.training_service = PLATFORMS[check_platform(platforms[0], (Key("platform"),))].section()
         except Problem as problem:
             raise ConfigError(problem.message, field="trainingService.platform") from None
         if self.tuner is None:
@@ -109,16 +110,7 @@ class ExperimentConfig:
         """Whether results are better when lower: the tuner's ``optimize_mode`` is
         ``minimize``, given or by the built-in tuner's default (maximize otherwise, and
         without a tuner)."""
-        tuner = self.tuner
-        if isinstance(tuner, dict):
-            class_args, name = tuner.get("classArgs") or tuner.get("class_args"), tuner.get("name")
-        else:
-            class_args, name = getattr(tuner, "class_args", None), getattr(tuner, "name", None)
-        mode = (class_args or {}).get("optimize_mode")
-        if mode is None and isinstance(name, str):
-            from expmgr.algorithms import default_argument
-            mode = default_argument("tuner", name, "optimize_mode")
-        return isinstance(mode, str) and mode.lower() == "minimize"
+        return _tuner_minimizes(self.tuner)
 
     def canonical(self, *, with_strategy: bool = False) -> ExperimentConfig:
         """A new, validated copy: durations in seconds, absolute paths, defaults filled.
@@ -136,3 +128,22 @@ class ExperimentConfig:
     def to_yaml(self) -> str:
         """``to_dict()`` as camelCase YAML text."""
         return yaml_text(self.to_dict())
+
+
+def _tuner_minimizes(tuner: object) -> bool:
+    """``ExperimentConfig.minimizes`` of a config with this tuner (a section or its dict)."""
+    if isinstance(tuner, dict):
+        class_args, name = tuner.get("classArgs") or tuner.get("class_args"), tuner.get("name")
+    else:
+        class_args, name = getattr(tuner, "class_args", None), getattr(tuner, "name", None)
+    mode = (class_args if isinstance(class_args, dict) else {}).get("optimize_mode")
+    if mode is None and isinstance(name, str):
+        from expmgr.algorithms import default_argument
+        mode = default_argument("tuner", name, "optimize_mode")
+    return isinstance(mode, str) and mode.lower() == "minimize"
+
+
+def stored_config_minimizes(config: dict[str, Any]) -> bool:
+    """``minimizes`` of a config as a store holds it (camelCase), without validating it: for
+    a store written before the direction was stored with the experiment (``ExperimentProfile``)."""
+    return _tuner_minimizes(config.get("tuner"))

@@ -16,17 +16,12 @@ from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys, norm, unknown_message
 from ._loader import load_yaml, read_text, to_plain, type_name
 from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
-from ._sections import TRAINING_SERVICE_SECTIONS, AlgorithmConfig, TrainingServiceSection, public_fields
+from ._platforms import NNI_ONLY_PLATFORMS, PLATFORMS, TrainingServiceSection
+from ._sections import AlgorithmConfig, public_fields
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from ._model import ExperimentConfig
 
-SUPPORTED_PLATFORMS = ("local", "ray")
-"""Where trials can run. A new training service adds its name here, its section class in
-``_sections.TRAINING_SERVICE_SECTIONS`` and its branch in ``_validate._training_service``
-(and ``resolved._training_service``)."""
-NNI_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
-                 "hybrid")
 
 # NNI keys that are not ours: a better message than "unknown key"
 _TOP_HINTS = {
@@ -64,7 +59,7 @@ def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin
         platforms = ", ".join(str(s.get("platform")) if isinstance(s, dict) else repr(s) for s in service)
         raise Problem((Key("training_service"),), f"not supported: hybrid (a list of training services: "
                                                   f"{platforms}); expmgr runs trials on: "
-                                                  f"{', '.join(SUPPORTED_PLATFORMS)}")
+                                                  f"{', '.join(PLATFORMS)}")
     if isinstance(service, dict):
         values["training_service"] = training_service_from_mapping(service, (Key("training_service"),), style)
     for name in _PATH_FIELDS:
@@ -116,7 +111,7 @@ def training_service_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, 
     platform = [v for k, v in raw.items() if isinstance(k, str) and norm(k) == "platform"]
     if not platform:
         raise Problem(path + (Key("platform"),), "required (e.g. platform: local)")
-    section = TRAINING_SERVICE_SECTIONS[check_platform(platform[0], path + (Key("platform"),))]
+    section = PLATFORMS[check_platform(platform[0], path + (Key("platform"),))].section
     return section(**match_keys(raw, public_fields(section), path, style))   # keys depend on the platform
 
 
@@ -187,9 +182,10 @@ def _field_of(cls: type[ExperimentConfig], key: Any) -> str | None:
 
 
 def _check_v1_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
-    """``check_platform`` for NNI's v1 format, which has only NNI's platforms: of ours, ``local``."""
+    """``check_platform`` for NNI's v1 format, which has only NNI's platforms (of ours, those
+    marked ``nni``)."""
     platform = check_platform(value, path)
-    if platform != "local":
+    if not PLATFORMS[platform].nni:
         raise Problem(path, f"not supported in NNI's v1 format: {value}; write a v2 config with "
                             f"trainingService: {{platform: {platform}, ...}} (see docs/config.md)")
     return platform
@@ -197,12 +193,12 @@ def _check_v1_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
 
 def check_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
     """The platform's name in lower case; Problem when it is not one expmgr runs."""
-    supported = ", ".join(SUPPORTED_PLATFORMS)
+    supported = ", ".join(PLATFORMS)
     if not isinstance(value, str):
         raise Problem(path, f"expected a platform name (supported: {supported}), got {value!r}")
-    if value.lower() in SUPPORTED_PLATFORMS:
+    if value.lower() in PLATFORMS:
         return value.lower()
-    if value.lower() in NNI_PLATFORMS:
+    if value.lower() in NNI_ONLY_PLATFORMS:
         raise Problem(path, f"not supported: {value} (NNI's {value} training service); expmgr runs trials on: "
                             f"{supported}")
-    raise Problem(path, unknown_message("platform", value, list(SUPPORTED_PLATFORMS), "platforms"))
+    raise Problem(path, unknown_message("platform", value, list(PLATFORMS), "platforms"))

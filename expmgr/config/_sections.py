@@ -1,5 +1,6 @@
 """The config's sections, AlgorithmConfig (tuner/assessor) and the training services
-LocalConfig and RayConfig, and the field helpers every config record shares.
+LocalConfig and RayConfig (listed by platform in ``_platforms``), and the field helpers every
+config record shares.
 
 Below ``_validate`` and ``_model``: validation builds these sections, and ExperimentConfig
 (in ``_model``) holds them and calls validation.
@@ -73,11 +74,6 @@ class RayConfig:
         return section_dict(self)
 
 
-TrainingServiceSection = Union[LocalConfig, RayConfig]
-TRAINING_SERVICE_SECTIONS: dict[str, type[LocalConfig] | type[RayConfig]] = {"local": LocalConfig, "ray": RayConfig}
-"""The section class of each platform expmgr runs (``_reading.SUPPORTED_PLATFORMS``)."""
-
-
 def public_fields(cls: type) -> list[str]:
     return [f.name for f in fields(cls) if not f.name.startswith("_")]
 
@@ -92,7 +88,7 @@ def section_dict(obj: Any) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, (AlgorithmConfig, LocalConfig, RayConfig)):
+    if isinstance(value, AlgorithmConfig) or callable(getattr(value, "to_dict", None)):   # a section
         return value.to_dict()
     if isinstance(value, Path):
         return str(value)

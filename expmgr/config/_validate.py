@@ -25,8 +25,8 @@ from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_N
 from ._loader import read_search_space_file
 from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
-from ._sections import (TRAINING_SERVICE_SECTIONS, AlgorithmConfig, LocalConfig, RayConfig, TrainingServiceSection,
-                        public_fields)
+from ._platforms import PLATFORMS, TrainingServiceSection, platform_of_section
+from ._sections import AlgorithmConfig, LocalConfig, RayConfig, public_fields
 from ._sizes import parse_size
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
@@ -475,18 +475,17 @@ class _Canonicalizer:
             value = value[0]
         if isinstance(value, dict):
             value = training_service_from_mapping(value, path, self.style)
-        if not isinstance(value, (LocalConfig, RayConfig)):
-            raise Problem(path, f"expected a mapping such as {{platform: local}}, got {value!r}")
+        try:
+            own = platform_of_section(value)
+        except TypeError:
+            raise Problem(path, f"expected a mapping such as {{platform: local}}, got {value!r}") from None
         platform_path = path + (Key("platform"),)
-        platform = check_platform(value.platform, platform_path)
-        section = TRAINING_SERVICE_SECTIONS[platform]
-        if not isinstance(value, section):
-            own = next(name for name, cls in TRAINING_SERVICE_SECTIONS.items() if isinstance(value, cls))
-            raise Problem(platform_path, f"{type(value).__name__} is the section of platform {own!r}; "
-                                         f"for platform {platform!r} use {section.__name__}")
-        if isinstance(value, RayConfig):
-            return self._ray_service(value, path)
-        return self._local_service(value, path)
+        platform = PLATFORMS[check_platform(value.platform, platform_path)]
+        if own is not platform:
+            raise Problem(platform_path, f"{type(value).__name__} is the section of platform {own.name!r}; "
+                                         f"for platform {platform.name!r} use {platform.section.__name__}")
+        check: Callable[[Any, tuple[PathSegment, ...]], TrainingServiceSection] = getattr(self, platform.check)
+        return check(value, path)
 
     def _local_service(self, value: LocalConfig, path: tuple[PathSegment, ...]) -> LocalConfig:
         result = LocalConfig()

@@ -16,63 +16,18 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, TypeVar
 
 from ._durations import parse_duration
 from ._errors import ConfigError
-from ._limits import DEFAULT_TRIAL_PROCESS_LIMIT
 from ._model import Duration, ExperimentConfig
-from ._sections import AlgorithmConfig, LocalConfig, PathLike, RayConfig
+from ._platforms import ResolvedTrainingService, TrainingServiceSection, platform_of_section
+from ._sections import AlgorithmConfig, PathLike
 from ._updatable import UPDATABLE_FIELDS
 from expmgr.rotation import RotationLimits
 
 _ATTRIBUTES = {entry.field: entry.attribute for entry in UPDATABLE_FIELDS}
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedLocalConfig:
-    """The local training service's settings (``trainingService: {platform: local, ...}``)."""
-
-    platform: ClassVar[str] = "local"
-    use_active_gpu: bool = False
-    max_trial_number_per_gpu: int = 1
-    gpu_indices: tuple[int, ...] | None = None
-    """The GPUs trials may use; None: every GPU ``nvidia-smi`` sees."""
-    trial_process_limit: int = DEFAULT_TRIAL_PROCESS_LIMIT
-    """The processes one trial may have at once, counted by the watchdog; 0: no limit."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedTrialResources:
-    """What one trial asks Ray for (``trialResources``)."""
-
-    cpu: float = 1.0
-    gpu: float = 0.0
-    """``trialResources.gpu``, else ``trialGpuNumber``, else 0."""
-    memory: int | None = None
-    """Bytes; None: Ray's default (no memory reserved)."""
-    custom: tuple[tuple[str, float], ...] = ()
-    """Custom Ray resources as (name, amount), sorted by name."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedRayConfig:
-    """The Ray training service's settings (``trainingService: {platform: ray, ...}``)."""
-
-    platform: ClassVar[str] = "ray"
-    address: str = "auto"
-    """``auto`` (the cluster this machine is a node of) or ``<host>:<port>`` of its head node."""
-    trial_resources: ResolvedTrialResources = ResolvedTrialResources()
-    max_pending_trials: int | None = None
-    """Trials submitted to Ray and not yet running, at most; None: as many as ``trialConcurrency``."""
-    runtime_env: dict[str, Any] | None = None
-    """Ray's runtime_env for each trial, as written."""
-
-
-ResolvedTrainingService = Union[ResolvedLocalConfig, ResolvedRayConfig]
-"""One class per training service, told apart by ``isinstance`` (or ``platform``); a new
-service adds its class here and a branch in ``_training_service``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,30 +172,10 @@ def _algorithm(value: AlgorithmConfig | dict[str, Any] | None, name: str) -> Alg
     return value
 
 
-def _training_service(section: LocalConfig | RayConfig | dict[str, Any] | list[Any] | None
+def _training_service(section: TrainingServiceSection | dict[str, Any] | list[Any] | None
                       ) -> ResolvedTrainingService:
-    if isinstance(section, LocalConfig):
-        indices = section.gpu_indices
-        if indices is not None and not isinstance(indices, list):
-            raise _not_canonical("training_service.gpu_indices", indices)
-        return ResolvedLocalConfig(use_active_gpu=section.use_active_gpu,
-                                   max_trial_number_per_gpu=section.max_trial_number_per_gpu,
-                                   gpu_indices=None if indices is None else tuple(indices),
-                                   trial_process_limit=DEFAULT_TRIAL_PROCESS_LIMIT
-                                   if section.trial_process_limit is None else section.trial_process_limit)
-    if isinstance(section, RayConfig):
-        return ResolvedRayConfig(address=section.address,
-                                 trial_resources=_trial_resources(section.trial_resources),
-                                 max_pending_trials=section.max_pending_trials,
-                                 runtime_env=copy.deepcopy(section.runtime_env))
-    raise _not_canonical("training_service", section)
-
-
-def _trial_resources(resources: dict[str, Any] | None) -> ResolvedTrialResources:
-    if resources is None or not isinstance(resources.get("cpu"), float) or not isinstance(resources.get("gpu"), float):
-        raise _not_canonical("training_service.trial_resources", resources)
-    memory = resources.get("memory")
-    if memory is not None and not isinstance(memory, int):
-        raise _not_canonical("training_service.trial_resources.memory", memory)
-    custom = sorted((name, float(amount)) for name, amount in resources.items() if name not in ("cpu", "gpu", "memory"))
-    return ResolvedTrialResources(cpu=resources["cpu"], gpu=resources["gpu"], memory=memory, custom=tuple(custom))
+    try:
+        platform = platform_of_section(section)
+    except TypeError:
+        raise _not_canonical("training_service", section) from None
+    return platform.resolve(section)

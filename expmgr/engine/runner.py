@@ -24,7 +24,6 @@ import json
 import logging
 import secrets
 import signal
-import sqlite3
 import string
 import time
 import traceback
@@ -44,7 +43,7 @@ from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
 from expmgr.metrics import is_better, metric_number
-from expmgr.store import AttemptRecord, MetricRecord, TrialRecord, WritableStore
+from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 
@@ -310,7 +309,7 @@ class TrialRunner:
         if self._dead_run is None:
             return now
         run_id, last_event = self._dead_run
-        outputs = [self.training.last_output_time(trial_id) for trial_id in open_attempts]
+        outputs = [self.training.files.last_output_time(trial_id) for trial_id in open_attempts]
         died = min(now, max([last_event, *outputs]))
         self._writes.commit(self.store.end_run, run_id, died)
         self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
@@ -454,15 +453,17 @@ class TrialRunner:
         if self._next_sequence_id == sequence_id + 1:
             self._next_sequence_id = sequence_id
 
-    def _create_trial(self, sequence_id: int, parameters: dict[str, Any]) -> TrialRecord:
-        """A new WAITING trial, stored (its folder is the training service's, made at launch)."""
+    def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
+                      parameter_source: str = "algorithm") -> TrialRecord:
+        """A new WAITING trial, stored (its folder is the training service's, made at launch);
+        ``parameter_source`` is NNI's (``_parameter_record``)."""
         trial_id = self._new_trial_id()
         self._trial_ids.add(trial_id)
         if TRIAL_CHECKPOINT_DIR in parameters.values():   # PBT's NNI parameters: the trial's own folder
-            parameters = {name: self.training.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
+            parameters = {name: self.training.files.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
                           for name, value in parameters.items()}
         record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
-                             status=TrialState.WAITING, submit_time=time.time())
+                             status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
@@ -480,7 +481,7 @@ class TrialRunner:
     async def _copy_checkpoint(self, source: TrialRecord, record: TrialRecord) -> None:
         """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner
         asked (PBT's exploit); the source folder is left as it is."""
-        await self.training.copy_checkpoint(source.trial_id, record.trial_id)
+        await self.training.files.copy_checkpoint(source.trial_id, record.trial_id)
         self._writes.commit(self.store.record_checkpoint_source, record.trial_id, source.trial_id)
         self.logger.info("trial %s starts from the checkpoint of trial %s", record.trial_id, source.trial_id)
 
@@ -600,7 +601,7 @@ class TrialRunner:
         except (TypeError, ValueError) as error:
             raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
         self._refuse_new_trial()
-        record = self._create_trial(self._reserve_trial(), parameters)
+        record = self._create_trial(self._reserve_trial(), parameters, parameter_source="customized")
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
         self._submitted_by_strategy.append(record)
@@ -671,10 +672,9 @@ class TrialRunner:
             self._not_started(record.trial_id, attempt, str(error))
 
     def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
-        """The trial's parameter.json; ``parameter_source`` is NNI's: "customized" for a
-        strategy's trial, "algorithm" for the tuner's."""
-        source = "customized" if record.trial_id in self._outcomes else "algorithm"
-        return {"parameter_id": record.sequence_id, "parameter_source": source,
+        """The trial's parameter.json; ``parameter_source`` is NNI's, as stored with the trial:
+        "customized" for a strategy's trial, "algorithm" for the tuner's."""
+        return {"parameter_id": record.sequence_id, "parameter_source": record.parameter_source,
                 "parameters": record.parameters, "parameter_index": 0}
 
     def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
@@ -748,7 +748,7 @@ class TrialRunner:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
                 self._stop_trial(live, TrialState.EARLY_STOPPED)
             elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
-                live.last_activity = max(live.last_activity, self.training.last_output_time(live.record.trial_id))
+                live.last_activity = max(live.last_activity, self.training.files.last_output_time(live.record.trial_id))
                 if now >= live.last_activity + idle_timeout:
                     self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
                                         live.record.trial_id, idle_timeout)
@@ -929,7 +929,7 @@ class TrialRunner:
         trial_id, attempt = live.record.trial_id, live.attempt
         self._ingest_metrics_file(live)
         if preempted or (exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED
-                         and self.training.marked_preempting(trial_id, attempt)):
+                         and self.training.files.marked_preempting(trial_id, attempt)):
             self._trial_preempted(live, ended, exit_code, signum)
             return
         if live.stop_reason is not None:
@@ -1051,12 +1051,12 @@ class TrialRunner:
                                  not_now.format(self._writes.unwritable or "earlier writes wait"))
         try:
             self._accept_metric(live, metric)
-        except sqlite3.OperationalError as error:
+        except StoreUnavailable as error:
             self._writes.refused(error)
-            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error)) from None
+            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error.reason)) from None
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
-        """Store the metric (an OperationalError if the store refuses it: then it is not
+        """Store the metric (StoreUnavailable if the store refuses it: then it is not
         seen, and its line in metrics.jsonl is read again later)."""
         if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
@@ -1093,7 +1093,7 @@ class TrialRunner:
         metrics.jsonl): lines of this attempt whose MAC matches its token. A bad line (not
         UTF-8, not JSON, a bad field, over its size limit, not signed by this attempt) is
         skipped with a warning naming its line, in experiment.log and the trial's log."""
-        for number, line in self.training.unsent_reports(live.record.trial_id):
+        for number, line in self.training.files.unsent_reports(live.record.trial_id):
             try:
                 metric = reports.parse_metrics_line(line, live.record.trial_id, live.attempt, live.token)
             except reports.BadReportLine as error:
@@ -1105,5 +1105,5 @@ class TrialRunner:
     def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
         if not live.reports.first_skip(number):
             return
-        message = self.training.note_skipped(live.record.trial_id, number, reason)
+        message = self.training.files.note_skipped(live.record.trial_id, number, reason)
         self.logger.warning("trial %s: %s", live.record.trial_id, message)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sqlite3
 import time
 from collections import deque
 from typing import Any, Callable
+
+from expmgr.store import StoreUnavailable
 
 WRITE_BUSY_TIMEOUT_MS = 100
 """How long a write on the event loop waits for another connection's lock; after
@@ -61,21 +62,21 @@ class WriteQueue:
             try:
                 write(*args)
                 return True
-            except sqlite3.OperationalError as error:  # locked, busy, read-only, disk full, I/O error
+            except StoreUnavailable as error:  # locked, busy, read-only, disk full, I/O error
                 self._pending.append(functools.partial(write, *args))
                 self.refused(error)
                 return False
         self._pending.append(functools.partial(write, *args))
         return False
 
-    def refused(self, error: sqlite3.Error) -> None:
+    def refused(self, error: StoreUnavailable) -> None:
         """The store refused a write: say so once, and retry (with the outage recorded)
         until a write succeeds."""
         if self._unwritable is None:
-            self._unwritable = str(error)
+            self._unwritable = reason = error.reason
             since = time.time()
-            self._on_paused(self._unwritable)
-            self._pending.append(lambda: self._record_outage(since, str(error)))
+            self._on_paused(reason)
+            self._pending.append(lambda: self._record_outage(since, reason))
         if self._retrier is None or self._retrier.done():
             self._retrier = asyncio.get_running_loop().create_task(self._retry())
 
@@ -106,8 +107,8 @@ class WriteQueue:
             write = self._pending[0]
             try:
                 write()
-            except sqlite3.OperationalError as error:
-                self._unwritable = str(error)
+            except StoreUnavailable as error:
+                self._unwritable = error.reason
                 return False
             except Exception:
                 self._on_failed(getattr(write, "func", write).__name__)

@@ -28,7 +28,6 @@ import inspect
 import logging
 import os
 import socket
-import sqlite3
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
@@ -48,7 +47,7 @@ from expmgr.server.rest import make_app, serve_read_only, serve_runner
 from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.more_trials import config_for_more_trials, refuse_ended
 from expmgr.engine.runner import TrialRunner
-from expmgr.store import WritableStore
+from expmgr.store import StoreUnavailable, WritableStore
 from expmgr.states import ExperimentState
 from expmgr.training import create_training_service
 
@@ -276,9 +275,9 @@ class Manager:
             self._store.set_config(config.to_dict())
             self._store.reopen()
             self._store.set_experiment_status(ExperimentState.RUNNING)
-        except sqlite3.OperationalError as error:   # locked by another process, a full or read-only disk
+        except StoreUnavailable as error:   # locked by another process, a full or read-only disk
             raise UpdateRefused(RefusalKind.UNAVAILABLE,
-                                f"{self._store.path} cannot be written now ({error}); experiment {self.exp_id} "
+                                f"{self._store.path} cannot be written now ({error.reason}); experiment {self.exp_id} "
                                 "stays DONE: try again") from None
         self.config = config
         runner = self._new_runner(create_dispatcher(config, self.paths), self._hub, with_strategy=False,

@@ -18,6 +18,7 @@ from expmgr.experiment.records import TrialJob, TrialMetricData, TrialResult
 from expmgr.layout import ExperimentPaths
 from expmgr.server import views
 from expmgr.server.experiments_info import experiments_info
+from expmgr.server.home import stored_trial_files
 from expmgr.store import Store, open_store
 from expmgr.store.registry import Registry
 
@@ -50,8 +51,8 @@ class ExperimentQueries:
 
     def list_trial_jobs(self) -> list[TrialJob]:
         with self._open_store() as store:
-            paths = cast(ExperimentPaths, self.paths)  # _open_store() checked it
-            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, paths)]
+            files = stored_trial_files(cast(ExperimentPaths, self.paths), store)  # _open_store() checked paths
+            return [TrialJob.from_view(view) for view in views.trial_jobs_view(store, files)]
 
     def get_trial_job(self, trial_job_id: str) -> TrialJob:
         """One trial; ExperimentError when the experiment has no such trial (NNI's answers 404)."""
@@ -60,7 +61,7 @@ class ExperimentQueries:
             if trial is None:
                 raise ExperimentError(f"experiment {self.id} has no trial {trial_job_id!r}")
             final = store.final_metrics([trial_job_id]).get(trial_job_id)
-            view = views.trial_job_view(trial, cast(ExperimentPaths, self.paths), final)
+            view = views.trial_job_view(trial, stored_trial_files(cast(ExperimentPaths, self.paths), store), final)
             return TrialJob.from_view(view)
 
     def get_job_metrics(self, trial_job_id: str | None = None) -> dict[str, list[TrialMetricData]]:

@@ -6,14 +6,13 @@ one's registry entry and config (to resume, view or connect to it)::
 from __future__ import annotations
 
 import secrets
-import sqlite3
 import string
 from pathlib import Path
 
 from expmgr.config import ExperimentConfig
 from expmgr.experiment.errors import ExperimentError
 from expmgr.layout import ExperimentPaths, default_home
-from expmgr.store import StoreError, open_store, unreadable_store
+from expmgr.store import StoreError, open_store
 from expmgr.store.registry import Registry, RegistryEntry
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -32,10 +31,7 @@ def stored_experiment(exp_id: str, home: Path | None) -> tuple[RegistryEntry, Ex
         raise ExperimentError(f"no experiment {exp_id!r} in {registry.path}")
     paths = ExperimentPaths(Path(entry.dir))
     try:
-        with open_store(paths, readonly=True) as store:
-            try:
-                return entry, ExperimentConfig.from_dict(store.profile().config)
-            except sqlite3.DatabaseError as error:  # damaged beyond its first page
-                raise unreadable_store(paths.database, error) from None
+        with open_store(paths, readonly=True) as store:   # damaged beyond its first page: at profile()
+            return entry, ExperimentConfig.from_dict(store.profile().config)
     except StoreError as error:
         raise ExperimentError(f"cannot open experiment {exp_id}: {error}") from None

@@ -42,7 +42,7 @@ def experiment_info(entry: RegistryEntry) -> dict[str, Any]:
         "startTime": int(entry.start_time * 1000),
         "endTime": int(entry.end_time * 1000) if entry.end_time is not None else NOT_ENDED,
         "status": "STOPPED" if gone else entry.status.value,
-        "platform": stored_platform(Path(entry.dir)),  # local, ray: its config's
+        "platform": entry.platform or stored_platform(Path(entry.dir)),  # as stored when it was created
         "experimentName": entry.name,
         "tag": [],
         "pid": entry.pid if alive else None,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from expmgr.config import ExperimentConfig
 from expmgr.metrics import best_result, is_better, metric_number
 from expmgr.server.results import add_result_keys, stored_result_keys
 from expmgr.states import TrialState
@@ -62,7 +61,7 @@ class ExperimentFacts:
 
     def refresh(self, store: Store) -> None:
         """Update the facts to the store's present state; call inside ``store.snapshot()``."""
-        minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
+        minimize = store.profile().minimizes
         changes = store.changes(self._cursor, metrics=False)
         if changes.full or minimize != self._minimize:  # first time, or another store
             self._read_afresh(store, minimize, changes)

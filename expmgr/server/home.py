@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,15 +26,15 @@ from typing import Any
 import tornado.web
 
 from expmgr.server import lifecycle
-from expmgr.config import ExperimentConfig
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.layout import ID_RULE, ExperimentPaths, is_valid_id
 from expmgr.metrics import best_result
 from expmgr.server import auth
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.states import ExperimentState
-from expmgr.store import StoreError, open_store, unreadable_store
+from expmgr.store import Store, StoreError, open_store
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError
+from expmgr.training import TrialFiles, trial_files
 
 EXPERIMENTS_ROUTE = "/api/v1/expmgr/experiments"
 SHELF_PATH = "/experiments"
@@ -54,23 +53,22 @@ def check_experiment_id(raw: str) -> str:
     return raw
 
 
-def platform_of(config: dict[str, Any]) -> str:
-    """The training service's platform in a stored config (``local``, ``ray``); several,
-    joined with ``+``; ``local`` when the config names none (NNI's default)."""
-    service = config.get("trainingService")
-    services = service if isinstance(service, list) else [service]
-    platforms = [str(s["platform"]) for s in services if isinstance(s, dict) and s.get("platform")]
-    return "+".join(platforms) or "local"
-
-
 def stored_platform(folder: Path) -> str:
-    """The platform of the experiment in ``folder``, from its stored config; ``local`` (NNI's
+    """The platform stored with the experiment in ``folder`` (its profile); ``local`` (NNI's
     default) when its store cannot be read."""
     try:
         with open_store(ExperimentPaths(folder), readonly=True) as store:
-            return platform_of(store.profile().config)
-    except (StoreError, sqlite3.DatabaseError):
+            return store.profile().platform
+    except StoreError:
         return "local"
+
+
+def stored_trial_files(paths: ExperimentPaths, store: Store | None = None) -> TrialFiles:
+    """The trial files of the experiment at ``paths``, for the platform stored with it (read
+    from ``store``, else from a store opened for it): how the server and the
+    CLI reach a trial's output, running service or not."""
+    platform = store.profile().platform if store is not None else stored_platform(paths.root)
+    return trial_files(paths, platform)
 
 
 @dataclass(frozen=True)
@@ -191,20 +189,15 @@ def _read_facts(paths: ExperimentPaths, running: bool, now: float) -> _StoreFact
             with store.snapshot():
                 profile = store.profile()
                 facts = _StoreFacts(
-                    platform=platform_of(profile.config),
+                    platform=profile.platform,
                     trials={state.value: count for state, count in store.status_counts().items() if count},
                     start_time=profile.start_time, end_time=profile.end_time,
                     seconds_run=store.seconds_run(until=now if running else None))
-                try:
-                    minimize = ExperimentConfig.from_dict(profile.config).minimizes
-                except Exception as error:  # noqa: BLE001 - a config this version cannot read: that row says so
-                    facts.problem = f"{paths.database}: its config cannot be read ({error}), so its best is not known"
-                    return facts
-                best = best_result(store.final_numbers().items(), minimize=minimize)
+                best = best_result(store.final_numbers().items(), minimize=profile.minimizes)
                 facts.best = None if best is None else {"trialId": best[0], "value": best[1]}
                 return facts
-    except sqlite3.DatabaseError as error:
-        return _StoreFacts(problem=str(unreadable_store(paths.database, error)))
+    except StoreError as error:
+        return _StoreFacts(problem=str(error))
 
 
 def _ms(seconds: float | None) -> int | None:

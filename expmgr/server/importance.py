@@ -20,7 +20,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from expmgr.config import ExperimentConfig
 from expmgr.server.results import checked_key, numbers_under_key, stored_result_keys
 from expmgr.store import Store
 
@@ -241,7 +240,7 @@ def importance_view(store: Store, key: str | None, keys: list[str] | None = None
         key = checked_key(key, stored_result_keys(store) if keys is None else keys)
         finals = store.final_results()
     scored_trials = numbers_under_key(finals, key)
-    minimize = ExperimentConfig.from_dict(profile.config).minimizes
+    minimize = profile.minimizes
     space = profile.config.get("searchSpace") or {}
     answer: dict[str, Any] = {"key": key, "method": "PED-ANOVA", "gamma": GAMMA,
                               "optimizeMode": "minimize" if minimize else "maximize",

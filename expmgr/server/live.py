@@ -34,9 +34,11 @@ from expmgr import strict_json
 from expmgr.server import auth, memory, request_values, views
 from expmgr.server.facts import ExperimentFacts
 from expmgr.server.guard import Guard, ServerLimits, peer_of
+from expmgr.server.home import stored_trial_files
 from expmgr.server.reader import StoreReader
 from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.store import Changes, Store
+from expmgr.training import TrialFiles
 from expmgr.server.tails import MAX_BYTES, LogFile, Tail, TailError, log_file, read_tail, tail_json
 
 PUSH_INTERVAL = 0.25
@@ -66,7 +68,7 @@ freed memory back to the system once the backlog is written (memory.give_back)."
 _log = logging.getLogger("nni.manager")
 
 
-def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limit: int | None,
+def changes_answer(store: Store, files: TrialFiles, since: str | None, limit: int | None,
                    read_only: bool, head: dict[str, Any] | None = None,
                    facts: ExperimentFacts | None = None, more_trials: bool = False) -> tuple[str, Changes]:
     """The changes since ``since`` as JSON text (see views.changes_json), read in one snapshot;
@@ -75,7 +77,7 @@ def changes_answer(store: Store, paths: ExperimentPaths, since: str | None, limi
         changes = store.changes(since, limit)
         if facts is not None:
             facts.refresh(store)
-        return views.changes_json(store, paths, changes, read_only, head, facts, more_trials=more_trials), changes
+        return views.changes_json(store, files, changes, read_only, head, facts, more_trials=more_trials), changes
 
 
 @dataclass
@@ -104,6 +106,8 @@ class LiveHub:
                  limits: ServerLimits | None = None) -> None:
         self.store = store
         self.paths = paths
+        self.files = stored_trial_files(paths)
+        """The trials' files: their logs are followed through it, the views' paths come from it."""
         self.read_only = read_only
         self.more_trials = False
         """Read-only after the search ended DONE, with a raise of its budget taken (the
@@ -182,7 +186,7 @@ class LiveHub:
     async def changes(self, since: str | None, limit: int | None) -> str:
         """The REST changes answer, built on the reader's thread."""
         text, _ = await self.reader.run(
-            lambda store: changes_answer(store, self.paths, since, limit, self.read_only, facts=self.facts,
+            lambda store: changes_answer(store, self.files, since, limit, self.read_only, facts=self.facts,
                                          more_trials=self.more_trials))
         return text
 
@@ -226,7 +230,7 @@ class LiveHub:
             by_cursor.setdefault(socket.cursor, []).append(socket)
         for cursor, sockets in by_cursor.items():
             def answer(store: Store, since: str = cursor) -> tuple[str, Changes]:
-                return changes_answer(store, self.paths, since, PUSH_LIMIT, self.read_only, {"type": "changes"},
+                return changes_answer(store, self.files, since, PUSH_LIMIT, self.read_only, {"type": "changes"},
                                       self.facts, more_trials=self.more_trials)
             text, changes = await self.reader.run(answer)
             if changes.more:
@@ -288,7 +292,7 @@ class LiveHub:
             raise TailError(RefusalKind.TOO_MANY,
                             f"follow: this connection already follows {len(socket.follows)} files, the most "
                             "one connection may; unfollow one first")
-        follow = _Follow(log_file(self.paths, self.store, file, trial), file, key[1], offset, inode, base)
+        follow = _Follow(log_file(self.paths, self.files, self.store, file, trial), file, key[1], offset, inode, base)
         socket.follows[key] = follow
         if not self._behind(socket):
             self._read_follow(socket, follow, {})

@@ -3,7 +3,7 @@ event loop: the changes of 10,000 trials take a good part of a second, and the l
 takes the trials' reports. SQLite does its part of the work without holding the GIL::
 
     reader = StoreReader(paths)
-    text = await reader.run(lambda store: views.trial_jobs_view(store, paths))
+    text = await reader.run(lambda store: views.trial_jobs_view(store, files))
     reader.close()
 """
 from __future__ import annotations

@@ -48,6 +48,7 @@ from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.store import Store, TrialRecord
 from expmgr.store.registry import Registry, RegistryError
+from expmgr.training import TrialFiles
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
@@ -63,10 +64,11 @@ class _Handler(tornado.web.RequestHandler):
     body_limit = "max_body"
     """The field of guard.ServerLimits that bounds this route's request bodies."""
 
-    def initialize(self, store: Store, paths: ExperimentPaths, runner: TrialRunner | None,
+    def initialize(self, store: Store, paths: ExperimentPaths, files: TrialFiles, runner: TrialRunner | None,
                    hub: LiveHub, trial_jobs: TrialJobsAnswer) -> None:
         self.store = store
         self.paths = paths
+        self.files = files
         self.runner = runner
         self.hub = hub
         self.trial_jobs = trial_jobs
@@ -288,7 +290,7 @@ class TrialJobsHandler(_Handler):
             self.finish()
             return
         trial = self.store_trial(trial_id)
-        self.send_json(views.nni_trial_job_view(trial, self.paths,
+        self.send_json(views.nni_trial_job_view(trial, self.files,
                                                 self.store.final_metrics([trial_id]).get(trial_id)))
 
     async def post(self, trial_id: str | None = None) -> None:
@@ -317,7 +319,7 @@ class TrialHandler(_Handler):
 
     def get(self, trial_id: str) -> None:
         trial = self.store_trial(trial_id)
-        view = views.trial_job_view(trial, self.paths, self.store.final_metrics([trial_id]).get(trial_id))
+        view = views.trial_job_view(trial, self.files, self.store.final_metrics([trial_id]).get(trial_id))
         view["attemptDetails"] = views.attempt_views(sorted(self.store.attempts(trial_id), key=lambda a: a.attempt))
         self.send_json(view)
 
@@ -376,7 +378,7 @@ class TrialFileHandler(_Handler):
         if name not in tails.TRIAL_FILES:
             raise RequestError(RefusalKind.INVALID,
                                f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
-        await self.send_log(tails.log_file(self.paths, self.store, name, trial_id))
+        await self.send_log(tails.log_file(self.paths, self.files, self.store, name, trial_id))
 
 
 class LogDownloadHandler(_Handler):
@@ -385,7 +387,7 @@ class LogDownloadHandler(_Handler):
 
     async def get(self, name: str) -> None:
         trial_id = self.get_query_argument("trial", None)
-        log = tails.log_file(self.paths, self.store, name, trial_id)   # INVALID / NOT_FOUND named there
+        log = tails.log_file(self.paths, self.files, self.store, name, trial_id)   # INVALID / NOT_FOUND named there
         owner = [self.store.profile().id, trial_id] if name in tails.TRIAL_FILES and trial_id else [self.store.profile().id]
         await self.send_log(log, downloads.download_name(*owner, name.removesuffix(".log"), "log"))
 
@@ -431,8 +433,8 @@ class TailHandler(_Handler):
         offset = self.int_argument("offset", 0, minimum=None)
         inode = self.int_argument("inode", None)
         base = self.int_argument("base", None)
-        tail = tails.read_tail(tails.log_file(self.paths, self.store, which, self.get_query_argument("trial", None)),
-                               offset, inode=inode, base=base)
+        log = tails.log_file(self.paths, self.files, self.store, which, self.get_query_argument("trial", None))
+        tail = tails.read_tail(log, offset, inode=inode, base=base)
         self.send_json(tails.tail_json(tail))
 
 
@@ -512,7 +514,9 @@ def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, h
     installed one); with a ``token``, every request but a trial's report must carry it
     (auth.check). The experiments page (home.py) lists the experiments of this one's
     registry, linked from ``home_site`` (default: this server)."""
-    context = {"store": store, "paths": paths, "runner": runner, "hub": hub, "trial_jobs": TrialJobsAnswer(paths)}
+    files = hub.files
+    context = {"store": store, "paths": paths, "files": files, "runner": runner, "hub": hub,
+               "trial_jobs": TrialJobsAnswer(files)}
     routes = [
         (f"{API}/check-status", CheckStatusHandler),
         (f"{API}/experiment", ExperimentHandler),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from expmgr.config import ExperimentConfig
 from expmgr.engine.errors import RefusalKind
 from expmgr.metrics import DEFAULT_KEY, metric_number, ranked
 from expmgr.server.refusals import RequestError
@@ -110,7 +109,7 @@ def top_trials_view(store: Store, key: str | None, count: int, keys: list[str] |
     result under the key. ``keys``: the result keys when known (the server's facts), else
     read from the store."""
     with store.snapshot():
-        minimize = ExperimentConfig.from_dict(store.profile().config).minimizes
+        minimize = store.profile().minimizes
         key = checked_key(key, stored_result_keys(store) if keys is None else keys)
         if key == DEFAULT_KEY:  # the store has these numbers without reading the results
             numbers = {trial_id: number for trial_id, number in store.final_numbers().items() if number is not None}

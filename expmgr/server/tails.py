@@ -2,7 +2,7 @@
 ``trial-file`` routes and the files a websocket client follows, across the log's rotations
 (expmgr/rotation.py: ``NAME`` becomes ``NAME.1`` and a new ``NAME`` starts)::
 
-    log = log_file(paths, store, "stdout", trial_id)    # TailError for an unknown name or trial
+    log = log_file(paths, files, store, "stdout", trial_id)   # TailError for an unknown name or trial
     tail = read_tail(log, offset=-4096)                 # the last 4 KiB of the current file
     more = read_tail(log, tail.next, inode=tail.inode)  # what was appended since, in that file or after it
 
@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from typing import Generator
 
 from expmgr.engine.errors import Refusal, RefusalKind
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths
 from expmgr.logreader import BLOCK_BYTES, KeptFile, Listing, LogFile, RefusedFile, open_kept, read_blocks
 from expmgr.store import Store
+from expmgr.training import TRIAL_LOGS, TrialFiles
 
 __all__ = ["EXPERIMENT_FILES", "MAX_BYTES", "TRIAL_FILES", "LogFile", "Tail", "TailError", "log_file", "read_tail",
            "tail_json", "whole_log"]
 
-TRIAL_FILES = ("stdout", "stderr", "trial.log")
+TRIAL_FILES = TRIAL_LOGS
 EXPERIMENT_FILES = ("experiment.log", "dispatcher.log")
 MAX_BYTES = 256 * 1024
 """The most one read returns."""
@@ -84,17 +85,17 @@ def _refused(error: RefusedFile) -> TailError:
     return TailError(RefusalKind.FORBIDDEN, f"{error}; only regular files inside the experiment's folder are served")
 
 
-def log_file(paths: ExperimentPaths, store: Store, which: str, trial_id: str | None) -> LogFile:
+def log_file(paths: ExperimentPaths, files: TrialFiles, store: Store, which: str, trial_id: str | None) -> LogFile:
     """The file named ``which``: a trial's ``stdout``, ``stderr`` or ``trial.log`` (with
-    ``trial_id``), or the experiment's ``experiment.log`` or ``dispatcher.log``."""
+    ``trial_id``), as its trial ``files`` give it, or the experiment's ``experiment.log``
+    or ``dispatcher.log``."""
     if which in TRIAL_FILES:
         if not trial_id:
             raise TailError(RefusalKind.INVALID, f"trial: {which} is a trial's file; name the trial")
         if store.trial(trial_id) is None:
             raise TailError(RefusalKind.NOT_FOUND, f"no trial {trial_id!r}")
-        files = TrialFiles(paths.trial_dir(trial_id))
-        path = {"stdout": files.stdout, "stderr": files.stderr, "trial.log": files.trial_log}[which]
-    elif which in EXPERIMENT_FILES:
+        return files.log(trial_id, which)
+    if which in EXPERIMENT_FILES:
         path = paths.experiment_log if which == "experiment.log" else paths.dispatcher_log
     else:
         raise TailError(RefusalKind.INVALID,

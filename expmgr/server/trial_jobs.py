@@ -11,7 +11,7 @@ other without being joined (6 MB at 10,000 trials). So an answer costs what chan
 byte for byte ``json.dumps(views.nni_trial_jobs_view(...))``. The blocks take the memory of
 one full answer, and only once someone asked for one::
 
-    trial_jobs = TrialJobsAnswer(paths)
+    trial_jobs = TrialJobsAnswer(files)          # the experiment's trial files (expmgr.training)
     for chunk in trial_jobs.answer(store, offset=0, limit=None, status=None):   # bytes
         send(chunk)
 """
@@ -21,9 +21,9 @@ import bisect
 import json
 from array import array
 
-from expmgr.layout import ExperimentPaths
 from expmgr.server import views
 from expmgr.store import MetricRecord, Store, TrialRecord
+from expmgr.training import TrialFiles
 
 BLOCK = 128
 """Trials per block: splicing a changed trial copies its block (about 75 KB)."""
@@ -66,8 +66,8 @@ class TrialJobsAnswer:
     """NNI's trial-jobs of one experiment's store, kept up to date; see the module
     docstring. Call it from one thread at a time (the server's event loop)."""
 
-    def __init__(self, paths: ExperimentPaths) -> None:
-        self._paths = paths
+    def __init__(self, files: TrialFiles) -> None:
+        self._files = files
         self._cursor: str | None = None
         """Where the next refresh's changes start; None: nothing kept yet."""
         self._order: list[int] = []
@@ -79,7 +79,7 @@ class TrialJobsAnswer:
 
     def answer(self, store: Store, offset: int = 0, limit: int | None = None,
                status: str | None = None) -> list[bytes]:
-        """The JSON of ``views.nni_trial_jobs_view(store, paths, offset, limit)``, keeping
+        """The JSON of ``views.nni_trial_jobs_view(store, files, offset, limit)``, keeping
         those of status ``status`` when given (NNI's filter, of the page), in chunks to
         send one after the other."""
         self.refresh(store)
@@ -125,7 +125,7 @@ class TrialJobsAnswer:
         return position if position < len(self._order) and self._order[position] == sequence_id else None
 
     def _put(self, trial: TrialRecord, finals: dict[str, MetricRecord]) -> None:
-        text = json.dumps(views.nni_trial_job_view(trial, self._paths, finals.get(trial.trial_id))).encode()
+        text = json.dumps(views.nni_trial_job_view(trial, self._files, finals.get(trial.trial_id))).encode()
         self.views_built += 1
         position = self._position(trial.sequence_id)
         if position is not None:

@@ -15,12 +15,12 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from expmgr.config import ExperimentConfig, updatable_now
-from expmgr.layout import ExperimentPaths
+from expmgr.config import updatable_now
 from expmgr.metrics import best_result, metric_number
 from expmgr.server.results import final_numbers_by_key, stored_result_keys
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import AttemptRecord, Changes, MetricRecord, Store, TrialRecord
+from expmgr.training import TrialFiles
 
 if TYPE_CHECKING:
     from expmgr.server.facts import ExperimentFacts
@@ -56,24 +56,22 @@ def metric_view(metric: MetricRecord, parameter_id: int) -> dict[str, Any]:
     }
 
 
-def trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricRecord | None) -> dict[str, Any]:
-    """expmgr's view of a trial (see ``trial_jobs_view``)."""
-    return _trial_job_view(trial, str(paths.trials_dir), final)
+def trial_job_view(trial: TrialRecord, files: TrialFiles, final: MetricRecord | None) -> dict[str, Any]:
+    """expmgr's view of a trial (see ``trial_jobs_view``); ``files``: its experiment's trial files."""
+    return _trial_job_view(trial, files, final)
 
 
-def _nni_keys(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
+def _nni_keys(trial: TrialRecord, files: TrialFiles, final: MetricRecord | None) -> dict[str, Any]:
     """The keys of NNI's TrialJobInfo both views share (not ``startTime``: see the two views)."""
-    # Paths as strings, not pathlib: a changes answer builds 10,000 of these.
-    hyper_parameters = json.dumps({"parameter_id": trial.sequence_id, "parameter_source": "algorithm",
+    hyper_parameters = json.dumps({"parameter_id": trial.sequence_id, "parameter_source": trial.parameter_source,
                                    "parameters": trial.parameters, "parameter_index": 0})
-    trial_dir = f"{trials_dir}/{trial.trial_id}"
     view: dict[str, Any] = {
         "trialJobId": trial.trial_id,
         "sequenceId": trial.sequence_id,
         "status": trial.status.value,
         "hyperParameters": [hyper_parameters],
-        "logPath": f"file://localhost:{trial_dir}",
-        "stderrPath": f"file://localhost:{trial_dir}/stderr",
+        "logPath": files.url(trial.trial_id),
+        "stderrPath": files.url(trial.trial_id, "stderr"),
     }
     if trial.end_time is not None:
         view["endTime"] = _ms(trial.end_time)
@@ -82,8 +80,8 @@ def _nni_keys(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -
     return view
 
 
-def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
-    view = _nni_keys(trial, trials_dir, final)
+def _trial_job_view(trial: TrialRecord, files: TrialFiles, final: MetricRecord | None) -> dict[str, Any]:
+    view = _nni_keys(trial, files, final)
     view["submitTime"] = _ms(trial.submit_time)
     view["attempts"] = trial.attempts
     # The runner kills only a trial whose process runs: not a WAITING or PAUSED one.
@@ -106,13 +104,13 @@ def _trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | N
     return view
 
 
-def nni_trial_job_view(trial: TrialRecord, paths: ExperimentPaths, final: MetricRecord | None) -> dict[str, Any]:
-    """NNI's view of a trial (see ``nni_trial_jobs_view``)."""
-    return _nni_trial_job_view(trial, str(paths.trials_dir), final)
+def nni_trial_job_view(trial: TrialRecord, files: TrialFiles, final: MetricRecord | None) -> dict[str, Any]:
+    """NNI's view of a trial (see ``nni_trial_jobs_view``); ``files``: its experiment's trial files."""
+    return _nni_trial_job_view(trial, files, final)
 
 
-def _nni_trial_job_view(trial: TrialRecord, trials_dir: str, final: MetricRecord | None) -> dict[str, Any]:
-    view = _nni_keys(trial, trials_dir, final)
+def _nni_trial_job_view(trial: TrialRecord, files: TrialFiles, final: MetricRecord | None) -> dict[str, Any]:
+    view = _nni_keys(trial, files, final)
     # NNI's startTime is the start of the trial's first event: a trial that has not run
     # yet has its submission time (nni.experiment's TrialJob requires one).
     view["startTime"] = _ms(trial.start_time if trial.start_time is not None else trial.submit_time)
@@ -126,7 +124,7 @@ def attempt_views(attempts: list[AttemptRecord]) -> list[dict[str, Any]]:
             for a in attempts]
 
 
-def trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
+def trial_jobs_view(store: Store, files: TrialFiles, offset: int = 0,
                     limit: int | None = None) -> list[dict[str, Any]]:
     """expmgr's views of the trials in sequence order (``offset`` and ``limit`` select a
     page), as the changes and the Experiment API give them: NNI's keys, ``startTime`` only
@@ -134,23 +132,22 @@ def trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
     ``attempts`` (a count), ``canKill``, ``finalNumber`` (the final result's number,
     None when not finite), ``host`` (where its latest attempt ran, once known) and
     ``waitingReason`` (why a WAITING trial is not started yet: no free GPU)."""
-    return _page(store, paths, offset, limit, _trial_job_view)
+    return _page(store, files, offset, limit, _trial_job_view)
 
 
-def nni_trial_jobs_view(store: Store, paths: ExperimentPaths, offset: int = 0,
+def nni_trial_jobs_view(store: Store, files: TrialFiles, offset: int = 0,
                         limit: int | None = None) -> list[dict[str, Any]]:
     """NNI's ``trial-jobs``: the keys of NNI's TrialJobInfo and no other (nni.experiment's
     TrialJob takes them), ``startTime`` always (NNI's: a trial not started yet has the time
     it was submitted)."""
-    return _page(store, paths, offset, limit, _nni_trial_job_view)
+    return _page(store, files, offset, limit, _nni_trial_job_view)
 
 
-def _page(store: Store, paths: ExperimentPaths, offset: int, limit: int | None,
-          view: Callable[[TrialRecord, str, MetricRecord | None], dict[str, Any]]) -> list[dict[str, Any]]:
+def _page(store: Store, files: TrialFiles, offset: int, limit: int | None,
+          view: Callable[[TrialRecord, TrialFiles, MetricRecord | None], dict[str, Any]]) -> list[dict[str, Any]]:
     trials = store.trials(offset, limit)
     finals = store.final_metrics(None if offset == 0 and limit is None else [t.trial_id for t in trials])
-    trials_dir = str(paths.trials_dir)
-    return [view(trial, trials_dir, finals.get(trial.trial_id)) for trial in trials]
+    return [view(trial, files, finals.get(trial.trial_id)) for trial in trials]
 
 
 def metrics_view(store: Store, trial_id: str | None = None) -> list[dict[str, Any]]:
@@ -239,7 +236,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
     profile = store.profile()
     if running is None:  # served by its manager, or (nothing said) not ended
         running = read_only is False if read_only is not None else not profile.status.is_finished()
-    minimize = ExperimentConfig.from_dict(profile.config).minimizes
+    minimize = profile.minimizes
     best = best_result(store.final_numbers().items(), minimize) if facts is None else facts.best
     view: dict[str, Any] = {
         "id": profile.id,
@@ -267,7 +264,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
     return view
 
 
-def changes_json(store: Store, paths: ExperimentPaths, changes: Changes, read_only: bool,
+def changes_json(store: Store, files: TrialFiles, changes: Changes, read_only: bool,
                  head: dict[str, Any] | None = None, facts: ExperimentFacts | None = None,
                  more_trials: bool = False) -> str:
     """The answer of ``GET /api/v1/expmgr/changes`` as JSON text, the fields of ``head``
@@ -278,8 +275,7 @@ def changes_json(store: Store, paths: ExperimentPaths, changes: Changes, read_on
     answer.update(cursor=changes.cursor, full=changes.full, more=changes.more,
                   experiment=experiment_view(store, read_only, facts=facts, more_trials=more_trials),
                   statistics=job_statistics_view(store, facts))
-    trials_dir = str(paths.trials_dir)
-    answer["trials"] = [_trial_job_view(trial, trials_dir, changes.finals.get(trial.trial_id))
+    answer["trials"] = [_trial_job_view(trial, files, changes.finals.get(trial.trial_id))
                         for trial in changes.trials]
     # The metrics come as JSON text from the store: spliced in, not parsed and encoded again.
     return f'{json.dumps(answer)[:-1]}, "metrics": {changes.metrics_json}}}'

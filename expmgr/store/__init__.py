@@ -5,7 +5,9 @@ The trial runner writes the store and the server and the Experiment API read it.
 get one; ``base.py`` has the interface they answer (``Store`` what is read,
 ``WritableStore`` what the runner writes), ``records.py`` what it holds, ``sqlite.py``
 today's implementation (one SQLite database per experiment): another backend is one
-module and the ``BACKEND`` line here. ``registry.py`` lists a home's experiments and their processes::
+module and the ``BACKEND`` line here. ``errors.py`` has the errors every backend raises
+(``StoreError`` and its kinds: busy, unwritable, unreadable, too new); SQLite's own stay
+inside this package. ``registry.py`` lists a home's experiments and their processes::
 
     with open_store(paths, readonly=True) as store:   # closed after the block
         profile = store.profile()
@@ -20,14 +22,16 @@ from typing import Literal, overload
 
 from expmgr.layout import ExperimentPaths
 from expmgr.store.base import Store, StoreBackend, WritableStore
-from expmgr.store.records import (AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, StoreUnreadable,
-                                  TrialRecord)
+from expmgr.store.errors import (StoreBusy, StoreError, StoreTooNew, StoreUnavailable, StoreUnreadable,
+                                 StoreUnwritable)
+from expmgr.store.records import AttemptRecord, Changes, ExperimentProfile, MetricRecord, TrialRecord
 from expmgr.store.sqlite import ExperimentStore, SqliteBackend, metric_number
-from expmgr.store.sqlite_schema import SCHEMA_VERSION, unreadable_store
+from expmgr.store.sqlite_schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "AttemptRecord", "BACKEND", "Changes", "ExperimentProfile", "ExperimentStore",
-           "MetricRecord", "Store", "StoreBackend", "StoreError", "StoreUnreadable", "TrialRecord", "WritableStore",
-           "create_store", "metric_number", "open_store", "unreadable_store"]
+           "MetricRecord", "Store", "StoreBackend", "StoreBusy", "StoreError", "StoreTooNew", "StoreUnavailable",
+           "StoreUnreadable", "StoreUnwritable", "TrialRecord", "WritableStore", "create_store", "metric_number",
+           "open_store"]
 
 BACKEND: StoreBackend = SqliteBackend()
 """What keeps experiments' stores: the one line to change for another backend."""

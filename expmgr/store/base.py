@@ -8,10 +8,10 @@ the SQLite class, so another backend is one module and the ``BACKEND`` line in
         numbers = {t: n for t, n in store.final_numbers().items() if n is not None}
         return max(numbers, key=numbers.__getitem__, default=None)
 
-Errors, today those of SQLite: a read of damaged data raises ``sqlite3.DatabaseError``
-(``unreadable_store`` turns it into a message), and a write refused for now (locked, busy,
-read-only, disk full) ``sqlite3.OperationalError``, which the runner waits out; another
-backend raises those too, or these become store errors of their own.
+Errors are the store's own (``errors.py``), never a backend's: a read of damaged data
+raises ``StoreUnreadable``, a store of a newer schema ``StoreTooNew``, and a read or write
+refused for now ``StoreUnavailable`` (``StoreBusy``: locked by another process;
+``StoreUnwritable``: a full or read-only disk), which the runner waits out.
 """
 from __future__ import annotations
 

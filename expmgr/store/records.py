@@ -1,5 +1,5 @@
 """What a store holds and answers, whatever keeps it: the records of an experiment, its
-trials, their attempts and metrics, the changes since a cursor, and the store's errors."""
+trials, their attempts and metrics, the changes since a cursor (its errors: ``errors.py``)."""
 from __future__ import annotations
 
 import time
@@ -7,14 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from expmgr.states import ExperimentState, TrialState
-
-
-class StoreError(Exception):
-    """The database is missing, of another schema version, or inconsistent."""
-
-
-class StoreUnreadable(StoreError):
-    """The database file cannot be read: damaged, truncated, overwritten, or busy."""
 
 
 @dataclass
@@ -36,6 +28,10 @@ class TrialRecord:
     waiting_reason: str | None = None
     """Why a WAITING trial is not started yet, as the runner last said (no free GPU); None
     once it starts, and for a trial that waits for nothing but its turn."""
+    parameter_source: str = "algorithm"
+    """NNI's ``parameter_source``: "algorithm" for the tuner's parameters, "customized" for a
+    strategy's trial; written when the trial is created (trials of a store from before version
+    6 read "algorithm")."""
 
 
 @dataclass
@@ -74,6 +70,11 @@ class ExperimentProfile:
     end_time: float | None
     port: int | None
     log_dir: str
+    platform: str
+    """Where its trials run (``expmgr.config.PLATFORMS``' name), as resolved when it was created."""
+    minimizes: bool
+    """Whether lower results are better (its tuner's optimize mode), as resolved when it was
+    created: readers use this, not the config's tuner."""
 
 
 @dataclass

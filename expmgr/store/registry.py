@@ -27,9 +27,12 @@ CREATE TABLE IF NOT EXISTS experiments (
     pid INTEGER,
     status TEXT NOT NULL,
     start_time REAL NOT NULL,
-    end_time REAL
+    end_time REAL,
+    platform TEXT
 )
 """
+_ADDED_COLUMNS = {"platform": "TEXT"}
+"""Columns added since the first registry, added to an older one when it is opened."""
 
 
 class RegistryError(Exception):
@@ -47,6 +50,9 @@ class RegistryEntry:
     status: ExperimentState
     start_time: float
     end_time: float | None = None
+    platform: str | None = None
+    """Where its trials run (``expmgr.config.PLATFORMS``); None: listed by an expmgr before
+    the registry kept it (its store's profile has it)."""
 
 
 def experiment_process_alive(entry: RegistryEntry) -> bool:
@@ -62,6 +68,19 @@ def experiment_process_alive(entry: RegistryEntry) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= entry.start_time + 1
     except psutil.Error:
         return False
+
+
+def _add_new_columns(conn: sqlite3.Connection) -> None:
+    """Add to an older registry the columns it lacks (``_ADDED_COLUMNS``); another process
+    adding them at the same time is fine."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(experiments)")}
+    for name, kind in _ADDED_COLUMNS.items():
+        if name not in present:
+            try:
+                conn.execute(f"ALTER TABLE experiments ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as error:
+                if "duplicate column" not in str(error):
+                    raise
 
 
 class Registry:
@@ -106,6 +125,7 @@ class Registry:
                 if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(_SCHEMA)
+                _add_new_columns(conn)
                 break
             except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() > deadline:
@@ -131,9 +151,10 @@ class Registry:
     def add(self, entry: RegistryEntry) -> None:
         with self._connection() as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO experiments (id, name, dir, port, pid, status, start_time, end_time, platform) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
                 (entry.id, entry.name, entry.dir, entry.port, entry.pid, entry.status.value,
-                 entry.start_time, entry.end_time),
+                 entry.start_time, entry.end_time, entry.platform),
             )
 
     def update(self, exp_id: str, *, status: ExperimentState, pid: int | None = None,
@@ -163,6 +184,6 @@ class Registry:
         try:
             return [RegistryEntry(id=r["id"], name=r["name"], dir=r["dir"], port=r["port"], pid=r["pid"],
                                   status=ExperimentState(r["status"]), start_time=r["start_time"],
-                                  end_time=r["end_time"]) for r in rows]
+                                  end_time=r["end_time"], platform=r["platform"]) for r in rows]
         except ValueError as error:  # a status no expmgr writes
             raise RegistryError(f"{self.path}: not a valid expmgr registry ({error})") from None

@@ -13,7 +13,9 @@ connections of its own. Listeners hear of every committed write, and
         changes = reader.changes(since=None)    # everything; then since=changes.cursor
 
 It implements ``base.py``'s interface; ``sqlite_schema.py`` has the tables, migrations and
-transactions, ``sqlite_changes.py`` the changes since a cursor.
+transactions, ``sqlite_changes.py`` the changes since a cursor. No SQLite error leaves it:
+``sqlite_errors.py`` turns each into one of the store's (``errors.py``) at every public
+method, its snapshots and its opening.
 """
 from __future__ import annotations
 
@@ -26,12 +28,16 @@ from typing import Any, Callable, Iterable, Sequence
 from expmgr.layout import ExperimentPaths
 from expmgr.metrics import metric_number  # noqa: F401 - the store's column; also imported from here by tests
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store.records import AttemptRecord, Changes, ExperimentProfile, MetricRecord, StoreError, TrialRecord
+from expmgr.store.errors import StoreError, StoreTooNew, StoreUnreadable
+from expmgr.store.records import AttemptRecord, Changes, ExperimentProfile, MetricRecord, TrialRecord
 from expmgr.store.sqlite_changes import ChangeLog
+from expmgr.store.sqlite_errors import raising_store_errors, store_errors
 from expmgr.store.sqlite_schema import (MIGRATIONS, SCHEMA, SCHEMA_VERSION, Snapshot, Transaction, attempt_of_row,
                                         connect, metric_number_of_json, metric_of_row, profile_of_row, trial_columns,
-                                        trial_of_row, unreadable_store)
+                                        trial_of_row)
 
+
+@raising_store_errors
 class ExperimentStore:
     """Reads and writes one experiment's database; see the module docstring."""
 
@@ -56,15 +62,17 @@ class ExperimentStore:
         if path.exists():
             raise StoreError(f"{path}: an experiment database already exists")
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = connect(path, readonly=False)
-        conn.executescript("BEGIN;" + SCHEMA + "COMMIT;")
-        with Transaction(conn):
-            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-            conn.execute(
-                "INSERT INTO experiment VALUES (?,?,?,?,?,?,?,?,?)",
-                (profile.id, profile.name, json.dumps(profile.config), profile.status.value,
-                 profile.error, profile.start_time, profile.end_time, profile.port, profile.log_dir),
-            )
+        with store_errors(path):
+            conn = connect(path, readonly=False)
+            conn.executescript("BEGIN;" + SCHEMA + "COMMIT;")
+            with Transaction(conn):
+                conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                conn.execute(
+                    "INSERT INTO experiment VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (profile.id, profile.name, json.dumps(profile.config), profile.status.value,
+                     profile.error, profile.start_time, profile.end_time, profile.port, profile.log_dir,
+                     profile.platform, int(profile.minimizes)),
+                )
         return cls(conn, path)
 
     @classmethod
@@ -73,23 +81,23 @@ class ExperimentStore:
         the current version, unless ``readonly`` (then it is read as it is)."""
         if not path.is_file():
             raise StoreError(f"{path}: no experiment database here")
-        try:
+        with store_errors(path):
             conn = connect(path, readonly=readonly)
-        except sqlite3.DatabaseError as error:
-            raise unreadable_store(path, error) from None
         try:
-            row = conn.execute("SELECT version FROM schema_version").fetchone()
-        except sqlite3.DatabaseError as error:  # garbage, a truncated file, another program's database
+            with store_errors(path):  # garbage, a truncated file, another program's database; busy
+                row = conn.execute("SELECT version FROM schema_version").fetchone()
+                version = row and row[0]
+                if version not in (*MIGRATIONS, SCHEMA_VERSION):
+                    newer = isinstance(version, int) and version > SCHEMA_VERSION
+                    unsupported = StoreTooNew if newer else StoreUnreadable
+                    raise unsupported(f"{path}: schema version {version} is not supported (this expmgr reads 2 "
+                                      f"to {SCHEMA_VERSION}); use the expmgr that created it")
+                while version != SCHEMA_VERSION and not readonly:
+                    MIGRATIONS[version](conn)
+                    version += 1
+        except StoreError:
             conn.close()
-            raise unreadable_store(path, error) from None
-        version = row and row[0]
-        if version not in (*MIGRATIONS, SCHEMA_VERSION):
-            conn.close()
-            raise StoreError(f"{path}: schema version {version} is not supported (this expmgr reads 2 "
-                             f"to {SCHEMA_VERSION}); use the expmgr that created it")
-        while version != SCHEMA_VERSION and not readonly:
-            MIGRATIONS[version](conn)
-            version += 1
+            raise
         return cls(conn, path, schema_version=version)
 
     def __enter__(self) -> ExperimentStore:
@@ -225,10 +233,10 @@ class ExperimentStore:
     def add_trial(self, trial: TrialRecord) -> None:
         with self._write():
             self._conn.execute(
-                "INSERT INTO trials (trial_id, sequence_id, parameters_json, status, submit_time) "
-                "VALUES (?,?,?,?,?)",
+                "INSERT INTO trials (trial_id, sequence_id, parameters_json, status, submit_time, parameter_source) "
+                "VALUES (?,?,?,?,?,?)",
                 (trial.trial_id, trial.sequence_id, json.dumps(trial.parameters),
-                 trial.status.value, trial.submit_time),
+                 trial.status.value, trial.submit_time, trial.parameter_source),
             )
             self._event(trial.trial_id, "trial_status", {"status": trial.status.value})
 
@@ -307,8 +315,8 @@ class ExperimentStore:
 
     def set_busy_timeout(self, milliseconds: int) -> None:
         """How long a write waits for another connection's lock before it fails with
-        ``sqlite3.OperationalError`` (5 s by default; the runner, on the event loop,
-        waits briefly and retries later instead)."""
+        ``StoreBusy`` (5 s by default; the runner, on the event loop, waits briefly and
+        retries later instead)."""
         self._conn.execute(f"PRAGMA busy_timeout={int(milliseconds)}")
 
     def _event(self, trial_id: str | None, kind: str, detail: dict[str, Any]) -> None:
@@ -323,7 +331,7 @@ class ExperimentStore:
     def snapshot(self) -> Snapshot:
         """``with store.snapshot():`` the reads inside see one committed state (a read
         transaction), as they must when another connection writes meanwhile."""
-        return Snapshot(self._conn)
+        return Snapshot(self._conn, self.path)
 
     def trials(self, offset: int = 0, limit: int | None = None) -> list[TrialRecord]:
         """Trials in sequence order; ``offset`` and ``limit`` select a page."""

@@ -13,14 +13,16 @@ import sqlite3
 from pathlib import Path
 from typing import Callable, Sequence
 
+from expmgr.config import stored_config_minimizes, stored_config_platform
 from expmgr.metrics import metric_number
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store._disk import machine_trouble
-from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, StoreUnreadable, TrialRecord
+from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, TrialRecord
+from expmgr.store.sqlite_errors import store_errors
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``, 5
-``trials.waiting_reason``; an older
+``trials.waiting_reason``, 6 ``experiment.platform``, ``experiment.minimizes`` and
+``trials.parameter_source``; an older
 database is migrated when opened for writing and read as it is when opened read-only."""
 
 SCHEMA = """
@@ -34,7 +36,9 @@ CREATE TABLE experiment (
     start_time REAL NOT NULL,
     end_time REAL,
     port INTEGER,
-    log_dir TEXT NOT NULL
+    log_dir TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    minimizes INTEGER NOT NULL
 );
 CREATE TABLE trials (
     trial_id TEXT PRIMARY KEY,
@@ -45,7 +49,8 @@ CREATE TABLE trials (
     start_time REAL,
     end_time REAL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    waiting_reason TEXT
+    waiting_reason TEXT,
+    parameter_source TEXT NOT NULL DEFAULT 'algorithm'
 );
 CREATE TABLE attempts (
     trial_id TEXT NOT NULL REFERENCES trials(trial_id),
@@ -86,21 +91,6 @@ CREATE TABLE runs (
     ended REAL
 );
 """
-
-
-_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-
-
-def unreadable_store(path: Path, error: sqlite3.DatabaseError) -> StoreUnreadable:
-    """The error to raise for SQLite's ``error`` on the database at ``path``: one line
-    naming the file, what SQLite said and what to do."""
-    if getattr(error, "sqlite_errorname", None) in _BUSY:
-        return StoreUnreadable(f"{path}: busy ({error}); another process holds it, try again")
-    trouble = machine_trouble(path, error)   # a full disk is no reason to restore or delete it
-    if trouble is not None:
-        return StoreUnreadable(trouble)
-    return StoreUnreadable(f"{path}: not a valid expmgr database ({error}); restore it from a backup, "
-                           "or delete the experiment (expctl experiment delete ID)")
 
 
 def connect(path: Path, readonly: bool) -> sqlite3.Connection:
@@ -161,8 +151,24 @@ def migrate_4_to_5(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE schema_version SET version = 5")
 
 
+def migrate_5_to_6(conn: sqlite3.Connection) -> None:
+    """Version 6 keeps the facts resolved from the config when the experiment was created:
+    its platform and optimize direction (filled in here from its stored config) and each
+    trial's parameter source (earlier trials: "algorithm", as they were shown)."""
+    with Transaction(conn):
+        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 5:
+            return  # another process migrated it meanwhile
+        conn.execute("ALTER TABLE experiment ADD COLUMN platform TEXT NOT NULL DEFAULT 'local'")
+        conn.execute("ALTER TABLE experiment ADD COLUMN minimizes INTEGER NOT NULL DEFAULT 0")
+        conn.execute("ALTER TABLE trials ADD COLUMN parameter_source TEXT NOT NULL DEFAULT 'algorithm'")
+        config = json.loads(conn.execute("SELECT config_json FROM experiment").fetchone()[0])
+        conn.execute("UPDATE experiment SET platform = ?, minimizes = ?",
+                     (stored_config_platform(config), int(stored_config_minimizes(config))))
+        conn.execute("UPDATE schema_version SET version = 6")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3, 3: migrate_3_to_4,
-                                                                4: migrate_4_to_5}
+                                                                4: migrate_4_to_5, 5: migrate_5_to_6}
 """From each older version to the next; run in order when a database is opened for writing."""
 
 
@@ -178,13 +184,15 @@ _ATTEMPT_TIMES = (
 def trial_columns(schema_version: int) -> str:
     """The columns to select for ``trial_of_row`` from ``trials t``: its own, the host of
     its latest attempt (NULL in a version 2 or 3 store, which kept none), its waiting reason
-    (NULL before version 5) and its attempts' times."""
+    (NULL before version 5), its parameter source ("algorithm" before version 6) and its
+    attempts' times."""
+    older = "" if schema_version >= 6 else "'algorithm' AS parameter_source, "
     if schema_version < 4:
-        return f"t.*, NULL AS host, NULL AS waiting_reason, {_ATTEMPT_TIMES}"
+        return f"t.*, NULL AS host, NULL AS waiting_reason, {older}{_ATTEMPT_TIMES}"
     host = "(SELECT a.host FROM attempts a WHERE a.trial_id = t.trial_id AND a.attempt = t.attempts) AS host"
     if schema_version < 5:
-        return f"t.*, NULL AS waiting_reason, {host}, {_ATTEMPT_TIMES}"
-    return f"t.*, {host}, {_ATTEMPT_TIMES}"
+        return f"t.*, NULL AS waiting_reason, {older}{host}, {_ATTEMPT_TIMES}"
+    return f"t.*, {older}{host}, {_ATTEMPT_TIMES}"
 
 
 def trial_of_row(row: sqlite3.Row) -> TrialRecord:
@@ -194,7 +202,7 @@ def trial_of_row(row: sqlite3.Row) -> TrialRecord:
         parameters=json.loads(row["parameters_json"]), status=TrialState(row["status"]),
         submit_time=row["submit_time"], start_time=row["start_time"], end_time=row["end_time"],
         attempts=row["attempts"], host=row["host"], waiting_reason=row["waiting_reason"],
-        seconds_ended=row["seconds_ended"], running_since=row["running_since"],
+        parameter_source=row["parameter_source"], seconds_ended=row["seconds_ended"], running_since=row["running_since"],
     )
 
 
@@ -214,29 +222,38 @@ def attempt_of_row(row: sqlite3.Row) -> AttemptRecord:
 
 
 def profile_of_row(row: sqlite3.Row) -> ExperimentProfile:
+    config = json.loads(row["config_json"])
+    if "platform" in row.keys():
+        platform, minimizes = row["platform"], bool(row["minimizes"])
+    else:  # a store before version 6, read-only (not migrated): as the migration fills them in
+        platform, minimizes = stored_config_platform(config), stored_config_minimizes(config)
     return ExperimentProfile(
-        id=row["id"], name=row["name"], config=json.loads(row["config_json"]),
+        id=row["id"], name=row["name"], config=config,
         status=ExperimentState(row["status"]), error=row["error"], start_time=row["start_time"],
-        end_time=row["end_time"], port=row["port"], log_dir=row["log_dir"],
+        end_time=row["end_time"], port=row["port"], log_dir=row["log_dir"], platform=platform, minimizes=minimizes,
     )
 
 
 class Snapshot:
-    """A read transaction (see ``ExperimentStore.snapshot``); nested ones join the outer."""
+    """A read transaction (see ``ExperimentStore.snapshot``); nested ones join the outer.
+    Entered and left outside the store's methods, it raises the store's errors itself."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
+        self._path = path
         self._owner = False
 
     def __enter__(self) -> None:
         if not self._conn.in_transaction:
-            self._conn.execute("BEGIN")
+            with store_errors(self._path):
+                self._conn.execute("BEGIN")
             self._owner = True
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._owner:
             self._owner = False
-            self._conn.execute("COMMIT")
+            with store_errors(self._path):
+                self._conn.execute("COMMIT")
 
 
 class Transaction:

@@ -1,4 +1,6 @@
-"""Training services: where trial processes run. ``base`` has the interface, ``local`` this machine.
+"""Training services: where trial processes run. ``base`` has the interface (process
+control), ``files`` the trial-files port (a trial's output, reports and checkpoint),
+``local`` this machine, ``ray`` a Ray cluster.
 
 May import: ``expmgr.config`` (a service is built from its part of the config),
 ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial); nothing
@@ -6,31 +8,44 @@ from store, dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Callable
 
 from expmgr.training.base import (SystemLaunchError, TrialEvents, TrialLaunch, TrainingService,
                                   TrainingServiceError)
+from expmgr.training.files import TRIAL_LOGS, TrialFiles, TrialFilesError
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
     from expmgr.layout import ExperimentPaths
 
-__all__ = ["SystemLaunchError", "TrialEvents", "TrialLaunch", "TrainingService", "TrainingServiceError",
-           "create_training_service"]
-
+__all__ = ["SystemLaunchError", "TRIAL_LOGS", "TrialEvents", "TrialFiles", "TrialFilesError", "TrialLaunch",
+           "TrainingService", "TrainingServiceError", "create_training_service", "trial_files"]
 
 def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",
                             manager_host: str = "127.0.0.1") -> TrainingService:
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
-    A new service is one module plus one branch here."""
-    from expmgr.config import ResolvedLocalConfig, ResolvedRayConfig
-    service = config.training_service
-    if isinstance(service, ResolvedLocalConfig):
-        from expmgr.training.local import LocalTrainingService
-        return LocalTrainingService(service, config.trial_gpu_number, events, paths, manager_host=manager_host,
-                                    log_limits=config.log_limits)
-    if isinstance(service, ResolvedRayConfig):
-        from expmgr.training.ray import RayTrainingService
-        return RayTrainingService(service, events, paths, manager_host=manager_host, log_limits=config.log_limits)
-    raise TrainingServiceError(f"no training service for platform {service.platform!r}")
+    Built by the factory its platform names (``expmgr.config.PLATFORMS``)."""
+    from expmgr.config import PLATFORMS
+    platform = PLATFORMS.get(config.training_service.platform)
+    if platform is None:
+        raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
+    module, function = platform.service.split(":")
+    factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
+    return factory(config, events, paths, manager_host)
+
+
+def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:
+    """The files of the trials of the experiment at ``paths`` whose trials run on
+    ``platform`` (as stored with it): what its service's ``files`` reads, built without the
+    service, for readers of a stored experiment (the server, ``expctl log``), by the
+    callable its entry of ``expmgr.config.PLATFORMS`` names."""
+    from expmgr.config import PLATFORMS
+    entry = PLATFORMS.get(platform)
+    if entry is None:
+        raise TrainingServiceError(f"no trial files for platform {platform!r}: expected one of "
+                                   f"{', '.join(PLATFORMS)}")
+    module, name = entry.files.split(":")
+    files: Callable[..., TrialFiles] = getattr(importlib.import_module(module), name)
+    return files(paths)

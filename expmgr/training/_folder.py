@@ -1,6 +1,7 @@
-"""The file side of the training-service contract for services whose trial folders are the
-manager's own (``trials/<id>/`` under the experiment's folder): the local service, and the
-Ray service, which requires a filesystem shared by every node for them."""
+"""The trial files (``files.TrialFiles``) of services whose trial folders are the manager's
+own (``trials/<id>/`` under the experiment's folder): the local service, and the Ray
+service, which requires a filesystem shared by every node for them; and the making of a
+trial's folder at its launch."""
 from __future__ import annotations
 
 import asyncio
@@ -12,21 +13,42 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from expmgr import trial as trial_api
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths, TrialFolder
+from expmgr.logreader import LogFile
+from expmgr.training.files import TRIAL_LOGS, TrialFiles, TrialFilesError
 
 
-class SharedTrialFolders:
-    """The methods of ``TrainingService`` that read and write a trial's folder: last output,
-    preempting marker, unsent reports, skipped-line notes, checkpoints."""
+class SharedTrialFolders(TrialFiles):
+    """A trial's files in its folder ``trials/<id>/`` of the experiment at ``paths``, read
+    where they are."""
 
-    _paths: ExperimentPaths
+    def __init__(self, paths: ExperimentPaths) -> None:
+        self._paths = paths
+        self._trials_dir = str(paths.trials_dir)
+        """As a string, not pathlib: the views ask for 10,000 trials' paths in one answer."""
 
-    def _files(self, trial_id: str) -> TrialFiles:
-        return TrialFiles(self._paths.trial_dir(trial_id))
+    def folder_of(self, trial_id: str) -> TrialFolder:
+        """The trial's folder and the files in it (the services write there)."""
+        return TrialFolder(self._paths.trial_dir(trial_id))
+
+    def log(self, trial_id: str, name: str) -> LogFile:
+        if name not in TRIAL_LOGS:
+            raise TrialFilesError(f"a trial's log is one of {', '.join(TRIAL_LOGS)}, not {name!r}")
+        # Opened one folder at a time from the experiment's: a trial that made its folder a
+        # symlink cannot have files outside it served (logreader.LogFile).
+        return LogFile(self._paths.root, self._paths.trial_dir(trial_id).relative_to(self._paths.root) / name)
+
+    def folder(self, trial_id: str) -> str:
+        return f"{self._trials_dir}/{trial_id}"
+
+    def url(self, trial_id: str, name: str | None = None) -> str:
+        if name is None:
+            return f"file://localhost:{self._trials_dir}/{trial_id}"
+        return f"file://localhost:{self._trials_dir}/{trial_id}/{name}"
 
     def last_output_time(self, trial_id: str) -> float:
         """The last change of the trial's stdout, stderr or trial.log."""
-        files = self._files(trial_id)
+        files = self.folder_of(trial_id)
         times = []
         for path in (files.stdout, files.stderr, files.trial_log):
             try:
@@ -37,20 +59,20 @@ class SharedTrialFolders:
 
     def marked_preempting(self, trial_id: str, attempt: int) -> bool:
         try:
-            return self._files(trial_id).preempting_marker.read_text(encoding="utf-8").strip() == str(attempt)
+            return self.folder_of(trial_id).preempting_marker.read_text(encoding="utf-8").strip() == str(attempt)
         except (FileNotFoundError, UnicodeDecodeError):
             return False
 
     def unsent_reports(self, trial_id: str) -> Iterator[tuple[int, bytes | None]]:
         try:
-            file = open(self._files(trial_id).metrics, "rb")
+            file = open(self.folder_of(trial_id).metrics, "rb")
         except FileNotFoundError:
             return
         with file:
             yield from enumerate(_bounded_lines(file, trial_api.MAX_REPORT_BYTES), start=1)
 
     def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
-        files = self._files(trial_id)
+        files = self.folder_of(trial_id)
         message = f"{files.metrics}:{line_number}: report skipped: {reason}"
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         try:  # one O_APPEND write, as the trial's own lines are
@@ -64,15 +86,15 @@ class SharedTrialFolders:
         return message
 
     def checkpoint_dir(self, trial_id: str) -> str:
-        return str(self._files(trial_id).checkpoint_dir)
+        return str(self.folder_of(trial_id).checkpoint_dir)
 
     async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
-        source_dir = self._files(source_trial).checkpoint_dir
+        source_dir = self.folder_of(source_trial).checkpoint_dir
         if source_dir.is_dir():
-            await asyncio.to_thread(shutil.copytree, source_dir, self._files(target_trial).checkpoint_dir)
+            await asyncio.to_thread(shutil.copytree, source_dir, self.folder_of(target_trial).checkpoint_dir)
 
 
-def prepare_folder(files: TrialFiles, parameter_record: dict) -> None:
+def prepare_folder(files: TrialFolder, parameter_record: dict) -> None:
     """The trial's folder, with its parameter.json written at its first attempt (a later
     attempt, or a resume, finds it: a trial's parameters never change)."""
     files.root.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,17 @@
 """The training-service interface: the trial runner hands it trials to run, and it
-tells the runner what became of them through a :class:`TrialEvents` listener::
+tells the runner what became of them through a :class:`TrialEvents` listener. A service
+is two halves, as asyncio's transport and protocol are: process control (this
+``TrainingService``: launch, signal, stop) and the trial's files (its ``files``, a
+``files.TrialFiles``: output, reports, checkpoint), which the server and the CLI also
+read, without a service, through ``expmgr.training.trial_files``::
 
     service = create_training_service(config, runner, paths)     # expmgr.training
     await service.start()
     if service.has_capacity():
         await service.launch(TrialLaunch(...))
     service.signal("Xy3zQ", signal.SIGTERM)
-    await service.stop()
+    lines = service.files.unsent_reports("Xy3zQ")
+    await service.stop(grace_period=5.0)
 
 The runner knows nothing of where a trial runs: processes, hosts and the files of a
 trial (its folder, its parameter.json, its output, its metrics.jsonl, its checkpoint
@@ -20,7 +25,9 @@ import abc
 import errno
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
+
+from expmgr.training.files import TrialFiles
 
 
 class TrainingServiceError(Exception):
@@ -63,8 +70,8 @@ def is_system_error(error: BaseException, *, in_trial_folder: bool) -> bool:
 @dataclass(frozen=True)
 class TrialLaunch:
     """One attempt of one trial, as the runner asks for it. The service makes the trial's
-    folder where the trial runs (``layout.TrialFiles``: the manager reads it there, or a
-    copy of it), writes ``parameter_record`` into it as parameter.json at the first
+    folder where the trial runs (``layout.TrialFolder``: the manager reads it through the
+    service's ``files``, there or from a copy), writes ``parameter_record`` into it as parameter.json at the first
     attempt, and adds the folder's variable (``trial.ENV_TRIAL_DIR``) to ``env``."""
 
     trial_id: str
@@ -79,7 +86,21 @@ class TrialLaunch:
 
 
 class TrialEvents(Protocol):
-    """What a training service tells the runner; called on the runner's event loop."""
+    """What a training service tells the runner; called on the runner's event loop.
+
+    Each attempt (a trial id and attempt number whose ``launch()`` returned) is told, in
+    this order, either
+
+    - ``trial_started``, then exactly one of ``trial_exited`` or ``trial_lost``: its output
+      (stdout, stderr, trial.log, metrics.jsonl) is in its ``TrialFiles`` by the time the
+      end is told, so whoever reads them then sees all of it; or
+    - ``trial_launch_failed`` alone: it never ran.
+
+    Nothing is told of an attempt after its end, and an attempt whose ``launch()`` raised
+    is told nothing. ``capacity_changed`` and ``service_failed`` belong to no attempt
+    and come at any time. ``tests/training/test_contract.py`` checks this order for every
+    service (``Recorder.check_order``).
+    """
 
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
@@ -112,6 +133,10 @@ class TrialEvents(Protocol):
 
 class TrainingService(abc.ABC):
     """Runs trials as processes; ``stop()`` is idempotent and leaves none behind."""
+
+    files: TrialFiles
+    """The files of this service's trials, where it makes them (set by the service; the
+    same as ``trial_files(paths, platform)`` gives without the service)."""
 
     @abc.abstractmethod
     async def start(self) -> None: ...
@@ -149,37 +174,6 @@ class TrainingService(abc.ABC):
         """The host trials reach the manager's server at (the runner adds port, prefix, token)."""
 
     @abc.abstractmethod
-    def last_output_time(self, trial_id: str) -> float:
-        """When the trial last wrote output (seconds since the epoch; 0 for never): for
-        ``trialIdleTimeout``, asked only when a trial's idle deadline comes."""
-
-    @abc.abstractmethod
-    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
-        """Whether this attempt said it is being preempted (``trial.mark_preempting()``)."""
-
-    @abc.abstractmethod
-    def unsent_reports(self, trial_id: str) -> Iterable[tuple[int, bytes | None]]:
-        """The trial's report lines (metrics.jsonl) as (line number from 1, raw line), every
-        attempt's; a line over ``trial.MAX_REPORT_BYTES`` is given as None. The runner
-        checks and stores them; lines already stored are skipped there."""
-
-    @abc.abstractmethod
-    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
-        """Tell the trial (its trial.log) that a report line was skipped; returns the
-        message, naming where the line is, for the experiment's log."""
-
-    @abc.abstractmethod
     def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
         """On resume: end a trial process that outlived its manager, found by pid and start
         time (never by name); True if one was found and ended."""
-
-    @abc.abstractmethod
-    def checkpoint_dir(self, trial_id: str) -> str:
-        """The trial's checkpoint folder as the trial sees it (``expmgr.get_checkpoint_dir()``),
-        for parameters that name it (``algorithms.tuner.TRIAL_CHECKPOINT_DIR``); it need
-        not exist yet."""
-
-    @abc.abstractmethod
-    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
-        """Start ``target_trial`` from a copy of ``source_trial``'s checkpoint folder (none
-        is fine); the source's is left as it is."""

@@ -28,7 +28,7 @@ from expmgr.training.watchdog import MARKER_ENV, OVER_LIMIT, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
 
 if TYPE_CHECKING:
-    from expmgr.config import ResolvedLocalConfig
+    from expmgr.config import ResolvedConfig, ResolvedLocalConfig
 
 OUTPUT_DRAIN_TIMEOUT = 5.0
 """Seconds an ended trial's exit waits for its output to be written (see _wait_for_exit)."""
@@ -37,14 +37,14 @@ GPU_POLL_INTERVAL = 3.0
 false``); NNI's local service asks at most every 10 s."""
 
 
-class LocalTrainingService(SharedTrialFolders, TrainingService):
+class LocalTrainingService(TrainingService):
     """Trials as local processes; see the module docstring."""
 
     def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
                  paths: ExperimentPaths, manager_host: str = "127.0.0.1",
                  log_limits: RotationLimits = UNBOUNDED) -> None:
         self._config = config
-        self._paths = paths
+        self.files: SharedTrialFolders = SharedTrialFolders(paths)
         self._manager_host = manager_host
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
@@ -124,7 +124,7 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
 
     async def launch(self, trial: TrialLaunch) -> None:
         marker = trial_marker(self._session, trial.trial_id, trial.attempt)
-        files = self._files(trial.trial_id)
+        files = self.files.folder_of(trial.trial_id)
         own_env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
         env = {**self._base_env, **own_env, **trial_api.nni_environment(own_env, str(trial.code_directory)),
                MARKER_ENV: marker}
@@ -261,3 +261,13 @@ class LocalTrainingService(SharedTrialFolders, TrainingService):
             stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # a dead watchdog must not stop the experiment
+
+
+def create_local_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
+                         manager_host: str) -> LocalTrainingService:
+    """The local platform's service factory (``config.PLATFORMS["local"].service``)."""
+    from expmgr.config import ResolvedConfig, ResolvedLocalConfig
+    if not isinstance(config.training_service, ResolvedLocalConfig):
+        raise TrainingServiceError(f"not a local config: platform {config.training_service.platform!r}")
+    return LocalTrainingService(config.training_service, config.trial_gpu_number, events, paths,
+                                manager_host=manager_host, log_limits=config.log_limits)

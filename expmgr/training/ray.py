@@ -30,7 +30,7 @@ from expmgr.training.base import TrainingService, TrainingServiceError, TrialEve
 from expmgr.training.base import is_system_error, launch_error
 
 if TYPE_CHECKING:
-    from expmgr.config import ResolvedRayConfig, ResolvedTrialResources
+    from expmgr.config import ResolvedConfig, ResolvedRayConfig, ResolvedTrialResources
 
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
@@ -71,7 +71,7 @@ class _Run:
     task: asyncio.Task | None = field(default=None, repr=False)
 
 
-class RayTrainingService(SharedTrialFolders, TrainingService):
+class RayTrainingService(TrainingService):
     """Trials on a Ray cluster; see the module docstring."""
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
@@ -83,6 +83,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         self._forwarded_env = {name: os.environ[name] for name in (UNBUFFERED_ENV,) if name in os.environ}
         self._events = events
         self._paths = paths
+        self.files: SharedTrialFolders = SharedTrialFolders(paths)
         self._manager_host = manager_host
         self._session = ""
         self._slot_class: Any = None
@@ -185,7 +186,7 @@ class RayTrainingService(SharedTrialFolders, TrainingService):
         return sum(1 for run in self._runs.values() if not run.placed)
 
     async def launch(self, trial: TrialLaunch) -> None:
-        files = self._files(trial.trial_id)
+        files = self.files.folder_of(trial.trial_id)
         try:
             prepare_folder(files, trial.parameter_record)
         except OSError as error:
@@ -533,3 +534,13 @@ def _reason(error: BaseException) -> str:
     """A Ray error's first line(s), without its long cause chain."""
     text = str(error).strip()
     return text.splitlines()[0][:500] if text else type(error).__name__
+
+
+def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
+                       manager_host: str) -> RayTrainingService:
+    """The ray platform's service factory (``config.PLATFORMS["ray"].service``)."""
+    from expmgr.config import ResolvedRayConfig
+    if not isinstance(config.training_service, ResolvedRayConfig):
+        raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")
+    return RayTrainingService(config.training_service, events, paths, manager_host=manager_host,
+                              log_limits=config.log_limits)

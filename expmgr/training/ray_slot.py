@@ -29,7 +29,7 @@ from typing import Any
 import ray
 
 from expmgr import trial as trial_api
-from expmgr.layout import TrialFiles
+from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of, kill_group, process_start_time, spawn_trial
@@ -92,7 +92,7 @@ class TrialSlot:
         it cannot."""
         await self._start_relay()
         trial_id, attempt = spec["trial_id"], spec["attempt"]
-        files = TrialFiles(Path(spec["trial_dir"]))
+        files = TrialFolder(Path(spec["trial_dir"]))
         if not files.parameter_file.is_file():
             raise FileNotFoundError(
                 f"node {self._host} does not see the trial's folder {files.root} (no parameter.json): the Ray "

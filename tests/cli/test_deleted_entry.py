@@ -111,7 +111,8 @@ def test_connected_stop_of_an_experiment_deleted_meanwhile_raises_experiment_err
                               experiment_working_directory=home).canonical()
     with create_store(paths, ExperimentProfile(id=EXP_ID, name=None, config=config.to_dict(),
                                                status=ExperimentState.RUNNING, error=None, start_time=time.time(),
-                                               end_time=None, port=PORT, log_dir=str(paths.root))):
+                                               end_time=None, port=PORT, log_dir=str(paths.root),
+                                               platform="local", minimizes=False)):
         pass
     Access().save(paths.access_file)
     experiment = Experiment.connect(PORT, home=home)

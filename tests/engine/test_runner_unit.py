@@ -8,7 +8,7 @@ import asyncio
 import logging
 import signal
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import pytest
@@ -20,10 +20,11 @@ from expmgr.engine.dispatching import (Assessment, Dispatcher, DispatcherError, 
 from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
+from expmgr.logreader import LogFile
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import ExperimentProfile, WritableStore, create_store
 from expmgr.engine.launching import RETRY_FIRST, RETRY_MAX
-from expmgr.training import SystemLaunchError, TrainingService, TrialEvents, TrialLaunch
+from expmgr.training import SystemLaunchError, TrainingService, TrialEvents, TrialFiles, TrialLaunch
 
 DEADLINE = 2.0
 """Real seconds a test waits for the runner to do what it must (it takes milliseconds)."""
@@ -38,7 +39,8 @@ class FakeTrainingService(TrainingService):
         self.running: dict[str, int] = {}
         self.most_running = 0
         self.signals: list[tuple[str, int]] = []
-        self.output_time: dict[str, float] = {}
+        self.files = FakeTrialFiles()
+        self.output_time = self.files.output_time
         self.start_on_launch = True
         """Report trial_started from launch() (as the local service does); False: the test decides."""
         self.system_trouble: str | None = None
@@ -81,6 +83,25 @@ class FakeTrainingService(TrainingService):
     def manager_host(self) -> str:
         return "manager.example"
 
+    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
+        return False
+
+
+class FakeTrialFiles(TrialFiles):
+    """The trials' files as the runner reads them: none, save each trial's last output time."""
+
+    def __init__(self) -> None:
+        self.output_time: dict[str, float] = {}
+
+    def log(self, trial_id: str, name: str) -> LogFile:
+        return LogFile(Path("/fake"), PurePath(trial_id) / name)
+
+    def folder(self, trial_id: str) -> str:
+        return f"/fake/{trial_id}"
+
+    def url(self, trial_id: str, name: str | None = None) -> str:
+        return f"file://localhost:/fake/{trial_id}" + (f"/{name}" if name else "")
+
     def last_output_time(self, trial_id: str) -> float:
         return self.output_time.get(trial_id, 0.0)
 
@@ -92,9 +113,6 @@ class FakeTrainingService(TrainingService):
 
     def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
         return f"{trial_id}:{line_number}: report skipped: {reason}"
-
-    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
-        return False
 
     def checkpoint_dir(self, trial_id: str) -> str:
         return f"/fake/{trial_id}/checkpoint"
@@ -203,7 +221,8 @@ def run_with(tmp_path: Path, parameters: list[dict[str, Any]],
     paths.create()
     store = create_store(paths, ExperimentProfile(
         id="exp", name=None, config=checked.to_dict(), status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root),
+        platform="local", minimizes=checked.minimizes))
     services: list[FakeTrainingService] = []
     dispatcher, clock = FakeDispatcher(parameters), Clock()
 

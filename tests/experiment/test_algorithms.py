@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.layout import TrialFiles
+from expmgr.layout import TrialFolder
 from expmgr.store import open_store
 from tests.conftest import write_script
 
@@ -121,7 +121,7 @@ def test_pbt_trials_resume_from_the_checkpoint_of_the_member_they_exploit(tmp_pa
         assert worst not in used and used.count(best) == 2, "the worst member exploits the best one"
     for trial in trials[4:]:
         source = sources[trial.trial_id]
-        stdout = TrialFiles(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
+        stdout = TrialFolder(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
         assert f"resumed from {source} at {finals[source]}" in stdout
         assert abs(finals[trial.trial_id] - (finals[source] + trial.parameters["lr"])) < 1e-9
 

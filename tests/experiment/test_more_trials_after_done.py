@@ -223,3 +223,21 @@ def test_expctl_create_foreground_runs_the_new_trials_after_done(code_dir: Path,
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_more_trials_asked_while_another_process_holds_the_store_are_refused_and_it_stays_done(done: Experiment):
+    holder = sqlite3.connect(done.paths.database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(ExperimentError) as refused:
+            done.update_max_trial_number(5)
+        status, answer = call(done.port, "PUT", "experiment?update_type=MAX_TRIAL_NUM",
+                              {"params": {"maxTrialNumber": 5}})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    said = (f"{done.paths.database} cannot be written now (database is locked); "
+            f"experiment {done.id} stays DONE: try again")
+    assert said in str(refused.value)
+    assert status == 503 and said in str(answer), answer
+    assert done.get_status() == "DONE"

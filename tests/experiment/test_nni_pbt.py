@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.layout import TrialFiles
+from expmgr.layout import TrialFolder
 from expmgr.store import open_store
 from tests.conftest import REPO, write_script
 
@@ -53,9 +53,9 @@ def test_nni_pbt_trials_load_the_previous_generations_checkpoint_from_load_check
         sources = store.checkpoint_sources()
     assert [t.status.value for t in trials] == ["SUCCEEDED"] * 8
     for trial in trials:
-        own = str(TrialFiles(experiment.paths.trial_dir(trial.trial_id)).checkpoint_dir)
+        own = str(TrialFolder(experiment.paths.trial_dir(trial.trial_id)).checkpoint_dir)
         assert trial.parameters["load_checkpoint_dir"] == trial.parameters["save_checkpoint_dir"] == own
-        loaded = json.loads(TrialFiles(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
+        loaded = json.loads(TrialFolder(experiment.paths.trial_dir(trial.trial_id)).stdout.read_text()
                             .split("loaded ", 1)[1].splitlines()[0])
         if trial in trials[:4]:
             assert loaded == {"score": 0.0, "writer": None}, "generation 0 starts from nothing"

@@ -42,7 +42,8 @@ def test_a_start_that_fails_after_the_dispatcher_started_leaves_no_dispatcher(tm
     paths.create()
     store = create_store(paths, ExperimentProfile(
         id="abcd1234", name=None, config=config.to_dict(), status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root),
+        platform="local", minimizes=config.minimizes))
     sockets, access = server_sockets(0, "127.0.0.1", None, None)
     manager = Manager("abcd1234", config, paths, sockets, store, Registry(tmp_path / "home"),
                       logging.getLogger("nni.abcd1234"), access=access)

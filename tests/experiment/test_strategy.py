@@ -50,6 +50,8 @@ def test_strategy_submits_trials_waits_for_them_and_the_experiment_ends_done(tmp
     assert [t.sequenceId for t in trials] == [0, 1, 2]
     parameter_file = json.loads((experiment.paths.trial_dir(trials[0].trialJobId) / "parameter.json").read_text())
     assert parameter_file["parameter_source"] == "customized"
+    # The server shows the source stored with each trial, as its parameter.json says it.
+    assert [t.hyperParameters[0].parameter_source for t in trials] == ["customized"] * 3
     log = experiment.paths.experiment_log.read_text()
     assert "(nni.my_search strategy-" in log and "strategy done with 3 trials" in log
     assert not experiment.paths.dispatcher_log.exists(), "no tuner, no assessor: no dispatcher"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.layout import TrialFiles
+from expmgr.layout import TrialFolder
 from tests.conftest import write_script
 
 # Line 2 of the trial's metrics.jsonl, by kind (line 1 is a good report).
@@ -62,7 +62,7 @@ def test_each_kind_of_bad_metrics_line_is_skipped_and_named_and_the_experiment_f
     log = experiment.paths.experiment_log.read_text()
     for trial in trials:
         kind = trial.parameters["kind"]
-        files = TrialFiles(experiment.paths.trial_dir(trial.trialJobId))
+        files = TrialFolder(experiment.paths.trial_dir(trial.trialJobId))
         if kind in exact:
             assert trial.finalMetric == exact[kind] and isinstance(trial.finalMetric, int), "stored exactly"
             continue
@@ -119,7 +119,7 @@ def test_reports_the_store_cannot_take_are_refused_to_the_trial_with_400_and_the
         experiment.stop()
     assert experiment.get_status() == "DONE", experiment.get_error()
     [trial] = experiment.list_trial_jobs()
-    files = TrialFiles(experiment.paths.trial_dir(trial.trialJobId))
+    files = TrialFolder(experiment.paths.trial_dir(trial.trialJobId))
     stdout = files.stdout.read_text()
     answers = {line.split()[1]: line.split(" ", 3)[2:] for line in stdout.splitlines() if line.startswith("ANSWER")}
     # refused by the server's body limit for reports before the body is read

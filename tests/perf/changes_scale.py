@@ -29,6 +29,7 @@ from expmgr.layout import ExperimentPaths  # noqa: E402
 from expmgr.server.live import changes_answer  # noqa: E402
 from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord  # noqa: E402
 from expmgr.states import ExperimentState, TrialState  # noqa: E402
+from expmgr.training import trial_files  # noqa: E402
 from tests.server.fill import fill_experiment  # noqa: E402
 
 
@@ -45,7 +46,7 @@ def metric_cost(folder: Path, listener: bool, count: int = 2000) -> float:
     """Microseconds per add_metric, median of 5 rounds."""
     store = ExperimentStore.create(folder / f"metrics-{listener}.sqlite", ExperimentProfile(
         id="bench000", name=None, config={}, status=ExperimentState.RUNNING, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(folder)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(folder), platform="local", minimizes=False))
     if listener:
         heard = []
         store.add_commit_listener(lambda: heard.append(None))
@@ -75,13 +76,13 @@ def main() -> None:
         paths = ExperimentPaths(home / exp_id)
         reader = ExperimentStore.open(paths.database, readonly=True)
 
-        took, (text, changes) = best_of(3, lambda: changes_answer(reader, paths, None, None, True))
+        took, (text, changes) = best_of(3, lambda: changes_answer(reader, trial_files(paths, "local"), None, None, True))
         print(f"full changes, in-process:    {took:.3f}s  {len(text) / 1e6:.1f} MB")
 
         def paged() -> int:
             cursor, pages = None, 0
             while True:
-                _, page = changes_answer(reader, paths, cursor, 50_000, True)
+                _, page = changes_answer(reader, trial_files(paths, "local"), cursor, 50_000, True)
                 cursor, pages = page.cursor, pages + 1
                 if not page.more:
                     return pages
@@ -102,7 +103,7 @@ def main() -> None:
         writer = ExperimentStore.open(paths.database)
         writer.add_trial(TrialRecord("late", args.trials, {"x": 1}, TrialState.WAITING, time.time()))
         writer.close()
-        took, _ = best_of(3, lambda: changes_answer(reader, paths, changes.cursor, None, True))
+        took, _ = best_of(3, lambda: changes_answer(reader, trial_files(paths, "local"), changes.cursor, None, True))
         print(f"changes since a cursor:      {took * 1000:.1f}ms  (one new trial)")
         reader.close()
 

@@ -70,7 +70,8 @@ def fill_store(home: Path, trials: int, metrics: int, seed: int = 0) -> str:
     start = time.time() - trials * 6.0
     store = ExperimentStore.create(paths.database, ExperimentProfile(
         id=exp_id, name=config.experiment_name, config=config.to_dict(), status=ExperimentState.RUNNING,
-        error=None, start_time=start, end_time=None, port=None, log_dir=str(paths.root)))
+        error=None, start_time=start, end_time=None, port=None, log_dir=str(paths.root),
+        platform="local", minimizes=config.minimizes))
     now = start
     for sequence in range(trials):
         trial_id = f"t{sequence:05d}"

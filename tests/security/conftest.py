@@ -9,6 +9,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import pytest
@@ -93,7 +94,8 @@ def send(port: int, method: str, route: str, body: bytes | None = None, host: st
 
 def app_routes() -> list[tuple[str, type]]:
     """(path pattern, handler class) of every route make_app serves."""
-    app = make_app(None, None, None, None, Guard(frozenset()),  # type: ignore[arg-type] - routes only
+    no_hub = SimpleNamespace(files=None)  # make_app takes the trial files from the hub
+    app = make_app(None, None, None, no_hub, Guard(frozenset()),  # type: ignore[arg-type] - routes only
                    home_site=HomeSite(Path("/nonexistent-home")))
     return [(rule.matcher.regex.pattern.rstrip("$"), rule.target) for rule in app.wildcard_router.rules]
 

@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from expmgr.layout import TrialFiles
+from expmgr.layout import TrialFolder
 from tests.conftest import wait_until, write_script
 from tests.security.conftest import send
 from tests.server.conftest import sockets  # noqa: F401 - the websocket client fixture
@@ -143,7 +143,7 @@ def test_an_import_whose_client_leaves_before_its_body_ends_gives_its_bytes_back
 
 
 def stdout_size(experiment: Experiment, trial_id: str) -> int:
-    stdout = TrialFiles(experiment.paths.trial_dir(trial_id)).stdout
+    stdout = TrialFolder(experiment.paths.trial_dir(trial_id)).stdout
     return stdout.stat().st_size if stdout.exists() else 0
 
 

@@ -136,7 +136,8 @@ def _finished_experiment(home: Path, exp_id: str, trials: int, seconds: float,
     start = time.time() - seconds - 10
     store = ExperimentStore.create(paths.database, ExperimentProfile(
         id=exp_id, name=config.experiment_name, config=config.to_dict(), status=ExperimentState.DONE,
-        error=None, start_time=start, end_time=start + seconds + 5, port=None, log_dir=str(paths.root)))
+        error=None, start_time=start, end_time=start + seconds + 5, port=None, log_dir=str(paths.root),
+        platform=config.training_service.platform, minimizes=config.minimizes))
     try:
         fill(store, start)
     finally:

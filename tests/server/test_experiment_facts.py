@@ -12,13 +12,14 @@ from expmgr.server.facts import ExperimentFacts
 from expmgr.server.live import changes_answer
 from expmgr.states import TrialState
 from expmgr.store import ExperimentStore, MetricRecord, TrialRecord
+from expmgr.training import trial_files
 from tests.server.fill import fill_store
 from tests.store.test_store import new_store
 from tests.store.test_store_changes import count_sqlite_steps
 
 
 def answer(store: ExperimentStore, paths: ExperimentPaths, facts: ExperimentFacts | None) -> dict:
-    text, _ = changes_answer(store, paths, None, None, read_only=False, facts=facts)
+    text, _ = changes_answer(store, trial_files(paths, "local"), None, None, read_only=False, facts=facts)
     decoded = json.loads(text)
     del decoded["experiment"]["execDuration"]  # seconds until now: moves between the two reads
     return {"experiment": decoded["experiment"], "statistics": decoded["statistics"]}

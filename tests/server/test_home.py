@@ -213,7 +213,7 @@ def test_a_deleted_experiment_open_read_only_is_closed(fill, home_server):
     shutil.rmtree(Path(fill["home"], exp_id), ignore_errors=True)
 
 
-def test_nnis_experiments_info_reads_the_platform_from_each_experiments_config(fill):
+def test_nnis_experiments_info_reports_the_platform_stored_with_each_experiment(fill):
     running = RegistryFill(Path(fill["home"]), Path(fill["cwd"])).entry(fill["running"])
     with urllib.request.urlopen(f"http://127.0.0.1:{running.port}/api/v1/nni/experiments-info",
                                 timeout=30) as response:

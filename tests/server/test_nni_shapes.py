@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
+from expmgr.training import trial_files
 from tests.conftest import wait_until, write_script
 from tests.server.conftest import get
 
@@ -243,13 +244,14 @@ def test_a_trial_not_started_has_its_submission_time_as_nnis_start_time(tmp_path
     from expmgr.store import ExperimentProfile, ExperimentStore, TrialRecord
     store = ExperimentStore.create(tmp_path / "experiment.sqlite", ExperimentProfile(
         id="waiting1", name=None, config={}, status=ExperimentState.RUNNING, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path), platform="local", minimizes=False))
     try:
         store.add_trial(TrialRecord("w", 0, {"x": 1}, TrialState.WAITING, 1_700_000_000.25))
         store.add_trial(TrialRecord("r", 1, {"x": 2}, TrialState.WAITING, 1_700_000_001.0))
         store.start_attempt("r", 1, 1_700_000_002.5)
-        nni = {view["trialJobId"]: view for view in views.nni_trial_jobs_view(store, ExperimentPaths(tmp_path))}
-        ours = {view["trialJobId"]: view for view in views.trial_jobs_view(store, ExperimentPaths(tmp_path))}
+        files = trial_files(ExperimentPaths(tmp_path), "local")
+        nni = {view["trialJobId"]: view for view in views.nni_trial_jobs_view(store, files)}
+        ours = {view["trialJobId"]: view for view in views.trial_jobs_view(store, files)}
     finally:
         store.close()
     assert (nni["w"]["status"], nni["w"]["startTime"]) == ("WAITING", 1_700_000_000_250)

@@ -15,6 +15,7 @@ from expmgr.engine.errors import RefusalKind
 from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotated_files, rotated_path
 from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail, whole_log
 from expmgr.states import TrialState
+from expmgr.training import trial_files
 from tests.store.test_store import new_store
 
 
@@ -77,14 +78,14 @@ def test_files_are_named_by_kind_and_trial_files_need_a_known_trial(tmp_path: Pa
     paths = ExperimentPaths(tmp_path)
     store = new_store(paths.database)
     store.add_trial(TrialRecord("t1", 0, {}, TrialState.WAITING, time.time()))
-    assert log_file(paths, store, "stderr", "t1").path == paths.trial_dir("t1") / "stderr"
-    assert log_file(paths, store, "trial.log", "t1").path == paths.trial_dir("t1") / "trial.log"
-    assert log_file(paths, store, "dispatcher.log", None).path == paths.dispatcher_log
+    assert log_file(paths, trial_files(paths, "local"), store, "stderr", "t1").path == paths.trial_dir("t1") / "stderr"
+    assert log_file(paths, trial_files(paths, "local"), store, "trial.log", "t1").path == paths.trial_dir("t1") / "trial.log"
+    assert log_file(paths, trial_files(paths, "local"), store, "dispatcher.log", None).path == paths.dispatcher_log
     for which, trial, kind, message in [("stdout", "nosuch", RefusalKind.NOT_FOUND, "no trial 'nosuch'"),
                                         ("stdout", None, RefusalKind.INVALID, "trial: stdout is a trial's file"),
                                         ("../../config.yml", "t1", RefusalKind.INVALID, "file: expected one of stdout")]:
         with pytest.raises(TailError, match=message) as error:
-            log_file(paths, store, which, trial)
+            log_file(paths, trial_files(paths, "local"), store, which, trial)
         assert error.value.kind == kind
 
 

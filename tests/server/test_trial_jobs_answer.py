@@ -14,6 +14,7 @@ from expmgr.server import trial_jobs, views
 from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.states import TrialState
 from expmgr.store import ExperimentStore, MetricRecord, TrialRecord
+from expmgr.training import trial_files
 from tests.server.conftest import get_text
 from tests.server.fill import fill_store
 from tests.store.test_store import new_store
@@ -23,7 +24,7 @@ from tests.store.test_store_changes import count_sqlite_steps
 def fresh(store: ExperimentStore, paths: ExperimentPaths, offset: int = 0, limit: int | None = None,
           status: str | None = None) -> bytes:
     """The answer as the handler built it before it was kept: every view built again."""
-    return json.dumps([view for view in views.nni_trial_jobs_view(store, paths, offset, limit)
+    return json.dumps([view for view in views.nni_trial_jobs_view(store, trial_files(paths, "local"), offset, limit)
                        if status is None or view["status"] == status]).encode()
 
 
@@ -42,7 +43,7 @@ def test_the_kept_answer_is_the_fresh_one_byte_for_byte_after_each_kind_of_chang
     monkeypatch.setattr(trial_jobs, "BLOCK", block)  # 2: trials spread over blocks, pages across them
     store = new_store(tmp_path / "experiment.sqlite")
     paths = ExperimentPaths(tmp_path)
-    kept = TrialJobsAnswer(paths)
+    kept = TrialJobsAnswer(trial_files(paths, "local"))
     pages = [(0, None, None), (1, 2, None), (3, None, None), (0, None, "RUNNING"), (0, None, "SUCCEEDED"),
              (0, 1, "WAITING"), (9, None, None), (2, 2, None), (1, 4, "SUCCEEDED")]
 
@@ -87,7 +88,7 @@ def test_the_kept_answer_starts_over_from_a_cursor_its_store_does_not_know(tmp_p
     first = new_store(tmp_path / "first.sqlite")
     add(first, "a0", 0)
     add(first, "a1", 1)
-    kept = TrialJobsAnswer(paths)
+    kept = TrialJobsAnswer(trial_files(paths, "local"))
     assert b"".join(kept.answer(first)) == fresh(first, paths)
     other = new_store(tmp_path / "other.sqlite")  # another experiment: its cursor is not the kept one's
     add(other, "b5", 5)
@@ -101,7 +102,7 @@ def test_at_10000_trials_an_answer_after_one_change_rebuilds_that_trial_alone(tm
     store = new_store(tmp_path / "experiment.sqlite")
     fill_store(store, trials=10_000, metrics_per_trial=5)
     paths = ExperimentPaths(tmp_path)
-    kept = TrialJobsAnswer(paths)
+    kept = TrialJobsAnswer(trial_files(paths, "local"))
     steps = count_sqlite_steps(store)
     assert len(json.loads(b"".join(kept.answer(store)))) == 10_000
     full_steps, full_views = steps.taken(), kept.views_built

@@ -9,15 +9,16 @@ import pytest
 
 from expmgr.store.registry import Registry, RegistryEntry
 from expmgr.layout import ExperimentPaths
-from expmgr.store import (ExperimentProfile, ExperimentStore, MetricRecord, StoreError, TrialRecord, create_store,
-                          open_store)
+from expmgr.store import (ExperimentProfile, ExperimentStore, MetricRecord, StoreError, StoreUnwritable, TrialRecord,
+                          create_store, open_store)
 from expmgr.states import ExperimentState, TrialState
 
 
 def new_store(path: Path) -> ExperimentStore:
     return ExperimentStore.create(path, ExperimentProfile(
         id="abcd1234", name="t", config={"trialConcurrency": 1}, status=ExperimentState.INITIALIZED,
-        error=None, start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent)))
+        error=None, start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent),
+        platform="local", minimizes=False))
 
 
 def test_store_is_in_wal_mode_and_refuses_another_schema_version(tmp_path: Path):
@@ -52,7 +53,7 @@ def test_trial_attempts_and_metrics_are_recorded_and_repeated_metrics_ignored(tm
     statuses = [row[0] for row in sqlite3.connect(store.path).execute(
         "SELECT json_extract(detail_json, '$.status') FROM events WHERE trial_id = 't1' ORDER BY id")]
     assert statuses == ["WAITING", "RUNNING", "WAITING", "RUNNING", "SUCCEEDED"]
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(StoreUnwritable):
         reader.set_experiment_status(ExperimentState.DONE)  # a reader cannot write
 
 
@@ -109,10 +110,11 @@ def test_open_store_gives_the_experiments_store_and_closes_it_after_the_block_ev
     paths.create()
     create_store(paths, ExperimentProfile(
         id="abcd1234", name="t", config={}, status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root))).close()
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root), platform="local",
+        minimizes=False)).close()
     with open_store(paths, readonly=True) as store:
         assert store.profile().id == "abcd1234"
-        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        with pytest.raises(StoreUnwritable, match="readonly"):
             store.set_experiment_status(ExperimentState.RUNNING)
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         store.profile()

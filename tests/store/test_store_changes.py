@@ -13,6 +13,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.server.live import changes_answer
 from expmgr.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import TrialState
+from expmgr.training import trial_files
 from tests.server.fill import fill_store
 from tests.store.test_store import new_store
 
@@ -159,8 +160,18 @@ def downgrade_to_schema_3(database: Path) -> None:
     conn.close()
 
 
+def downgrade_to_schema_5(database: Path) -> None:
+    """Make a current store what version 5 wrote: no experiment.platform nor .minimizes, no
+    trials.parameter_source."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
+                       "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")
+    conn.close()
+
+
 def downgrade_to_schema_4(database: Path) -> None:
     """Make a current store what version 4 wrote: no trials.waiting_reason."""
+    downgrade_to_schema_5(database)
     conn = sqlite3.connect(database)
     conn.executescript("ALTER TABLE trials DROP COLUMN waiting_reason; UPDATE schema_version SET version = 4;")
     conn.close()
@@ -278,7 +289,7 @@ def test_a_schema_4_store_is_read_without_waiting_reasons_and_gets_the_column_wh
         "read-only opening changes nothing"
 
     migrated = ExperimentStore.open(store.path)
-    assert schema_of(store.path)[0] == SCHEMA_VERSION == 5
+    assert schema_of(store.path)[0] == SCHEMA_VERSION
     migrated.set_waiting_reason("t1", "waiting for a GPU")
     assert migrated.trial("t1").waiting_reason == "waiting for a GPU"
     migrated.close()
@@ -292,14 +303,14 @@ def test_changes_since_a_cursor_at_10000_trials_read_a_small_part_of_what_the_fu
     paths = ExperimentPaths(tmp_path)
     reader = ExperimentStore.open(store.path, readonly=True)
     steps = count_sqlite_steps(reader)
-    text, changes = changes_answer(reader, paths, None, None, read_only=True)
+    text, changes = changes_answer(reader, trial_files(paths, "local"), None, None, read_only=True)
     full_steps = steps.taken()
     answer = json.loads(text)
     assert len(answer["trials"]) == 10_000 and len(answer["metrics"]) == 10_000 * 21
     assert answer["statistics"] == [{"trialJobStatus": "SUCCEEDED", "trialJobNumber": 10_000}]
 
     store.add_trial(TrialRecord("late", 10_000, {"x": 1}, TrialState.WAITING, time.time()))
-    text, _ = changes_answer(reader, paths, changes.cursor, None, read_only=True)
+    text, _ = changes_answer(reader, trial_files(paths, "local"), changes.cursor, None, read_only=True)
     cursor_steps = steps.taken()
     assert [t["trialJobId"] for t in json.loads(text)["trials"]] == ["late"]
     print(f"SQLite steps: full answer {full_steps}, since a cursor {cursor_steps}")

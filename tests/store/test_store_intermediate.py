@@ -28,7 +28,8 @@ def test_every_intermediate_metric_written_is_read_back_in_order(tmp_path: Path)
     path = tmp_path / "db" / "experiment.sqlite"
     store = ExperimentStore.create(path, ExperimentProfile(
         id="abcd1234", name="t", config={"trialConcurrency": 2}, status=ExperimentState.RUNNING,
-        error=None, start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path)))
+        error=None, start_time=time.time(), end_time=None, port=None, log_dir=str(tmp_path),
+        platform="local", minimizes=False))
     try:
         for sequence_id, trial_id in enumerate(VALUES):
             store.add_trial(TrialRecord(trial_id, sequence_id, {"x": sequence_id}, TrialState.WAITING, time.time()))

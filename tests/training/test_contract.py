@@ -17,9 +17,10 @@ import pytest
 
 from expmgr import trial as trial_api
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.layout import ExperimentPaths, TrialFiles
+from expmgr.layout import ExperimentPaths, TrialFolder
+from expmgr.logreader import LogFile, open_kept, read_blocks
 from expmgr.rotation import dropped_bytes, rotated_files
-from expmgr.training import TrainingService, TrialLaunch, create_training_service
+from expmgr.training import TrainingService, TrialFilesError, TrialLaunch, create_training_service, trial_files
 from tests.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
 
 SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
@@ -66,6 +67,22 @@ class Recorder:
         return next((e for e in self.events if e[0] in ("exited", "lost", "launch_failed") and e[1] == trial_id),
                     None)
 
+    def order_problems(self, stopped: bool) -> list[str]:
+        """Each attempt whose events break the order ``TrialEvents`` states: ``started`` then
+        one of ``exited`` or ``lost``, or ``launch_failed`` alone; nothing after its end.
+        ``stopped``: the service was stopped, so every started attempt has ended."""
+        told: dict[tuple[str, int], list[str]] = {}
+        for event in self.events:
+            if event[0] in ATTEMPT_EVENTS:
+                told.setdefault((event[1], event[2]), []).append(event[0])
+        ends = ([], ["exited"], ["lost"]) if not stopped else (["exited"], ["lost"])
+        return [f"trial {trial_id} attempt {attempt}: {' -> '.join(kinds)}"
+                for (trial_id, attempt), kinds in told.items()
+                if kinds != ["launch_failed"] and not (kinds[0] == "started" and kinds[1:] in ends)]
+
+
+ATTEMPT_EVENTS = ("started", "exited", "lost", "launch_failed")
+
 
 class Context:
     def __init__(self, service: TrainingService, events: Recorder, paths: ExperimentPaths, code: Path) -> None:
@@ -110,6 +127,31 @@ def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[N
             await service.stop(grace_period=1.0)
 
     asyncio.run(main())
+    # Every test of the contract also checks the order of each attempt's events.
+    assert events.order_problems(stopped=True) == [], "events out of the order TrialEvents states"
+
+
+def test_the_order_check_finds_each_attempt_whose_events_break_the_stated_order():
+    recorder = Recorder()
+    recorder.trial_started("fine", 1, 10)
+    recorder.trial_exited("fine", 1, 0, None)
+    recorder.trial_launch_failed("never", 1, "no node fits")
+    recorder.trial_started("lost", 1, 11)
+    recorder.capacity_changed()
+    recorder.trial_lost("lost", 1, "its node is gone")
+    recorder.trial_exited("early", 1, 0, None)          # an end before its start
+    recorder.trial_started("early", 1, 12)
+    recorder.trial_started("twice", 2, 13)
+    recorder.trial_exited("twice", 2, 0, None)
+    recorder.trial_lost("twice", 2, "its node is gone")  # two ends
+    recorder.trial_launch_failed("after", 1, "no node fits")
+    recorder.trial_started("after", 1, 14)               # a start after its end
+    recorder.trial_started("running", 1, 15)
+    assert recorder.order_problems(stopped=False) == [
+        "trial early attempt 1: exited -> started", "trial twice attempt 2: started -> exited -> lost",
+        "trial after attempt 1: launch_failed -> started"]
+    assert recorder.order_problems(stopped=True)[-1] == "trial running attempt 1: started", \
+        "after stop() every started attempt has ended"
 
 
 def test_a_trial_is_started_then_exits_with_its_code(service: str, tmp_path: Path):
@@ -193,26 +235,60 @@ def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Pa
               "open(os.path.join(d, \"preempting\"), \"w\").write(\"1\"); print(\"out\")'")
 
     async def test(c: Context) -> None:
-        assert list(c.service.unsent_reports("writer")) == [], "no reports yet"
-        assert c.service.last_output_time("writer") == 0.0
+        files = c.service.files
+        assert list(files.unsent_reports("writer")) == [], "no reports yet"
+        assert files.last_output_time("writer") == 0.0
         before = time.time() - 1
         await c.service.launch(c.launch_of("writer", writer))
         await c.until(lambda: c.events.exit_of("writer"), "the trial's exit")
         assert c.events.exit_of("writer") == ("exited", "writer", 1, 0, None)
-        assert list(c.service.unsent_reports("writer")) == [(1, b'{"a": 1}\n'), (2, None), (3, b'{"b": 2}\n')]
-        assert c.service.last_output_time("writer") >= before
-        message = c.service.note_skipped("writer", 2, "longer than allowed")
+        assert list(files.unsent_reports("writer")) == [(1, b'{"a": 1}\n'), (2, None), (3, b'{"b": 2}\n')]
+        assert files.last_output_time("writer") >= before
+        message = files.note_skipped("writer", 2, "longer than allowed")
         assert ":2: report skipped: longer than allowed" in message
-        assert "report skipped: longer than allowed" in TrialFiles(c.paths.trial_dir("writer")).trial_log.read_text()
-        assert c.service.marked_preempting("writer", 1) and not c.service.marked_preempting("writer", 2)
+        assert "report skipped: longer than allowed" in TrialFolder(c.paths.trial_dir("writer")).trial_log.read_text()
+        assert files.marked_preempting("writer", 1) and not files.marked_preempting("writer", 2)
         (c.paths.trial_dir("writer") / "checkpoint").mkdir()
         (c.paths.trial_dir("writer") / "checkpoint" / "state").write_text("42")
         c.paths.trial_dir("next").mkdir()
-        await c.service.copy_checkpoint("writer", "next")
+        await files.copy_checkpoint("writer", "next")
         assert (c.paths.trial_dir("next") / "checkpoint" / "state").read_text() == "42"
-        assert c.service.checkpoint_dir("next") == str(c.paths.trial_dir("next") / "checkpoint")
+        assert files.checkpoint_dir("next") == str(c.paths.trial_dir("next") / "checkpoint")
 
     run_service(service, tmp_path, test)
+
+
+def test_the_trials_logs_are_read_through_its_files_and_without_the_service_alike(service: str, tmp_path: Path):
+    """What the server and ``expctl log`` read: each log as a LogFile, the folder and NNI's
+    paths; the same from ``trial_files(paths, platform)``, which a stored experiment's
+    readers build without a running service."""
+    printing = "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\n"
+
+    async def test(c: Context) -> None:
+        (c.code / "printing.py").write_text(printing)
+        await c.service.launch(c.launch_of("printer", "python3 printing.py"))
+        await c.until(lambda: c.events.exit_of("printer"), "its exit")
+        stored = trial_files(c.paths, service)
+        folder = c.paths.trial_dir("printer")
+        for files in (c.service.files, stored):
+            assert whole_text(files.log("printer", "stdout")) == "to stdout\n"
+            assert whole_text(files.log("printer", "stderr")) == "to stderr\n"
+            assert files.log("printer", "trial.log").path == folder / "trial.log"
+            assert files.folder("printer") == str(folder)
+            assert files.url("printer") == f"file://localhost:{folder}"
+            assert files.url("printer", "stderr") == f"file://localhost:{folder}/stderr"
+            with pytest.raises(TrialFilesError, match="not 'parameter.json'"):
+                files.log("printer", "parameter.json")
+
+    run_service(service, tmp_path, test)
+
+
+def whole_text(log: LogFile) -> str:
+    snapshot = open_kept(log)
+    try:
+        return b"".join(read_blocks(snapshot.readable())).decode()
+    finally:
+        snapshot.close()
 
 
 def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(service: str, tmp_path: Path):
@@ -232,7 +308,7 @@ def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(
             await c.until(lambda: ("exited", "reader", attempt, 0, None) in c.events.events, f"attempt {attempt}")
             seen = json.loads((folder / f"seen-{attempt}.json").read_text())
             assert seen == {"parameters": {"lr": 0.1, "layers": [2, 3]}, "folder": str(folder)}
-        parameter_file = json.loads(TrialFiles(folder).parameter_file.read_text())
+        parameter_file = json.loads(TrialFolder(folder).parameter_file.read_text())
         assert parameter_file == {"parameter_id": 0, "parameter_source": "algorithm",
                                   "parameters": {"lr": 0.1, "layers": [2, 3]}, "parameter_index": 0}
 
@@ -289,7 +365,7 @@ def test_every_printed_line_reaches_the_stdout_file_however_the_trial_ends(
     async def test(c: Context) -> None:
         (c.code / "printing.py").write_text(PRINTING_TRIAL)
         await c.service.launch(c.launch_of("printer", f"python3 printing.py {ending}"))
-        files = TrialFiles(c.paths.trial_dir("printer"))
+        files = TrialFolder(c.paths.trial_dir("printer"))
         await c.until(lambda: (files.root / "printed").exists(), "the trial to print its lines")
         if ending in ("sigterm", "sigkill"):
             c.service.signal("printer", signal.SIGTERM if ending == "sigterm" else signal.SIGKILL)
@@ -312,7 +388,7 @@ def test_a_line_printed_while_the_trial_waits_is_in_its_file_before_it_goes_on(
     async def test(c: Context) -> None:
         (c.code / "printing.py").write_text(PRINTING_TRIAL)
         await c.service.launch(c.launch_of("live", "python3 printing.py wait"))
-        files = TrialFiles(c.paths.trial_dir("live"))
+        files = TrialFolder(c.paths.trial_dir("live"))
         await c.until(lambda: files.stdout.exists() and files.stdout.read_text().count("\n") == 50,
                       "the 50 lines while the trial waits")
         (files.root / "go").touch()
@@ -331,7 +407,7 @@ def test_a_users_own_pythonunbuffered_setting_is_kept(service: str, tmp_path: Pa
         (c.code / "env.py").write_text("import os\nprint(repr(os.environ.get('PYTHONUNBUFFERED')))\n")
         await c.service.launch(c.launch_of("env", "python3 env.py"))
         await c.until(lambda: c.events.exit_of("env"), "its exit")
-        assert TrialFiles(c.paths.trial_dir("env")).stdout.read_text() == "''\n"
+        assert TrialFolder(c.paths.trial_dir("env")).stdout.read_text() == "''\n"
 
     run_service(service, tmp_path, test)
 
@@ -344,7 +420,7 @@ def test_a_trials_output_is_bounded_by_rotation_and_the_trial_is_not_stopped(ser
         await c.service.launch(c.launch_of("loud", "python3 loud.py"))
         await c.until(lambda: c.events.exit_of("loud"), "its exit", timeout=120)
         assert c.events.exit_of("loud") == ("exited", "loud", 1, 0, None)
-        files = TrialFiles(c.paths.trial_dir("loud"))
+        files = TrialFolder(c.paths.trial_dir("loud"))
         kept = [files.stdout, *rotated_files(files.stdout)]
         assert [path.name for path in kept] == ["stdout", "stdout.1", "stdout.2"]
         assert all(path.stat().st_size <= 100_000 for path in kept)

@@ -1,0 +1,155 @@
+"""Where trials can run: one ``Platform`` entry per training service, the one table that
+reading, validation, ``ResolvedConfig`` and the training-service factory iterate over::
+
+    platform = PLATFORMS["ray"]
+    platform.section()                 # RayConfig(), the section a user fills in
+    platform.resolve(checked_section)  # ResolvedRayConfig, what the service is built from
+
+A new training service adds its section class (``_sections``), its resolved settings and
+``resolve`` here, its check (a method of ``_validate._Canonicalizer``) and its service module, and one
+entry in ``PLATFORMS``.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Union
+
+from ._limits import DEFAULT_TRIAL_PROCESS_LIMIT
+from ._sections import LocalConfig, RayConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedLocalConfig:
+    """The local training service's settings (``trainingService: {platform: local, ...}``)."""
+
+    platform: ClassVar[str] = "local"
+    use_active_gpu: bool = False
+    max_trial_number_per_gpu: int = 1
+    gpu_indices: tuple[int, ...] | None = None
+    """The GPUs trials may use; None: every GPU ``nvidia-smi`` sees."""
+    trial_process_limit: int = DEFAULT_TRIAL_PROCESS_LIMIT
+    """The processes one trial may have at once, counted by the watchdog; 0: no limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedTrialResources:
+    """What one trial asks Ray for (``trialResources``)."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+    """``trialResources.gpu``, else ``trialGpuNumber``, else 0."""
+    memory: int | None = None
+    """Bytes; None: Ray's default (no memory reserved)."""
+    custom: tuple[tuple[str, float], ...] = ()
+    """Custom Ray resources as (name, amount), sorted by name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRayConfig:
+    """The Ray training service's settings (``trainingService: {platform: ray, ...}``)."""
+
+    platform: ClassVar[str] = "ray"
+    address: str = "auto"
+    """``auto`` (the cluster this machine is a node of) or ``<host>:<port>`` of its head node."""
+    trial_resources: ResolvedTrialResources = ResolvedTrialResources()
+    max_pending_trials: int | None = None
+    """Trials submitted to Ray and not yet running, at most; None: as many as ``trialConcurrency``."""
+    runtime_env: dict[str, Any] | None = None
+    """Ray's runtime_env for each trial, as written."""
+
+
+TrainingServiceSection = Union[LocalConfig, RayConfig]
+"""A training service's config section, as a user writes it (one class per platform)."""
+ResolvedTrainingService = Union[ResolvedLocalConfig, ResolvedRayConfig]
+"""A training service's resolved settings, told apart by ``isinstance`` (or ``platform``)."""
+
+
+def _not_canonical(name: str, value: Any) -> TypeError:
+    return TypeError(f"{name}: {value!r} is not a canonical value (ResolvedConfig needs canonical())")
+
+
+def _resolve_local(section: Any) -> ResolvedLocalConfig:
+    indices = section.gpu_indices
+    if indices is not None and not isinstance(indices, list):
+        raise _not_canonical("training_service.gpu_indices", indices)
+    return ResolvedLocalConfig(use_active_gpu=section.use_active_gpu,
+                               max_trial_number_per_gpu=section.max_trial_number_per_gpu,
+                               gpu_indices=None if indices is None else tuple(indices),
+                               trial_process_limit=DEFAULT_TRIAL_PROCESS_LIMIT
+                               if section.trial_process_limit is None else section.trial_process_limit)
+
+
+def _resolve_ray(section: Any) -> ResolvedRayConfig:
+    return ResolvedRayConfig(address=section.address,
+                             trial_resources=_trial_resources(section.trial_resources),
+                             max_pending_trials=section.max_pending_trials,
+                             runtime_env=copy.deepcopy(section.runtime_env))
+
+
+def _trial_resources(resources: dict[str, Any] | None) -> ResolvedTrialResources:
+    if resources is None or not isinstance(resources.get("cpu"), float) or not isinstance(resources.get("gpu"), float):
+        raise _not_canonical("training_service.trial_resources", resources)
+    memory = resources.get("memory")
+    if memory is not None and not isinstance(memory, int):
+        raise _not_canonical("training_service.trial_resources.memory", memory)
+    custom = sorted((name, float(amount)) for name, amount in resources.items() if name not in ("cpu", "gpu", "memory"))
+    return ResolvedTrialResources(cpu=resources["cpu"], gpu=resources["gpu"], memory=memory, custom=tuple(custom))
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """One place trials can run (a ``trainingService``'s ``platform``)."""
+
+    name: str
+    """What ``platform:`` says, in lower case; also what the store records and lists show."""
+    section: type[TrainingServiceSection]
+    """The config section a user fills in (``platform`` defaults to ``name``)."""
+    resolved: type[ResolvedTrainingService]
+    """Its settings once validated, as the training service reads them."""
+    resolve: Callable[[Any], ResolvedTrainingService]
+    """From a canonical (validated) section to ``resolved``."""
+    check: str
+    """The method of ``_validate._Canonicalizer`` that checks and canonicalises its section (the
+    validator sits above this table, so it is named, not imported)."""
+    service: str
+    """``module:function`` building its training service from a ResolvedConfig (the
+    ``training`` package sits above ``config``, so it is named, not imported)."""
+    nni: bool
+    """NNI has it too, so NNI's v1 format (``trainingServicePlatform``) may name it."""
+    files: str = "expmgr.training._folder:SharedTrialFolders"
+    """``module:callable`` building its trials' files (``training.TrialFiles``) from the
+    experiment's paths, with no service running (readers of a stored experiment); the default
+    is the manager's own ``trials/<id>/`` folders (Ray's through a folder every node shares)."""
+
+
+PLATFORMS: dict[str, Platform] = {platform.name: platform for platform in (
+    Platform("local", LocalConfig, ResolvedLocalConfig, _resolve_local, check="_local_service",
+             service="expmgr.training.local:create_local_service", nni=True),
+    Platform("ray", RayConfig, ResolvedRayConfig, _resolve_ray, check="_ray_service",
+             service="expmgr.training.ray:create_ray_service", nni=False),
+)}
+"""Every platform expmgr runs trials on, by name, in the order error messages list them."""
+
+NNI_ONLY_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
+                      "hybrid")
+"""NNI's platforms that expmgr does not run (refused as "not supported", not "unknown")."""
+
+
+def platform_of_section(section: object) -> Platform:
+    """The platform whose section ``section`` is; TypeError for anything else."""
+    for platform in PLATFORMS.values():
+        if isinstance(section, platform.section):
+            return platform
+    raise TypeError(f"{section!r} is not a training service section (one of "
+                    f"{', '.join(p.section.__name__ for p in PLATFORMS.values())})")
+
+
+def stored_config_platform(config: dict[str, Any]) -> str:
+    """The platform of a config as a store holds it (``local``, ``ray``; several, joined with
+    ``+``; ``local`` when it names none, NNI's default): for a store written before the
+    platform was stored with the experiment (``ExperimentProfile.platform``)."""
+    service = config.get("trainingService")
+    services = service if isinstance(service, list) else [service]
+    platforms = [str(s["platform"]) for s in services if isinstance(s, dict) and s.get("platform")]
+    return "+".join(platforms) or "local"
