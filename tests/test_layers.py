@@ -181,6 +181,18 @@ def test_the_checks_see_lazy_and_type_checking_imports(tmp_path: Path):
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+COMPOSITION_ROOT = {"expmgr.experiment.manager"}
+"""Where the concrete parts are built and handed to the runner (which knows them by their protocols)."""
+
+
+def test_the_dispatcher_client_is_imported_only_by_the_composition_root_and_its_own_package():
+    wrong = [f"{found.where}: {found.module} imports {found.target}" for found in all_imports()
+             if found.target == "expmgr.dispatcher.client" and unit_of(found.module) != "dispatcher"
+             and found.module not in COMPOSITION_ROOT]
+    assert wrong == [], ("the engine and the layers above know the dispatcher by engine.dispatching.Dispatcher; "
+                         "only the composition root builds a DispatcherClient:\n" + "\n".join(wrong))
+
+
 SQLITE_MODULES = {"sqlite3", "_sqlite3"}
 """SQLite's Python modules: only the store talks to SQLite, and above it code catches the
 store's own errors (``expmgr/store/errors.py``), so another backend changes nothing there."""

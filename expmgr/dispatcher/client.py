@@ -1,9 +1,10 @@
 """The manager's end of the dispatcher channel: starts ``python -m expmgr.dispatcher``
-and sends it requests, each answered in order::
+and sends it requests, each answered in order. It implements the engine's ``Dispatcher``
+protocol: typed calls whose answers are ``answers``' values, the frames its own business::
 
     client = DispatcherClient(paths.dispatcher_log, "info")
     await client.start()
-    reply = await client.request("generate", parameter_ids=[0])
+    answer = await client.generate(0)          # Generated | NoMoreTrials | TunerWaits
     await client.stop()
 """
 from __future__ import annotations
@@ -15,20 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePath
 from typing import Any, cast
 
+from expmgr.dispatcher.answers import (Assessment, DispatcherError, GenerateAnswer, Generated, NoMoreTrials,
+                                       TunerWaits)
 from expmgr.dispatcher.protocol import HEADER_SIZE, ProtocolError, chunks, decode_body, decode_length, encode_frame
 from expmgr.logreader import LogFile, RefusedFile, last_bytes
 from expmgr.rotation import UNBOUNDED, RotationLimits
 
 _TAIL_BYTES = 8000
-
-
-class DispatcherError(Exception):
-    """The dispatcher failed; ``str()`` holds its traceback when it sent one. ``fatal`` is
-    False for a request it refused and went on from (a search space its tuner cannot use)."""
-
-    def __init__(self, message: str, fatal: bool = True) -> None:
-        super().__init__(message)
-        self.fatal = fatal
 
 
 class DispatcherClient:
@@ -74,6 +68,46 @@ class DispatcherClient:
                 start_new_session=True,
             )
         self._reader_task = asyncio.get_running_loop().create_task(self._read_replies())
+
+    # -- the typed calls (expmgr.engine.dispatching.Dispatcher) ----------------------
+
+    async def initialize(self, search_space: dict[str, Any] | None, tuner: dict[str, Any] | None,
+                         assessor: dict[str, Any] | None) -> None:
+        """Build the tuner and the assessor (specs: name, className, codeDirectory, classArgs)."""
+        await self.request("initialize", search_space=search_space, tuner=tuner, assessor=assessor)
+
+    async def generate(self, parameter_id: int) -> GenerateAnswer:
+        """The tuner's next trial, under ``parameter_id``."""
+        reply = await self.request("generate", parameter_ids=[parameter_id])
+        if not reply["parameters"]:
+            return TunerWaits() if reply.get("waiting") else NoMoreTrials()
+        entry = reply["parameters"][0]
+        return Generated(entry["parameters"], entry.get("checkpoint_from"))
+
+    async def assess(self, trial_id: str, history: Sequence[Any]) -> Assessment:
+        """The assessor's verdict on a running trial, given its intermediate results so far
+        (read now, as the request is written: the caller may keep adding to it)."""
+        reply = await self.request("assess", trial_id=trial_id, history=history)
+        return Assessment.STOP if reply.get("decision") == Assessment.STOP.value else Assessment.KEEP
+
+    def tell_result(self, parameter_id: int, parameters: dict[str, Any], value: Any) -> None:
+        """A trial's final result, for the tuner."""
+        self.notify("report", parameter_id=parameter_id, parameters=parameters, value=value)
+
+    def tell_end(self, parameter_id: int, trial_id: str, success: bool, *, assessor_only: bool = False) -> None:
+        """A trial ended (``assessor_only``: one the tuner did not propose, told to the assessor alone)."""
+        fields: dict[str, Any] = {"assessor_only": True} if assessor_only else {}
+        self.notify("trial_end", parameter_id=parameter_id, trial_id=trial_id, success=success, **fields)
+
+    async def update_search_space(self, search_space: dict[str, Any]) -> None:
+        """The tuner takes a new search space; DispatcherError (not ``fatal``) if it refuses it."""
+        await self.request("update_search_space", search_space=search_space)
+
+    def replay_results(self, history: list[Any]) -> None:
+        """Earlier results for a fresh tuner (a resume's replay): ``import_data`` at once."""
+        self.notify_import(history)
+
+    # -- frames --------------------------------------------------------------------
 
     async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
         """Send one command and wait for its reply; raises DispatcherError if it failed."""

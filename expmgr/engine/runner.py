@@ -10,8 +10,9 @@ Everything here runs on the manager's event loop::
                          training=functools.partial(create_training_service, resolved, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
 
-Checking reports is in ``reports.py`` and queueing the writes the store refuses in
-``writes.py``. This module is still over ~450 lines because the rest is one state
+Checking reports is in ``reports.py``, an attempt's reports and the decision each
+returns in ``intake.py``, what the dispatcher answers in ``dispatching.py``, and queueing
+the writes the store refuses in ``writes.py``. This module is still over ~450 lines because the rest is one state
 machine: every handler reads and changes the same live trials, queues and limits.
 """
 from __future__ import annotations
@@ -27,16 +28,17 @@ import string
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
 from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
 from expmgr.layout import ExperimentPaths
-from expmgr.dispatcher.client import DispatcherClient, DispatcherError
 from expmgr.engine import reports, writes
+from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, TunerWaits
 from expmgr.engine.imports import ImportBatch
+from expmgr.engine.intake import AskAssessor, AttemptReports
 from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
 from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
@@ -80,18 +82,12 @@ class _LiveTrial:
     """When ``maxTrialDuration`` runs out; set when its process starts."""
     last_activity: float
     """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
+    reports: AttemptReports
+    """What the attempt reported (stored), and its history for the assessor."""
     started: bool = False
     """Its process runs: a remote service may take a while to place it, and the trial's
     clocks start here, not at the launch."""
     stop_reason: TrialState | None = None
-    reported: set[int] = field(default_factory=set)
-    """Sequence numbers of this attempt's reports already stored (committed)."""
-    skipped_lines: set[int] = field(default_factory=set)
-    """Lines of metrics.jsonl already skipped as bad (each is warned about once)."""
-    final_value: Any = None
-    has_final: bool = False
-    """The attempt's last FINAL result, told to the tuner when the attempt ends
-    unless it is retried (so the tuner hears of each trial once)."""
 
 
 class _BestResult:
@@ -138,7 +134,7 @@ class TrialRunner:
 
     def __init__(self, exp_id: str, config: "ResolvedConfig", store: WritableStore,
                  paths: ExperimentPaths, port: int, logger: logging.Logger, *,
-                 training: Callable[[TrialEvents], TrainingService], dispatcher: DispatcherClient | None,
+                 training: Callable[[TrialEvents], TrainingService], dispatcher: Dispatcher | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
                  with_strategy: bool = False, resumed: bool = False, url_prefix: str = "",
                  on_store_unwritable: Callable[[str | None], None] = lambda notice: None,
@@ -257,9 +253,8 @@ class TrialRunner:
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
         await self.training.start()   # while the dispatcher's interpreter starts and imports
         if self.dispatcher is not None:
-            await self.dispatcher.request(
-                "initialize", search_space=self.config.search_space,
-                tuner=_algorithm_spec(self.config.tuner), assessor=_algorithm_spec(self.config.assessor))
+            await self.dispatcher.initialize(self.config.search_space, _algorithm_spec(self.config.tuner),
+                                             _algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
 
@@ -282,7 +277,9 @@ class TrialRunner:
                     self._end_leftover_process(record.trial_id, open_attempt)
                     attempt = open_attempt.attempt
                     live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt), None,
-                                      last_activity=self._clock())
+                                      last_activity=self._clock(), reports=AttemptReports(
+                                          assessed=self._assessed, attempt=attempt,
+                                          stored=self.store.metrics(record.trial_id)))
                     self._writes.commit(self._ingest_metrics_file, live)
                     self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
                                                    TrialState.CRASHED, max(open_attempt.start_time, died),
@@ -302,7 +299,7 @@ class TrialRunner:
             history.append({"parameter": record.parameters,
                             "value": final.value if final is not None and usable else None})
         if history and self.dispatcher is not None:
-            self.dispatcher.notify_import(history)
+            self.dispatcher.replay_results(history)
 
     def _end_dead_run(self, open_attempts: dict[str, AttemptRecord], now: float) -> float:
         """When the manager of the run that died was last known alive: its last write to the
@@ -328,7 +325,7 @@ class TrialRunner:
             self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
                                 trial_id, attempt.pid)
 
-    async def _wake_when_dispatcher_exits(self, dispatcher: DispatcherClient) -> None:
+    async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()
         self._wake.set()
 
@@ -405,12 +402,12 @@ class TrialRunner:
             ends_told = self._ends_told
             # Asked only now: the tuner has seen every result that came in (a dispatcher may
             # have computed these ahead only for a tuner that declares results change nothing).
-            reply = await self.dispatcher.request("generate", parameter_ids=[sequence_id])
-            if self._stop_requested or not reply["parameters"]:
+            answer = await self.dispatcher.generate(sequence_id)
+            if self._stop_requested or not isinstance(answer, Generated):
                 self._release_trial(sequence_id)
                 if self._stop_requested:
                     return
-                if reply.get("waiting"):
+                if isinstance(answer, TunerWaits):
                     if self._ends_told != ends_told:
                         continue  # a trial ended meanwhile: what the tuner waited for may have come
                     self.logger.debug("the tuner waits for running trials to report")
@@ -419,9 +416,8 @@ class TrialRunner:
                     self.logger.info("the tuner has no more trials")
                     self._no_more_trials = True
                 return
-            generated = reply["parameters"][0]
-            checkpoint_source = self._checkpoint_source(generated.get("checkpoint_from"))
-            record = self._create_trial(sequence_id, generated["parameters"])
+            checkpoint_source = self._checkpoint_source(answer.checkpoint_from)
+            record = self._create_trial(sequence_id, answer.parameters)
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
@@ -522,7 +518,7 @@ class TrialRunner:
         assert self.dispatcher is not None
         async with self._space_updates:
             try:
-                await self.dispatcher.request("update_search_space", search_space=space)
+                await self.dispatcher.update_search_space(space)
             except DispatcherError as error:
                 if error.fatal:   # it ended: the loop ends the experiment
                     raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
@@ -651,7 +647,8 @@ class TrialRunner:
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock())
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock(),
+                                                 reports=AttemptReports(assessed=self._assessed))
         env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
             trial_api.ENV_TRIAL_ID: record.trial_id,
@@ -956,7 +953,7 @@ class TrialRunner:
             self._retries.append((live.record, attempt + 1))
         else:
             self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
-            self._trial_ended(live.record, status, live.final_value, live.has_final)
+            self._trial_ended(live.record, status, live.reports.final_value, live.reports.has_final)
         self._wake.set()
 
     def _trial_preempted(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
@@ -984,8 +981,8 @@ class TrialRunner:
             if self.dispatcher is not None and self.config.assessor is not None:
                 # The assessor compares running trials with ended ones, the strategy's too;
                 # the tuner did not propose this trial, so it is not told.
-                self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
-                                       success=status == TrialState.SUCCEEDED, assessor_only=True)
+                self.dispatcher.tell_end(record.sequence_id, record.trial_id, status == TrialState.SUCCEEDED,
+                                         assessor_only=True)
             return
         if self.dispatcher is None:
             return
@@ -995,13 +992,12 @@ class TrialRunner:
         # the tuner hears of that trial as a failure, without the result.
         usable = has_final and metric_number(final_value) is not None
         if usable:
-            self.dispatcher.notify("report", parameter_id=record.sequence_id,
-                                   parameters=record.parameters, value=final_value)
+            self.dispatcher.tell_result(record.sequence_id, record.parameters, final_value)
         elif has_final:
             self.logger.warning("trial %s: its final result %s is not a finite number; the tuner "
                                 "is told the trial failed", record.trial_id, final_value)
-        self.dispatcher.notify("trial_end", parameter_id=record.sequence_id, trial_id=record.trial_id,
-                               success=status == TrialState.SUCCEEDED and (usable or not has_final))
+        self.dispatcher.tell_end(record.sequence_id, record.trial_id,
+                                 status == TrialState.SUCCEEDED and (usable or not has_final))
 
     def _log_progress(self) -> None:
         """One line a trial: how many ended how, how many run, and the best result so far."""
@@ -1046,7 +1042,7 @@ class TrialRunner:
         if metric.attempt != live.attempt:
             raise MetricRejected(RefusalKind.CONFLICT,
                                  f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
-        if metric.sequence in live.reported:
+        if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
         not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
                    "metrics.jsonl and stored when the trial ends")
@@ -1062,33 +1058,33 @@ class TrialRunner:
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
         """Store the metric (StoreUnavailable if the store refuses it: then it is not
         seen, and its line in metrics.jsonl is read again later)."""
-        if metric.sequence in live.reported:
+        if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
-        stored = self.store.add_metric(metric)
-        live.reported.add(metric.sequence)  # only now: the report counts as seen once committed
+        # Counted as seen only once committed (the store's refusal raises before).
+        decision = live.reports.stored(metric, newly=self.store.add_metric(metric))
         live.last_activity = self._clock()
-        if not stored:
-            return
-        if metric.type == "FINAL":
-            live.final_value, live.has_final = metric.value, True
-        elif self.dispatcher is not None and self.config.assessor is not None and live.stop_reason is None:
-            self._spawn(self._assess(live))
+        if isinstance(decision, AskAssessor) and live.stop_reason is None:
+            self._spawn(self._assess(live, decision.history))
 
-    async def _assess(self, live: _LiveTrial) -> None:
+    @property
+    def _assessed(self) -> bool:
+        """Whether an assessor judges the trials' intermediate results."""
+        return self.dispatcher is not None and self.config.assessor is not None
+
+    async def _assess(self, live: _LiveTrial, history: Sequence[Any]) -> None:
         try:
-            await self._assess_now(live)
+            await self._assess_now(live, history)
         except Exception:
             self._handler_failed("_assess")
 
-    async def _assess_now(self, live: _LiveTrial) -> None:
+    async def _assess_now(self, live: _LiveTrial, history: Sequence[Any]) -> None:
         assert self.dispatcher is not None
-        history = [reports.as_float_metric(m.value) for m in self.store.metrics(live.record.trial_id)
-                   if m.type == "PERIODICAL" and m.attempt == live.attempt]
         try:
-            reply = await self.dispatcher.request("assess", trial_id=live.record.trial_id, history=history)
+            assessment = await self.dispatcher.assess(live.record.trial_id, history)
         except DispatcherError:
             return  # the loop sees the dispatcher's failure
-        if reply.get("decision") == "Bad" and live.stop_reason is None and live.record.trial_id in self._live:
+        # Only the attempt assessed is stopped (a resume's dead attempt is assessed too).
+        if assessment is Assessment.STOP and live.stop_reason is None and self._live.get(live.record.trial_id) is live:
             self.logger.info("the assessor stops trial %s early", live.record.trial_id)
             self._stop_trial(live, TrialState.EARLY_STOPPED)
 
@@ -1107,8 +1103,7 @@ class TrialRunner:
                 self._accept_metric(live, metric)
 
     def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
-        if number in live.skipped_lines:
+        if not live.reports.first_skip(number):
             return
-        live.skipped_lines.add(number)
         message = self.training.files.note_skipped(live.record.trial_id, number, reason)
         self.logger.warning("trial %s: %s", live.record.trial_id, message)

@@ -9,18 +9,20 @@ import logging
 import signal
 import time
 from pathlib import Path, PurePath
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 import pytest
 
+from expmgr import trial as trial_api
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.dispatcher.client import DispatcherError
+from expmgr.engine.dispatching import (Assessment, Dispatcher, DispatcherError, GenerateAnswer, Generated,
+                                       NoMoreTrials)
 from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.runner import TrialRunner
 from expmgr.layout import ExperimentPaths
 from expmgr.logreader import LogFile
 from expmgr.states import ExperimentState, TrialState
-from expmgr.store import ExperimentProfile, ExperimentStore, create_store
+from expmgr.store import ExperimentProfile, WritableStore, create_store
 from expmgr.engine.launching import RETRY_FIRST, RETRY_MAX
 from expmgr.training import SystemLaunchError, TrainingService, TrialEvents, TrialFiles, TrialLaunch
 
@@ -120,39 +122,60 @@ class FakeTrialFiles(TrialFiles):
 
 
 class FakeDispatcher:
-    """Answers ``generate`` with the given parameters, then "no more"; records what it is told."""
+    """Answers ``generate`` with the given parameters, then "no more"; records what it is
+    told, by the channel's command names. Checked against the Dispatcher protocol by mypy
+    (pyproject.toml's ``files``) through ``_CHECKED`` below."""
 
     def __init__(self, parameters: list[dict[str, Any]]) -> None:
         self._parameters = list(parameters)
         self.told: list[tuple[str, dict[str, Any]]] = []
         self.exited = asyncio.Event()
-        self.failure = None
+        self.failure: DispatcherError | None = None
         self.refuse_spaces = False
         """Answer ``update_search_space`` as a tuner refusing the space does (not fatal)."""
 
     async def start(self) -> None:
         pass
 
-    async def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
-        if cmd != "generate":
-            self.told.append((cmd, fields))
-        if cmd == "update_search_space" and self.refuse_spaces:
+    async def initialize(self, search_space: dict[str, Any] | None, tuner: dict[str, Any] | None,
+                         assessor: dict[str, Any] | None) -> None:
+        self.told.append(("initialize", {"search_space": search_space, "tuner": tuner, "assessor": assessor}))
+
+    async def generate(self, parameter_id: int) -> GenerateAnswer:
+        return Generated(self._parameters.pop(0)) if self._parameters else NoMoreTrials()
+
+    async def assess(self, trial_id: str, history: Sequence[Any]) -> Assessment:
+        self.told.append(("assess", {"trial_id": trial_id, "history": list(history)}))
+        return Assessment.KEEP
+
+    def tell_result(self, parameter_id: int, parameters: dict[str, Any], value: Any) -> None:
+        self.told.append(("report", {"parameter_id": parameter_id, "parameters": parameters, "value": value}))
+
+    def tell_end(self, parameter_id: int, trial_id: str, success: bool, *, assessor_only: bool = False) -> None:
+        self.told.append(("trial_end", {"parameter_id": parameter_id, "trial_id": trial_id, "success": success,
+                                        "assessor_only": assessor_only}))
+
+    async def update_search_space(self, search_space: dict[str, Any]) -> None:
+        self.told.append(("update_search_space", {"search_space": search_space}))
+        if self.refuse_spaces:
             raise DispatcherError("cannot use this search space (ValueError: no)", fatal=False)
-        if cmd == "generate":
-            return {"parameters": [{"parameters": self._parameters.pop(0)}] if self._parameters else []}
-        return {}
 
-    def notify(self, cmd: str, **fields: Any) -> None:
-        self.told.append((cmd, fields))
-
-    def notify_import(self, history: list[dict[str, Any]]) -> None:
+    def replay_results(self, history: list[Any]) -> None:
         pass
+
+    async def import_frames(self, frames: Iterable[Sequence[Any]],
+                            before_each: Callable[[Sequence[Any]], None] | None = None) -> int:
+        return 0
 
     async def stop(self) -> None:
         self.exited.set()
 
     def trial_ends(self) -> list[tuple[str, bool]]:
         return [(fields["trial_id"], fields["success"]) for cmd, fields in self.told if cmd == "trial_end"]
+
+
+_CHECKED: Callable[[list[dict[str, Any]]], Dispatcher] = FakeDispatcher
+"""mypy checks here that the fake implements the runner's Dispatcher protocol."""
 
 
 class Clock:
@@ -165,7 +188,7 @@ class Clock:
 
 class Harness:
     def __init__(self, runner: TrialRunner, service: FakeTrainingService, dispatcher: FakeDispatcher,
-                 store: ExperimentStore, clock: Clock) -> None:
+                 store: WritableStore, clock: Clock) -> None:
         self.runner, self.service, self.dispatcher, self.store, self.clock = runner, service, dispatcher, store, clock
 
     async def until(self, condition: Callable[[], object], what: str) -> None:
@@ -209,7 +232,7 @@ def run_with(tmp_path: Path, parameters: list[dict[str, Any]],
 
     async def main() -> ExperimentState:
         runner = TrialRunner("exp", checked, store, paths, 8080, logging.getLogger("test-runner"),
-                             training=make_service, dispatcher=dispatcher, clock=clock)  # type: ignore[arg-type]
+                             training=make_service, dispatcher=dispatcher, clock=clock)
         running = asyncio.get_running_loop().create_task(runner.run())
         try:
             await test(Harness(runner, services[0], dispatcher, store, clock))
@@ -495,7 +518,9 @@ def test_an_update_replaces_the_resolved_config_and_stores_only_that_field(tmp_p
         h.runner.update_config("maxExperimentDuration", "1h")
         assert h.runner.config.max_experiment_duration == 3600.0
         space = {"x": {"_type": "choice", "_value": [0, 1, 2]}}
-        await h.runner.update_config("searchSpace", space)
+        taken = h.runner.update_config("searchSpace", space)
+        assert taken is not None, "a new space is the tuner's to take"
+        await taken
         assert ("update_search_space", {"search_space": space}) in h.dispatcher.told
         assert h.store.profile().config == {**stored, "trialConcurrency": 2, "maxExperimentDuration": 3600.0,
                                             "searchSpace": space}
@@ -510,7 +535,9 @@ def test_a_space_the_tuner_refuses_is_an_update_refused_and_the_config_keeps_the
         h.dispatcher.refuse_spaces = True
         with pytest.raises(UpdateRefused, match=r"^searchSpace: cannot use this search space \(ValueError: no\); "
                                                 r"the tuner keeps the old search space$") as refused:
-            await h.runner.update_config("searchSpace", {"y": {"_type": "choice", "_value": [1]}})
+            refusal = h.runner.update_config("searchSpace", {"y": {"_type": "choice", "_value": [1]}})
+            assert refusal is not None
+            await refusal
         assert refused.value.kind is RefusalKind.INVALID
         assert h.runner.config.search_space == {"x": {"_type": "choice", "_value": [0]}}
         assert h.store.profile().config == stored and h.runner.state == ExperimentState.RUNNING
@@ -542,3 +569,27 @@ def test_a_budget_raise_while_the_search_ends_is_told_to_the_manager(tmp_path: P
         await h.until(lambda: h.runner.state == ExperimentState.DONE, "DONE")
         assert h.store.profile().config["maxTrialNumber"] == 3
     assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.DONE
+
+
+def test_the_assessor_gets_each_attempts_history_without_the_store_read_again_per_report(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        await h.until(lambda: h.service.launched, "a launch")
+        trial = h.service.launched[0]
+        reads: list[str | None] = []
+        read_metrics = h.store.metrics
+
+        def counted(trial_id: str | None = None) -> Any:
+            reads.append(trial_id)
+            return read_metrics(trial_id)
+        h.store.metrics = counted  # type: ignore[method-assign]
+        token = trial.env[trial_api.ENV_TOKEN]
+        for sequence in range(5):
+            h.runner.receive_metric(trial.trial_id, token, {"attempt": trial.attempt, "sequence": sequence,
+                                                            "type": "PERIODICAL", "value": sequence / 10})
+        await h.until(lambda: sum(cmd == "assess" for cmd, _ in h.dispatcher.told) == 5, "five assessments")
+        histories = [list(fields["history"]) for cmd, fields in h.dispatcher.told if cmd == "assess"]
+        assert histories[-1] == [0.0, 0.1, 0.2, 0.3, 0.4]
+        assert reads == [], "a report is taken in memory, not by reading the trial's history from the store"
+        h.service.exit(trial.trial_id, 0)
+
+    run_with(tmp_path, [{"x": 0}], test, assessor={"name": "Medianstop"})
