@@ -14,12 +14,10 @@ import socket
 import threading
 from pathlib import Path
 
-import tornado.httpserver
-
 from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.server.auth import Access
-from expmgr.server.connections import Listener, connection_cap, raise_open_files_limit
-from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
+from expmgr.server.guard import ServerLimits
+from expmgr.server.host import ServerHost
 from expmgr.server.home import HomeSite
 from expmgr.server.shelf import Shelf, make_home_app
 
@@ -59,21 +57,16 @@ class HomeServer:
 
     async def _main(self) -> None:
         site = HomeSite(self.home, self.access.url_prefix, shelf=True)
-        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
+        host = ServerHost(self._sockets, self.limits)
         shelf = self.shelf = Shelf(site, self.access.token, self.limits, self.webui_dir)
-        server = tornado.httpserver.HTTPServer(make_home_app(site, shelf, guard, self.webui_dir,
-                                                             token=self.access.token),
-                                               **guard.server_settings())
-        listener = Listener(server, self._sockets, connection_cap(raise_open_files_limit()))
-        listener.start()
+        host.start(make_home_app(site, shelf, host.guard, self.webui_dir, token=self.access.token),
+                   closing=shelf.close)
         self._stopped = asyncio.Event()
         self._started.set()
         try:
             await self._stopped.wait()
         finally:
-            listener.stop()
-            await shelf.close()
-            await server.close_all_connections()
+            await host.stop()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stopped; False on timeout. In the main thread, signals'

@@ -12,15 +12,11 @@ import asyncio
 import socket
 import threading
 
-import tornado.httpserver
-
 from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.layout import ExperimentPaths
 from expmgr.server.auth import Access
-from expmgr.server.connections import Listener, connection_cap, raise_open_files_limit
-from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
-from expmgr.server.live import LiveHub
-from expmgr.server.rest import make_app
+from expmgr.server.guard import ServerLimits
+from expmgr.server.host import ExperimentHost
 from expmgr.store import open_store
 
 
@@ -58,22 +54,14 @@ class Viewer:
 
     async def _main(self) -> None:
         store = open_store(self.paths, readonly=True)
-        guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
-        hub = LiveHub(store, self.paths, read_only=True, limits=self.limits)
-        hub.start()
-        server = tornado.httpserver.HTTPServer(
-            make_app(store, self.paths, None, hub, guard, token=self.access.token, url_prefix=self.access.url_prefix),
-            **guard.server_settings())
-        listener = Listener(server, self._sockets, connection_cap(raise_open_files_limit()))
-        listener.start()
+        host = ExperimentHost(store, self.paths, self._sockets, self.access, self.limits, read_only=True)
+        host.start(None)
         self._stopped = asyncio.Event()
         self._started.set()
         try:
             await self._stopped.wait()
         finally:
-            listener.stop()
-            await hub.stop()
-            await server.close_all_connections()
+            await host.stop()
             store.close()
 
     def wait(self, timeout: float | None = None) -> bool:
