@@ -1,7 +1,7 @@
 """The experiment process's engine: an event loop in a background thread that
 runs the REST server and the trial runner of one experiment::
 
-    manager = Manager(exp_id, config, paths, sockets, registry)
+    manager = Manager(exp_id, config, paths, sockets, store, registry, logger)
     manager.start()           # returns once the loop runs
     manager.wait_search()     # until DONE, STOPPED or ERROR; the server still answers
     manager.request_stop()    # from any thread: stops the search if it runs, then the server
