@@ -1,7 +1,7 @@
 """The experiment process's engine: an event loop in a background thread that
 runs the REST server and the trial runner of one experiment::
 
-    manager = Manager(exp_id, config, paths, sockets, registry)
+    manager = Manager(exp_id, config, paths, sockets, store, registry, logger)
     manager.start()           # returns once the loop runs
     manager.wait_search()     # until DONE, STOPPED or ERROR; the server still answers
     manager.request_stop()    # from any thread: stops the search if it runs, then the server
@@ -32,18 +32,16 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
 
-import tornado.httpserver
-
 from expmgr.dispatcher.client import DispatcherClient
 from expmgr.experiment.interrupts import WakingEvent, wait_interruptibly
 from expmgr.layout import ExperimentPaths
 from expmgr.log import pop_experiment, push_experiment
 from expmgr.server.auth import Access
-from expmgr.server.connections import Listener, connection_cap, raise_open_files_limit
-from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
+from expmgr.server.guard import ServerLimits
+from expmgr.server.host import ExperimentHost
 from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
-from expmgr.server.rest import make_app, serve_read_only, serve_runner
+from expmgr.server.rest import serve_read_only, serve_runner
 from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.more_trials import config_for_more_trials, refuse_ended
 from expmgr.engine.runner import TrialRunner
@@ -141,18 +139,13 @@ class Manager:
         if dispatcher is not None:
             await self._start_early(dispatcher)
         try:
-            hub = LiveHub(self._store, self.paths, read_only=False, limits=self.limits)
-            hub.start()
+            host = ExperimentHost(self._store, self.paths, self._sockets, self.access, self.limits, read_only=False)
+            hub = host.hub
             runner: TrialRunner | None = self._new_runner(dispatcher, hub, with_strategy=self._with_strategy,
                                                           resumed=self._resumed)
             assert runner is not None
             self._runner = runner
-            guard = Guard(allowed_hosts([s.getsockname()[:2] for s in self._sockets]), self.limits)
-            app = make_app(self._store, self.paths, runner, hub, guard, token=self.access.token,
-                           url_prefix=self.access.url_prefix)
-            server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
-            listener = Listener(server, self._sockets, connection_cap(raise_open_files_limit()))
-            listener.start()
+            app = host.start(runner)
         except BaseException:
             if dispatcher is not None:   # started early: nothing else would stop it
                 await dispatcher.stop()
@@ -169,9 +162,7 @@ class Manager:
                     break
                 runner = await self._served_until_closed_or_given_more()
         finally:
-            listener.stop()
-            await hub.stop()
-            await server.close_all_connections()
+            await host.stop()
             self._store.close()
             self._in_registry_writer(self._record_closed)
 

@@ -11,13 +11,10 @@ by raising: the engine's Refusal (expmgr.engine.errors) or a RequestError, answe
 ``{"error": message}`` with the status of its kind (refusals.py). Trials POST
 their reports to ``/api/v1/expmgr/trials/<id>/metrics`` with their token in the
 ``X-Expmgr-Trial-Token`` header. Every request passes the guard (guard.py: Host,
-Origin, JSON, body size) before a handler runs::
+Origin, JSON, body size) before a handler runs. host.py builds the guard, the hub and
+the HTTP server around the app and starts and stops them together::
 
-    guard = Guard(allowed_hosts([s.getsockname()[:2] for s in sockets]), limits)
-    hub = LiveHub(store, paths, read_only=runner is None, limits=limits); hub.start()
-    app = make_app(store, paths, runner, hub, guard)
-    server = tornado.httpserver.HTTPServer(app, **guard.server_settings())
-    Listener(server, sockets, connection_cap()).start()    # expmgr.server.connections
+    app = make_app(store, paths, runner, hub, guard)   # runner: engine.serving.ServedSearch | None
 """
 from __future__ import annotations
 
@@ -42,7 +39,7 @@ from expmgr.server.refusals import RequestError, send_refusal
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
 from expmgr.engine.more_trials import refuse_ended
-from expmgr.engine.runner import TrialRunner
+from expmgr.engine.serving import ServedSearch
 from expmgr.server.results import MAX_TOP, top_trials_view
 from expmgr.server.static import ui_routes
 from expmgr.server.trial_jobs import TrialJobsAnswer
@@ -64,7 +61,7 @@ class _Handler(tornado.web.RequestHandler):
     body_limit = "max_body"
     """The field of guard.ServerLimits that bounds this route's request bodies."""
 
-    def initialize(self, store: Store, paths: ExperimentPaths, files: TrialFiles, runner: TrialRunner | None,
+    def initialize(self, store: Store, paths: ExperimentPaths, files: TrialFiles, runner: ServedSearch | None,
                    hub: LiveHub, trial_jobs: TrialJobsAnswer) -> None:
         self.store = store
         self.paths = paths
@@ -109,7 +106,7 @@ class _Handler(tornado.web.RequestHandler):
     def path_int(self, name: str, raw: str) -> int:
         return request_values.integer(name, raw, minimum=None)
 
-    def apply_change(self, change: Callable[[TrialRunner], object]) -> None:
+    def apply_change(self, change: Callable[[ServedSearch], object]) -> None:
         """Make a change through the runner and answer {}; the runner's UpdateRefused
         is raised on."""
         change(self.writable_runner())
@@ -127,7 +124,7 @@ class _Handler(tornado.web.RequestHandler):
         stays after the search ended DONE (not under ``expctl view``, nor after ERROR)."""
         return self.settings.get("expmgr_more_trials")
 
-    def writable_runner(self) -> TrialRunner:
+    def writable_runner(self) -> ServedSearch:
         """The runner now (the search may have ended, or run again after DONE, while the
         request's body was read); a RequestError (CONFLICT) when it is served read-only."""
         self.runner = self.settings["expmgr_context"]["runner"]
@@ -295,7 +292,7 @@ class TrialJobsHandler(_Handler):
 
     async def post(self, trial_id: str | None = None) -> None:
         """NNI's customized trial: the body is its parameters; answered NNI's ``sequenceId``
-        and the new trial's ``trialJobId`` (TrialRunner.add_customized_trial refuses)."""
+        and the new trial's ``trialJobId`` (ServedSearch.add_customized_trial refuses)."""
         if trial_id is not None:
             raise RequestError(RefusalKind.INVALID, "POST trial-jobs takes no trial id: the body is the new "
                                                     "trial's parameters")
@@ -506,7 +503,7 @@ class TrialMetricsHandler(_Handler):
         self.send_json({"ok": True})
 
 
-def make_app(store: Store, paths: ExperimentPaths, runner: TrialRunner | None, hub: LiveHub,
+def make_app(store: Store, paths: ExperimentPaths, runner: ServedSearch | None, hub: LiveHub,
              guard: Guard, webui_dir: Path | None = None, *, token: str | None = None,
              url_prefix: str = "", home_site: HomeSite | None = None) -> tornado.web.Application:
     """The server's routes, each behind ``guard``, under ``url_prefix`` (as
@@ -566,7 +563,7 @@ def serve_read_only(app: tornado.web.Application, close_server: Callable[[], Non
     app.settings["expmgr_more_trials"] = more_trials
 
 
-def serve_runner(app: tornado.web.Application, runner: TrialRunner) -> None:
+def serve_runner(app: tornado.web.Application, runner: ServedSearch) -> None:
     """From now on ``app`` serves ``runner``'s search (an ended experiment given more trials)."""
     app.settings["expmgr_context"]["runner"] = runner
     app.settings["expmgr_close_server"] = None
