@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers.common import REPO, wait_until
 from tests.helpers.cli_create import BASE, expctl, start_create
+from tests.helpers.common import REPO, wait_until
 
 GOOD_SPACE = '{"x": {"_type": "uniform", "_value": [0, 1]}}'
 

@@ -15,8 +15,8 @@ import pytest
 
 from expmgr.store.registry import Registry, RegistryEntry
 from expmgr.states import ExperimentState
-from tests.helpers.common import REPO, refuses_connections, rest_call as call, wait_until
 from tests.helpers.cli_daemon import CONFIG, created_id, entry, expctl, project
+from tests.helpers.common import REPO, refuses_connections, rest_call as call, wait_until
 
 
 def test_daemon_returns_at_once_runs_to_the_end_alone_and_is_listed(project):

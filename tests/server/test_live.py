@@ -12,8 +12,8 @@ from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotat
 from expmgr.server import live
 from expmgr.store import ExperimentStore
 from tests.helpers.common import wait_until
-from tests.helpers.server import get, get_text
 from tests.helpers.fill import fill_experiment
+from tests.helpers.server import get, get_text
 
 
 def metrics_of(messages: list[dict]) -> list[tuple]:

@@ -21,8 +21,8 @@ import pytest
 from expmgr.states import ExperimentState
 from expmgr.store.registry import Registry, RegistryEntry
 from tests.helpers.common import REPO, wait_until
-from tests.helpers.server import get
 from tests.helpers.nni import nni_python  # noqa: F401 - the fixture
+from tests.helpers.server import get
 
 API = "/api/v1/nni"
 

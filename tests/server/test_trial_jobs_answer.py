@@ -15,8 +15,8 @@ from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.states import TrialState
 from expmgr.store import ExperimentStore, MetricRecord, TrialRecord
 from expmgr.training import trial_files
-from tests.helpers.server import get_text
 from tests.helpers.fill import fill_store
+from tests.helpers.server import get_text
 from tests.helpers.store import new_store
 from tests.helpers.store import count_sqlite_steps
 

@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.helpers.common import write_script
 from tests.helpers.browser import GATED_TRIAL, GatedExperiment, screenshot_dir, ui  # noqa: F401 - the browser fixtures
+from tests.helpers.common import write_script
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import urllib.request
 
 from playwright.sync_api import expect
 
-from tests.helpers.common import REPO, wait_until
 from tests.helpers.browser import AXE_SCRIPT, AXE_TAGS
+from tests.helpers.common import REPO, wait_until
 from tests.helpers.webui import running_trials
 
 

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr import Experiment, ExperimentConfig
-from tests.helpers.common import wait_until, write_script
 from tests.helpers.browser import GATED_TRIAL, GatedExperiment
+from tests.helpers.common import wait_until, write_script
 from tests.helpers.webui import running_trials
 
 
