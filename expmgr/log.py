@@ -1,8 +1,10 @@
 """The logging core: which record goes to which sink (docs/logging.md has the table).
 
-Nothing happens at import. An experiment process calls :func:`attach_experiment`
-for each experiment it runs, the dispatcher :func:`setup_dispatcher_logging`,
-a trial process :func:`setup_trial_logging` (through ``expmgr.trial``)::
+Nothing happens at import but naming the TRACE level (``logging.addLevelName``): no
+handler is added, no file opened, no thread started. An experiment process calls
+:func:`attach_experiment` for each experiment it runs, the dispatcher
+:func:`setup_dispatcher_logging`, a trial process :func:`setup_trial_logging` (through
+``expmgr.trial``)::
 
     attachment = attach_experiment("ab12cd34", paths.experiment_log, "debug")
     ...

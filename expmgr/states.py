@@ -34,7 +34,9 @@ class TrialState(str, enum.Enum):
     """Paused by a scheduler; may be resumed later."""
 
     def is_finished(self) -> bool:
-        """True for the states a trial never leaves."""
+        """True once the trial ended: SUCCEEDED, FAILED, EARLY_STOPPED and CRASHED, which it
+        never leaves, and USER_CANCELED and SYS_CANCELED, which only a resume of its
+        experiment turns back to WAITING (TRIAL_TRANSITIONS)."""
         return self in _FINISHED_TRIAL_STATES
 
 

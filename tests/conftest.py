@@ -2,49 +2,19 @@
 and a check that no test leaves a child process behind."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
-import textwrap
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Callable
 
 import psutil
 import pytest
+from tests.helpers.common import REPO, fixture_process_roots
 
 # A shell runs a command started with "&" with SIGINT ignored, and processes inherit that:
 # the tests that Ctrl+C an experiment need SIGINT at its default in what they start.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def trial_token(trial_id: str) -> str:
-    """A running trial's token, read from its process environment as the trial itself does."""
-    for process in psutil.Process().children(recursive=True):
-        try:
-            env = process.environ()
-        except (psutil.AccessDenied, psutil.NoSuchProcess):
-            continue
-        if env.get("EXPMGR_TRIAL_ID") == trial_id:
-            return env["EXPMGR_TRIAL_TOKEN"]
-    raise AssertionError(f"no process of trial {trial_id}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,24 +40,8 @@ def code_dir(tmp_path: Path) -> Path:
     return path
 
 
-def write_script(folder: Path, name: str, body: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(body))
-    return path
-
-
-def write_json(path: Path, data: object) -> Path:
-    path.write_text(json.dumps(data))
-    return path
-
-
 LEFTOVER_GRACE = 10.0
 """Seconds a test's processes have to end on their own after it, before they count as left behind."""
-
-fixture_process_roots: set[int] = set()
-"""Pids of processes a module- or session-scoped fixture started and will stop itself (a Ray
-cluster's nodes): they and their descendants are the fixture's, not a test's, even those
-started during a test (Ray starts worker processes as the work asks)."""
 
 
 @pytest.fixture(autouse=True)
@@ -151,26 +105,3 @@ def _command_line(process: psutil.Process) -> str:
         return f"(command line unreadable: {type(error).__name__})"
 
 
-PYTHON = sys.executable
-ENV_WITH_REPO = {**os.environ, "PYTHONPATH": str(REPO)}
-
-
-def rest_call(port: int, method: str, route: str, body: object = None) -> tuple[int, object]:
-    """``method route`` of NNI's REST API on 127.0.0.1:``port``: (HTTP status, JSON answer)."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/nni/{route}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
-def refuses_connections(port: int) -> bool:
-    """Whether nothing listens on 127.0.0.1:``port`` any more (the server closed)."""
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/nni/check-status", timeout=5)
-    except urllib.error.URLError as error:
-        return isinstance(error.reason, ConnectionRefusedError)
-    return False

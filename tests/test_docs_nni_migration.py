@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.common import REPO
 
 DOC = REPO / "docs" / "nni-migration.md"
 STATUS = re.compile(r"^(same\b|different: |not supported: )")

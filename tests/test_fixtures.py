@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import REPO
+from tests.helpers.common import REPO
 
 
 def run_pytest(folder: Path, conftest: str, test: str) -> subprocess.CompletedProcess:
@@ -50,7 +50,8 @@ def test_stepped_stops_its_experiment_when_its_setup_fails(tmp_path: Path):
     result = run_pytest(tmp_path, """
         import pytest
         import tests.server.conftest as manager_conftest
-        from tests.conftest import code_dir, no_child_process_left_behind, wait_until  # noqa: F401 - fixtures
+        from tests.conftest import code_dir, no_child_process_left_behind  # noqa: F401 - fixtures
+        from tests.helpers.common import wait_until
         from tests.server.conftest import stepped  # noqa: F401 - the fixture under test
 
         @pytest.fixture

@@ -26,7 +26,7 @@ import pytest
 
 import expmgr
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, write_script
+from tests.helpers.common import REPO, write_script
 
 LOG_LINE = re.compile(r"^\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (?P<level>TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL)"
                       r" \((?P<logger>\S+)(?: (?P<thread>[^)]+))?\) (?P<message>.*)$")
@@ -928,7 +928,7 @@ def test_the_dispatchers_log_and_its_prints_follow_each_rotation(tmp_path: Path)
     import subprocess
     import sys
     from expmgr.rotation import rotated_files
-    from tests.conftest import ENV_WITH_REPO
+    from tests.helpers.common import ENV_WITH_REPO
     log = tmp_path / "dispatcher.log"
     script = f"""
 import logging, os, sys

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import ENV_WITH_REPO, wait_until, write_script
+from tests.helpers.common import ENV_WITH_REPO, wait_until, write_script
 
 
 def test_trial_script_run_by_hand_gets_empty_parameters_and_logs_its_metrics(tmp_path: Path):

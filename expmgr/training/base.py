@@ -5,12 +5,12 @@ is two halves, as asyncio's transport and protocol are: process control (this
 ``files.TrialFiles``: output, reports, checkpoint), which the server and the CLI also
 read, without a service, through ``expmgr.training.trial_files``::
 
-    service = create_training_service(config, runner, paths)     # expmgr.training
+    service = create_training_service(resolved, runner, paths)   # expmgr.training; the runner: TrialEvents
     await service.start()
     if service.has_capacity():
         await service.launch(TrialLaunch(...))
     service.signal("Xy3zQ", signal.SIGTERM)
-    lines = service.files.unsent_reports("Xy3zQ")
+    for line_number, line in service.files.unsent_reports("Xy3zQ"): ...
     await service.stop(grace_period=5.0)
 
 The runner knows nothing of where a trial runs: processes, hosts and the files of a

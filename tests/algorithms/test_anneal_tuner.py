@@ -9,7 +9,7 @@ from expmgr.algorithms.anneal_tuner import AnnealTuner
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run
+from tests.helpers.spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run
 
 SEEDS = range(7)
 

@@ -11,7 +11,7 @@ from expmgr.algorithms.hyperband_tuner import TRIAL_BUDGET
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 
-from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, suggested
+from tests.helpers.spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, suggested
 
 SEEDS = range(5)
 

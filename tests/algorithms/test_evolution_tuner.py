@@ -9,7 +9,7 @@ from expmgr.algorithms.evolution_tuner import EvolutionTuner
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, run
+from tests.helpers.spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, run
 
 CUBE = {name: {"_type": "uniform", "_value": [-10, 10]} for name in ("x", "y", "z")}
 

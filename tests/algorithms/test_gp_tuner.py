@@ -9,7 +9,7 @@ from expmgr.algorithms import create_tuner
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import PLANE, bowl, run
+from tests.helpers.spaces import PLANE, bowl, run
 
 pytest.importorskip("sklearn")
 

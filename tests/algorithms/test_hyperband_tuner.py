@@ -8,7 +8,7 @@ from expmgr.algorithms import create_tuner
 from expmgr.algorithms.hyperband_tuner import TRIAL_BUDGET, BracketSchedule, HyperbandTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, NoTrialYetError
 
-from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, suggested
+from tests.helpers.spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, suggested
 
 
 # R=27, eta=3: s_max=3; bracket s starts ceil(4 / (s + 1) * 3**s) configurations at 27 / 3**s

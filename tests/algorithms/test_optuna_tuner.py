@@ -10,7 +10,7 @@ import pytest
 from expmgr.algorithms import create_tuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from tests.helpers.spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
 
 optuna = pytest.importorskip("optuna")
 

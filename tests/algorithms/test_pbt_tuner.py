@@ -9,7 +9,7 @@ from expmgr.algorithms import create_tuner
 from expmgr.algorithms.pbt_tuner import PbtTuner
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR, AlgorithmError, NoTrialYetError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from tests.helpers.spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
 
 Handed = list[tuple[int, dict, "int | None"]]
 """One generation as handed out: (parameter id, parameters, checkpoint source)."""

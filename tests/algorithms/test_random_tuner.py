@@ -5,7 +5,7 @@ import pytest
 from expmgr.algorithms.random_tuner import RandomTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
+from tests.helpers.spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested
 
 
 def generate(tuner: RandomTuner, space: dict, n: int) -> list[dict]:

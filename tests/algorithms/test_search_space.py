@@ -18,7 +18,7 @@ from expmgr.algorithms.search_space import (
     sample,
 )
 
-from .spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, on_grid
+from tests.helpers.spaces import EVERY_TYPE, NESTED, assert_fits_every_type, assert_fits_nested, on_grid
 
 
 @pytest.fixture(scope="module", params=[make_stdlib_rng, make_rng], ids=["stdlib", "numpy"])

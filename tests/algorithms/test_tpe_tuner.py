@@ -12,7 +12,7 @@ from expmgr.algorithms.tpe_parzen import TpeResult as _Result, _bandwidths, _Num
 from expmgr.algorithms.tpe_tuner import TpeTuner
 from expmgr.algorithms.tuner import AlgorithmError, NoMoreTrialError, Tuner
 
-from .spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run
+from tests.helpers.spaces import EVERY_TYPE, NESTED, PLANE, assert_fits_every_type, assert_fits_nested, bowl, run
 
 SEEDS = range(5)
 

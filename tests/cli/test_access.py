@@ -17,8 +17,8 @@ import pytest
 
 from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
-from tests.cli.test_daemon import created_id, entry, expctl, project  # noqa: F401 - the fixture
-from tests.conftest import REPO, wait_until
+from tests.helpers.cli_daemon import created_id, entry, expctl, project  # noqa: F401 - the fixture
+from tests.helpers.common import REPO, wait_until
 
 TOKEN = "a-token-from-the-environment-0123"
 SLOW_CONFIG = """\

@@ -13,8 +13,8 @@ import pytest
 
 from expmgr.layout import ExperimentPaths
 from expmgr.store.registry import Registry
-from tests.conftest import REPO
-from tests.server.fill import fill_experiment
+from tests.helpers.common import REPO
+from tests.helpers.fill import fill_experiment
 
 
 def expctl(home: Path, *args: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import REPO, wait_until
+from tests.helpers.cli_create import BASE, expctl, start_create
+from tests.helpers.common import REPO, wait_until
 
 GOOD_SPACE = '{"x": {"_type": "uniform", "_value": [0, 1]}}'
 
@@ -28,33 +29,6 @@ def _running_trials(home: Path) -> int:
     except sqlite3.OperationalError:
         return 0
 
-
-def start_create(project: Path, home: Path, *, extra_env: dict[str, str] | None = None,
-                 foreground_only: bool = False, **popen: object) -> subprocess.Popen:
-    """``expctl create --foreground --exit-when-done`` on project/config.yml, as a running
-    process (``foreground_only``: without --exit-when-done, it serves after DONE)."""
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO), **(extra_env or {})}
-    popen.setdefault("stdout", subprocess.PIPE)
-    popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
-                             "--foreground", *([] if foreground_only else ["--exit-when-done"])],
-                            cwd=project, env=env, text=True, **popen)
-
-
-def expctl(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-BASE = """\
-searchSpaceFile: space.json
-trialCommand: python3 trial.py
-trialConcurrency: 1
-maxTrialNumber: 2
-tuner:
-  name: Random
-"""
 
 # (name, config text, expected line, fragments the message must hold)
 BAD_CONFIGS = [
@@ -123,7 +97,7 @@ def test_bad_search_space_entry_is_refused_naming_the_file_and_parameter(project
 
 def test_create_foreground_serves_after_done_until_sigterm_as_nni(project: Path):
     from expmgr.store.registry import Registry
-    from tests.conftest import refuses_connections, rest_call
+    from tests.helpers.common import refuses_connections, rest_call
     (project / "config.yml").write_text(BASE)
     home = project / "home"
     # Its stdout in a file the test can read while it runs: the registry says DONE a moment

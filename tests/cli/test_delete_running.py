@@ -10,8 +10,8 @@ import signal
 import psutil
 
 from expmgr.states import ExperimentState
-from tests.cli.test_daemon import created_id, entry, expctl, project  # noqa: F401 - project is a fixture
-from tests.conftest import wait_until
+from tests.helpers.cli_daemon import created_id, entry, expctl, project  # noqa: F401 - project is a fixture
+from tests.helpers.common import wait_until
 
 
 def test_deleting_a_running_experiment_is_refused_and_leaves_it_running(project):  # noqa: F811

@@ -19,7 +19,7 @@ from expmgr.server.auth import Access
 from expmgr.states import ExperimentState
 from expmgr.store import ExperimentProfile, create_store
 from expmgr.store.registry import Registry, RegistryEntry
-from tests.conftest import REPO, wait_until
+from tests.helpers.common import REPO, wait_until
 
 EXP_ID = "de1eted0"
 PORT = 1  # listed, never connected to: stop() signals the process, it calls no route

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from expmgr.layout import ExperimentPaths
-from tests.conftest import REPO
-from tests.server.fill import fill_experiment
+from tests.helpers.common import REPO
+from tests.helpers.fill import fill_experiment
 
 
 def expctl(home: Path, *args: str) -> subprocess.CompletedProcess:

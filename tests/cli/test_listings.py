@@ -20,9 +20,9 @@ import pytest
 
 from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
-from tests.cli.test_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401 (a fixture)
-from tests.conftest import REPO, wait_until
-from tests.server.fill import experiment_on_hosts
+from tests.helpers.cli_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401 (a fixture)
+from tests.helpers.common import REPO, wait_until
+from tests.helpers.fill import experiment_on_hosts
 
 
 def expctl_into_closed_pipe(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -20,8 +20,8 @@ from expmgr.cli.logs import _size
 from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotated_files
 from expmgr.states import ExperimentState
 from expmgr.store.registry import Registry
-from tests.conftest import REPO, wait_until
-from tests.server.fill import fill_experiment
+from tests.helpers.common import REPO, wait_until
+from tests.helpers.fill import fill_experiment
 
 MEMORY_LIMIT = 256 * 2**20
 """The address space an expctl reading a huge file is given: the whole file cannot fit."""

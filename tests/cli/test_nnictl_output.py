@@ -17,8 +17,8 @@ import textwrap
 from pathlib import Path
 
 from expmgr.states import ExperimentState
-from tests.cli.test_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401
-from tests.conftest import REPO, rest_call, wait_until
+from tests.helpers.cli_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401
+from tests.helpers.common import REPO, rest_call, wait_until
 
 NNI_TRIAL_KEYS = {"trialJobId", "sequenceId", "status", "hyperParameters", "logPath", "stderrPath", "startTime",
                   "endTime", "finalMetricData"}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from expmgr.states import ExperimentState
-from tests.cli.test_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401
-from tests.conftest import wait_until
+from tests.helpers.cli_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401
+from tests.helpers.common import wait_until
 
 
 def running_trials(home: Path, cwd: Path, exp_id: str) -> list[dict]:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.test_create import BASE
-from tests.conftest import REPO
+from tests.helpers.cli_create import BASE
+from tests.helpers.common import REPO
 
 
 def _mode(path: Path) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.store.registry import Registry
-from tests.conftest import REPO, refuses_connections, wait_until, write_script
+from tests.helpers.common import REPO, refuses_connections, wait_until, write_script
 
 
 def expctl(home: Path, *args: str) -> subprocess.CompletedProcess:

@@ -12,8 +12,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import REPO
-from tests.registry_fill import RegistryFill
+from tests.helpers.common import REPO
+from tests.helpers.registry_fill import RegistryFill
 
 
 def start_ui(home: Path, *args: str) -> subprocess.Popen:

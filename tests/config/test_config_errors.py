@@ -7,7 +7,7 @@ import pytest
 
 from expmgr.config import ConfigError, ExperimentConfig
 
-from .helpers import GOOD, assert_error, good_with, load_error, write
+from tests.helpers.config import GOOD, assert_error, good_with, load_error, write
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from expmgr.config import ConfigError, ExperimentConfig, validate_search_space
-from tests.cli.test_create import BASE, expctl
+from tests.helpers.cli_create import BASE, expctl
 
-from .helpers import GOOD, good_with, load_error, write
+from tests.helpers.config import GOOD, good_with, load_error, write
 
 HUGE = 10**40
 

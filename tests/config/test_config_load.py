@@ -8,7 +8,7 @@ import pytest
 
 from expmgr.config import AlgorithmConfig, ConfigError, ExperimentConfig, LocalConfig
 
-from .helpers import GOOD, good_with, write
+from tests.helpers.config import GOOD, good_with, write
 
 QUICKSTART = """\
 # NNI's quickstart, v2 format

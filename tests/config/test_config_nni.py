@@ -6,7 +6,7 @@ from pathlib import Path
 
 from expmgr.config import ExperimentConfig, ResolvedConfig
 
-from .helpers import GOOD, assert_error, good_with, load_error, write
+from tests.helpers.config import GOOD, assert_error, good_with, load_error, write
 
 V1 = """\
 authorName: default

@@ -10,7 +10,7 @@ import pytest
 
 from expmgr.config import ConfigError, ExperimentConfig
 
-from .helpers import good_with, load_error, write
+from tests.helpers.config import good_with, load_error, write
 
 needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,
                                    reason="the GP and Metis tuners need scikit-learn (the gp extra)")

@@ -8,7 +8,7 @@ import pytest
 
 from expmgr.config import AlgorithmConfig, ConfigError, ExperimentConfig, LocalConfig
 
-from .helpers import GOOD, write
+from tests.helpers.config import GOOD, write
 
 
 def make(**overrides) -> ExperimentConfig:

@@ -8,7 +8,7 @@ import pytest
 
 from expmgr.config import ConfigError, ExperimentConfig, validate_search_space
 
-from .helpers import load_error, write
+from tests.helpers.config import load_error, write
 
 HEAD = """\
 trialCommand: python3 trial.py

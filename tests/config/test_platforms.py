@@ -14,7 +14,7 @@ from expmgr.config._validate import _Canonicalizer
 from expmgr.layout import ExperimentPaths
 from expmgr.training import create_training_service, trial_files
 
-from .helpers import write
+from tests.helpers.config import write
 
 RAY_INSTALLED = importlib.util.find_spec("ray") is not None
 NO_EVENTS: Any = object()   # a service is only built here, never started: it tells nothing

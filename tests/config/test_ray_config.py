@@ -14,9 +14,9 @@ import pytest
 
 from expmgr.config import (ConfigError, ExperimentConfig, LocalConfig, RayConfig, ResolvedConfig, ResolvedRayConfig,
                            ResolvedTrialResources)
-from tests.conftest import REPO
+from tests.helpers.common import REPO
 
-from .helpers import assert_error, load_error, write
+from tests.helpers.config import assert_error, load_error, write
 
 # a valid config, 8 lines; tests append lines 9+ (keys of trainingService)
 RAY = """\

@@ -12,7 +12,7 @@ import pytest
 from expmgr.config import (UPDATABLE_FIELDS, AlgorithmConfig, ConfigError, ExperimentConfig, ResolvedConfig,
                            ResolvedLocalConfig)
 
-from .helpers import write
+from tests.helpers.config import write
 
 SPACE = {"lr": {"_type": "loguniform", "_value": [0.0001, 0.1]}}
 

@@ -13,7 +13,7 @@ from expmgr.algorithms import create_tuner
 from expmgr.algorithms.tuner import NoMoreTrialError
 from expmgr.dispatcher.host import DispatcherHost
 from expmgr.dispatcher.protocol import read_frame, write_frame
-from tests.conftest import wait_until
+from tests.helpers.common import wait_until
 
 GRID = {"x": {"_type": "choice", "_value": [1, 2, 3]}, "y": {"_type": "quniform", "_value": [0, 1, 0.5]}}
 BATCH = {"combine_params": {"_type": "choice", "_value": [{"x": 1}, {"x": 2}, {"x": 1}, {"x": 3}, {"x": 4}]}}

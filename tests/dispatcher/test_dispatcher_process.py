@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,25 +9,9 @@ import pytest
 from expmgr.dispatcher.client import DispatcherClient
 from expmgr.dispatcher.protocol import ProtocolError, decode_length, encode_frame, read_frame, write_frame
 from expmgr.rotation import RotatingWriter, RotationLimits
+from tests.helpers.dispatcher import ask, dispatcher
 
 SPACE = {"x": {"_type": "choice", "_value": [1, 2, 3]}}
-
-
-@pytest.fixture
-def dispatcher(tmp_path: Path):
-    log = tmp_path / "dispatcher.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "expmgr.dispatcher", "--log-file", str(log), "--log-level", "debug"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "ab"))
-    yield process, log
-    if process.poll() is None:
-        process.stdin.close()
-        process.wait(timeout=30)
-
-
-def ask(process: subprocess.Popen, message: dict) -> dict:
-    write_frame(process.stdin, message)
-    return read_frame(process.stdout)
 
 
 def test_frames_round_trip_and_oversized_frames_are_refused():

@@ -11,7 +11,7 @@ import pytest
 
 from expmgr.dispatcher.protocol import MAX_FRAME, FrameTooLarge, ProtocolError, encode_frame, read_frame, write_frame
 from expmgr.dispatcher.client import DispatcherClient
-from tests.dispatcher.test_dispatcher_process import ask, dispatcher  # noqa: F401 - the fixture
+from tests.helpers.dispatcher import ask, dispatcher  # noqa: F401 - the fixture
 
 GRID = {"x": {"_type": "randint", "_value": [0, 3000]}}
 

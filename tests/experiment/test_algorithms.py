@@ -11,7 +11,7 @@ import pytest
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFolder
 from expmgr.store import open_store
-from tests.conftest import write_script
+from tests.helpers.common import write_script
 
 # A learning curve x * step for STEPS steps. Trials whose x is in HOLD stay open after
 # their last report until they are stopped (60 s at most), so the assessor's verdict,

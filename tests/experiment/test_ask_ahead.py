@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import write_script
+from tests.helpers.common import write_script
 
 BATCH = [{"x": 10}, {"x": 11}, {"x": 12}, {"x": 10}, {"x": 14}]
 

@@ -13,7 +13,8 @@ import pytest
 import expmgr
 from expmgr import Experiment, ExperimentConfig
 from expmgr.states import ExperimentState, TrialState
-from tests.conftest import trial_token, wait_until, write_script
+from tests.helpers.common import trial_token, wait_until, write_script
+from tests.helpers.experiments import CRASHING_TUNER
 
 GATED_TRIAL = """
     import os, sys, time
@@ -139,24 +140,6 @@ def test_run_blocks_until_done_and_returns_true(tmp_path: Path, code_dir: Path):
     assert (profile["id"], profile["status"], profile["nextSequenceId"]) == (experiment.id, "DONE", 5)
     assert profile["params"]["maxTrialNumber"] == 5 and profile["endTime"] >= profile["startTime"]
     assert (experiment.paths.root / "config.yml").is_file()
-
-
-CRASHING_TUNER = """
-    from expmgr.algorithms.tuner import Tuner
-
-    class ExplodingTuner(Tuner):
-        def update_search_space(self, search_space):
-            self.calls = 0
-
-        def generate_parameters(self, parameter_id, **kwargs):
-            self.calls += 1
-            if self.calls > 2:
-                raise RuntimeError("tuner exploded on purpose")
-            return {"x": self.calls}
-
-        def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
-            pass
-"""
 
 
 def test_crashing_tuner_puts_experiment_in_error_with_its_traceback(tmp_path: Path, code_dir: Path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ENV_WITH_REPO, write_script
+from tests.helpers.common import ENV_WITH_REPO, write_script
 
 RUN = """\
 import json, sys

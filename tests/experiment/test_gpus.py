@@ -1,5 +1,5 @@
 """GPUs as NNI's local training service gives them, on a machine without one: a stand-in
-nvidia-smi (tests/fake_nvidia_smi.py) says which GPUs exist and which processes use them,
+nvidia-smi (tests/helpers/fake_nvidia_smi.py) says which GPUs exist and which processes use them,
 and the test changes that while a real experiment runs. Trials wait, with the reason in the
 REST trial record and ``expctl trial ls``, while no GPU is free; the experiment ends in ERROR
 at start only when no trial could ever be given what it asks."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, wait_until, write_script
-from tests.fake_nvidia_smi import FakeNvidiaSmi
+from tests.helpers.common import REPO, wait_until, write_script
+from tests.helpers.fake_nvidia_smi import FakeNvidiaSmi
 
 # Waits for its own gate file (gate/<x>), then reports; prints the GPUs it was given.
 GATED_GPU_TRIAL = """
@@ -25,7 +25,7 @@ GATED_GPU_TRIAL = """
     x = expmgr.get_next_parameter()["x"]
     print(os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
     pids = os.environ.get("PID_FOLDER")
-    if pids:  # this trial "uses" GPU 0 as nvidia-smi tells (tests/fake_nvidia_smi.py)
+    if pids:  # this trial "uses" GPU 0 as nvidia-smi tells (tests/helpers/fake_nvidia_smi.py)
         (pathlib.Path(pids) / str(os.getpid())).write_text("")
     gate = pathlib.Path(os.environ["GATE_DIR"]) / str(x)
     deadline = time.monotonic() + 120

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import write_script
+from tests.helpers.common import write_script
 
 # Trains "epochs" up to TRIAL_BUDGET, continuing from the checkpoint folder when it has one;
 # the final result is x (independent of the budget) and the epochs it trained itself.

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import ENV_WITH_REPO
+from tests.helpers.common import ENV_WITH_REPO
 
 PRELUDE = """\
 import os, signal, sys, threading, time

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, write_script
+from tests.helpers.common import REPO, write_script
 
 # The result is the parameter: 3, 1, 4, 2 in that order, so neither the first nor the last
 # trial is the best either way, and the highest (4) is the worst when minimizing.

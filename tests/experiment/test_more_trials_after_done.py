@@ -20,8 +20,8 @@ from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
 from expmgr.store import open_store
 from expmgr.store.registry import Registry
-from tests.conftest import REPO, rest_call as call, wait_until, write_script
-from tests.experiment.test_experiment import CRASHING_TUNER
+from tests.helpers.common import REPO, rest_call as call, wait_until, write_script
+from tests.helpers.experiments import CRASHING_TUNER
 
 BUDGET_FIELDS = ["maxTrialNumber", "maxExperimentDuration"]
 ALL_FIELDS = ["trialConcurrency", "maxTrialNumber", "maxExperimentDuration", "searchSpace"]

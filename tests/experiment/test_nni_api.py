@@ -17,10 +17,10 @@ import pytest
 
 from expmgr import ExperimentConfig as TopLevelExperimentConfig
 from expmgr.config import ConfigError
-from expmgr.experiment import (AlgorithmConfig, Experiment, ExperimentConfig, ExperimentError, TrialJob,
-                               TrialMetricData, TrialResult)
-from tests.conftest import REPO, wait_until, write_script
-from tests.test_trial_path import activate, nni_python, sklearn_without_nni  # noqa: F401 - nni_python: a fixture
+from expmgr.experiment import AlgorithmConfig, Experiment, ExperimentConfig, ExperimentError, TrialJob, TrialResult
+from tests.helpers.common import REPO, wait_until, write_script
+from tests.helpers.nni import activate, nni_python, sklearn_without_nni  # noqa: F401 - nni_python: a fixture
+from tests.helpers.nni import nni_beside_expmgr
 
 NNI_EXAMPLES = REPO / "tests" / "nni_examples"
 TUTORIALS = NNI_EXAMPLES / "tutorials"
@@ -409,18 +409,6 @@ def test_expctl_run_gives_the_script_its_arguments_and_exit_status_and_pythons_t
     assert failed.stderr.endswith("ValueError: the script's own error\n")
     missing = run("nosuch.py")
     assert missing.returncode == 2 and "no such file: nosuch.py" in missing.stderr
-
-
-def nni_beside_expmgr(tmp_path: Path, nni_python: str) -> str:
-    """A PYTHONPATH for this Python on which NNI 3.0 (of ``nni_python``'s environment) is
-    installed beside expmgr, as ``pip install nni`` in expmgr's environment would (expmgr's own
-    dependencies win where both have one)."""
-    site = subprocess.run([nni_python, "-c", "import os, nni; print(os.path.dirname(os.path.dirname(nni.__file__)))"],
-                          capture_output=True, text=True, timeout=120, check=True).stdout.strip()
-    shim = tmp_path / "nni_installed"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(f"import sys\nsys.path.append({site!r})\n")
-    return os.pathsep.join([str(REPO), str(shim)])
 
 
 def test_with_nni_installed_beside_expmgr_expctl_run_gives_the_script_expmgrs_experiment_and_nni_the_rest(

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, write_script
-from tests.experiment.test_nni_api import nni_beside_expmgr
-from tests.test_trial_path import nni_python  # noqa: F401 - a fixture
+from tests.helpers.common import REPO, write_script
+from tests.helpers.nni import nni_beside_expmgr
+from tests.helpers.nni import nni_python  # noqa: F401 - a fixture
 
 CUSTOMIZED_TUNER = REPO / "tests" / "nni_examples" / "customized_tuner"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFolder
 from expmgr.store import open_store
-from tests.conftest import REPO, write_script
+from tests.helpers.common import REPO, write_script
 
 # The checkpoint handling of NNI's mnist-pbt-tuner-pytorch/mnist.py, with a number for a model.
 NNI_PBT_TRIAL = """

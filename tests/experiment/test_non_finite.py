@@ -15,7 +15,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.store import open_store
-from tests.conftest import REPO, write_script
+from tests.helpers.common import REPO, write_script
 
 RECORDING_TUNER = """
     import json, os

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, wait_until, write_script
+from tests.helpers.common import REPO, wait_until, write_script
 
 SELF_PREEMPTING_TRIAL = """
     import os, sys

@@ -12,11 +12,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from expmgr import Experiment, ExperimentConfig
+from expmgr import Experiment
 from expmgr.experiment import ExperimentError
 from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
-from tests.conftest import REPO, wait_until, write_script
+from tests.helpers.common import REPO, wait_until, write_script
+from tests.helpers.experiments import grid_config
 
 SLOW_TRIAL = """
     import time, expmgr
@@ -25,15 +26,6 @@ SLOW_TRIAL = """
     time.sleep(0.4)
     expmgr.report_final_result(x * 10)
 """
-
-
-def grid_config(tmp_path: Path, code_dir: Path, **overrides) -> ExperimentConfig:
-    fields = dict(search_space={"x": {"_type": "choice", "_value": list(range(6))}},
-                  trial_command="python3 trial.py", trial_code_directory=code_dir, trial_concurrency=2,
-                  max_trial_number=6, tuner={"name": "GridSearch"}, trial_grace_period=1,
-                  experiment_working_directory=tmp_path / "home")
-    fields.update(overrides)
-    return ExperimentConfig(**fields)
 
 
 def test_resume_after_stop_reruns_the_cancelled_trials_and_completes_the_budget(tmp_path: Path, code_dir: Path):

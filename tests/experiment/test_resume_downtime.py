@@ -20,7 +20,7 @@ import psutil
 
 from expmgr import Experiment
 from expmgr.store.registry import Registry
-from tests.conftest import REPO, wait_until, write_script
+from tests.helpers.common import REPO, wait_until, write_script
 
 DOWNTIME = 3.0
 """Seconds the experiment stays without a manager: more than any delay a busy machine adds."""

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import wait_until, write_script
+from tests.helpers.common import wait_until, write_script
 
 BLOCKING_TRIAL = """
     import os, time

@@ -14,7 +14,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.store.registry import Registry
-from tests.conftest import ENV_WITH_REPO, refuses_connections, rest_call as call, wait_until, write_script
+from tests.helpers.common import ENV_WITH_REPO, refuses_connections, rest_call as call, wait_until, write_script
 
 
 def config(code_dir: Path, home: Path) -> ExperimentConfig:

@@ -17,7 +17,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState
 from expmgr.store import ExperimentProfile, create_store
 from expmgr.store.registry import Registry
-from tests.conftest import wait_until
+from tests.helpers.common import wait_until
 
 
 def dispatchers_of(paths: ExperimentPaths) -> list[psutil.Process]:

@@ -14,7 +14,8 @@ import expmgr
 from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
 from expmgr.states import TrialState
-from tests.conftest import wait_until, write_script
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.experiments import strategy_config
 
 SQUARE_TRIAL = """
     import expmgr
@@ -22,13 +23,6 @@ SQUARE_TRIAL = """
     expmgr.report_intermediate_result(x)
     expmgr.report_final_result(x * x)
 """
-
-
-def strategy_config(tmp_path: Path, code_dir: Path, **overrides) -> ExperimentConfig:
-    fields = dict(trial_command="python3 trial.py", trial_code_directory=code_dir, trial_concurrency=2,
-                  max_trial_number=4, experiment_working_directory=tmp_path / "home")
-    fields.update(overrides)
-    return ExperimentConfig(**fields)
 
 
 def test_strategy_submits_trials_waits_for_them_and_the_experiment_ends_done(tmp_path: Path, code_dir: Path):

@@ -7,8 +7,8 @@ from pathlib import Path
 from expmgr import Experiment
 from expmgr.config import AlgorithmConfig
 from expmgr.states import TrialState
-from tests.conftest import write_script
-from tests.experiment.test_strategy import strategy_config
+from tests.helpers.common import write_script
+from tests.helpers.experiments import strategy_config
 
 CURVE_TRIAL = """
     import time

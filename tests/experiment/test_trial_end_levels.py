@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import write_script
+from tests.helpers.common import write_script
 
 ENDING_TRIAL = """
     import os, signal, sys

@@ -17,7 +17,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
-from tests.conftest import REPO, wait_until, write_script
+from tests.helpers.common import REPO, wait_until, write_script
 
 API = "/api/v1/nni"
 SPACE = {"x": {"_type": "randint", "_value": [0, 1000]}}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFolder
-from tests.conftest import write_script
+from tests.helpers.common import write_script
 
 # Line 2 of the trial's metrics.jsonl, by kind (line 1 is a good report).
 BAD_LINES = {

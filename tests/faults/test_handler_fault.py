@@ -9,7 +9,7 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.store import ExperimentStore
-from tests.conftest import write_script
+from tests.helpers.common import write_script
 
 
 class InjectedFault(Exception):

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import wait_until, write_script
-from tests.faults.conftest import use_up_inodes
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.disks import use_up_inodes
 
 TRIAL = """
     import os, time, expmgr

@@ -19,9 +19,9 @@ import pytest
 from expmgr import Experiment, ExperimentConfig
 from expmgr.store.registry import Registry, RegistryEntry
 from expmgr.states import ExperimentState
-from tests.conftest import REPO, wait_until, write_script
-from tests.faults.conftest import fill as _fill
-from tests.server.conftest import SocketClient
+from tests.helpers.common import REPO, wait_until, write_script
+from tests.helpers.disks import fill as _fill
+from tests.helpers.server import SocketClient
 
 REPORTS = 5  # per trial: 4 intermediate, 1 final
 HOLD_SECONDS = 3.0

@@ -3,7 +3,7 @@
     .venv/bin/python tests/perf/changes_scale.py [--trials 10000] [--metrics 20]
 
 Fills a finished experiment with ``--trials`` trials of ``--metrics`` intermediate results
-and a final one each (tests/server/fill.py), then prints:
+and a final one each (tests/helpers/fill.py), then prints:
 - the full changes answer (no cursor) built in-process: time (best of 3) and size;
 - the same over HTTP from ``Experiment.view`` (GET /api/v1/expmgr/changes);
 - the paged load a UI does (limit 50,000): pages and total time;
@@ -30,7 +30,7 @@ from expmgr.server.live import changes_answer  # noqa: E402
 from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord  # noqa: E402
 from expmgr.states import ExperimentState, TrialState  # noqa: E402
 from expmgr.training import trial_files  # noqa: E402
-from tests.server.fill import fill_experiment  # noqa: E402
+from tests.helpers.fill import fill_experiment  # noqa: E402
 
 
 def best_of(rounds: int, function) -> tuple[float, object]:

@@ -3,7 +3,7 @@
 
     .venv/bin/python tests/perf/log_tail.py [--size-gib 2] [--rounds 5] [--sparse]
 
-Makes a finished experiment of one trial in a temporary folder (tests/server/fill.py), grows
+Makes a finished experiment of one trial in a temporary folder (tests/helpers/fill.py), grows
 its trial's stdout to ``--size-gib`` GiB of numbered lines (written in 16 MiB blocks; with
 ``--sparse``, a hole with a few lines at each end instead, which takes no disk), and runs, as
 real processes, each ``--rounds`` times:
@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.server.fill import fill_experiment  # noqa: E402
+from tests.helpers.fill import fill_experiment  # noqa: E402
 
 BLOCK = 16 * 2**20
 TIME = "/usr/bin/time"

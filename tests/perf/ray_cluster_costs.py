@@ -1,4 +1,4 @@
-"""What the local Ray cluster of the tests costs (tests/ray_cluster.py): start time, memory,
+"""What the local Ray cluster of the tests costs (tests/helpers/ray_cluster.py): start time, memory,
 a driver's ray.init, and a new actor against a call to one that exists.
 
     PYTHONPATH=. python tests/perf/ray_cluster_costs.py
@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from tests.ray_cluster import RayCluster
+from tests.helpers.ray_cluster import RayCluster
 
 DRIVER = """
 import json, os, time, psutil

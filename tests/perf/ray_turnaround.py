@@ -149,7 +149,7 @@ class HeadNode:
     """A one-node Ray cluster on this machine: one ``ray start --head --block`` in a session of
     its own, with its own temp dir and OS-chosen ports. ``start()``, then ``stop()``
     (idempotent), which leaves no process of the node (``ray stop`` is never used: it stops
-    every Ray process of the machine). After tests/ray_cluster.py, without pytest."""
+    every Ray process of the machine). After tests/helpers/ray_cluster.py, without pytest."""
 
     def __init__(self, python: str, num_cpus: int) -> None:
         self.ray = str(Path(python).with_name("ray"))

@@ -35,7 +35,7 @@ from expmgr.layout import ExperimentPaths  # noqa: E402
 from expmgr.store.registry import Registry, RegistryEntry  # noqa: E402
 from expmgr.store import ExperimentProfile, ExperimentStore, MetricRecord, TrialRecord  # noqa: E402
 from expmgr.states import ExperimentState, TrialState  # noqa: E402
-from tests.webui.conftest import CHROMIUM_FLAGS, load_testids  # noqa: E402
+from tests.helpers.browser import CHROMIUM_FLAGS, load_testids  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 EXP_ID = "scale0001"

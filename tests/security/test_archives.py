@@ -25,8 +25,8 @@ from typing import Callable, Iterator
 import pytest
 
 from expmgr.cli.unpacking import UnsafeArchive, checked_members
-from tests.cli.test_create import BASE
-from tests.conftest import REPO
+from tests.helpers.cli_create import BASE
+from tests.helpers.common import REPO
 
 Members = list[tuple[zipfile.ZipInfo, bytes]]
 REGISTRY_FILES = {"registry.sqlite", "registry.sqlite-wal", "registry.sqlite-shm"}

@@ -27,8 +27,8 @@ from expmgr.server import connections
 from expmgr.server.connections import Listener, connection_cap
 from expmgr.server.guard import Guard, GuardedApplication, ServerLimits, allowed_hosts, peer_of
 from expmgr.store.registry import Registry
-from tests.cli.test_create import start_create
-from tests.conftest import rest_call, wait_until, write_script
+from tests.helpers.cli_create import start_create
+from tests.helpers.common import rest_call, wait_until, write_script
 
 HOLD = 1100
 """Idle connections, and as many slow-header ones, opened at the experiment: more than its

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from expmgr.rotation import RotatingWriter, RotationLimits
-from tests.conftest import wait_until
-from tests.security.conftest import send, unchanged_state
+from tests.helpers.common import wait_until
+from tests.helpers.security import send, unchanged_state
 
 API = "/api/v1/nni"
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- not for the web UI"

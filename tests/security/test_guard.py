@@ -11,8 +11,8 @@ import pytest
 from expmgr import Experiment, ExperimentConfig
 from expmgr.experiment import ExperimentError
 from expmgr.server.guard import Guard, LimitsError, ServerLimits, allowed_hosts
-from tests.server.fill import fill_experiment
-from tests.security.conftest import send
+from tests.helpers.fill import fill_experiment
+from tests.helpers.security import send
 
 
 def test_a_loopback_server_answers_to_its_loopback_names_only():

@@ -19,8 +19,8 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.server import auth, peers
-from tests.conftest import wait_until, write_script
-from tests.security.test_token import TOKEN, gated_experiment, request, websocket_status
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.security import TOKEN, gated_experiment, request, websocket_status
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 """A Python any user can run (the clients as nobody use its standard library only)."""

@@ -13,9 +13,9 @@ import tornado.httpclient
 import tornado.websocket
 
 from expmgr.server.guard import MiB, ServerLimits
-from tests.conftest import wait_until
-from tests.conftest import trial_token
-from tests.security.conftest import Answer, app_routes, concrete, send, unchanged_state, writes_of
+from tests.helpers.common import wait_until
+from tests.helpers.common import trial_token
+from tests.helpers.security import Answer, app_routes, concrete, send, unchanged_state, writes_of
 
 API = "/api/v1/nni"
 METRICS = "/api/v1/expmgr/trials/([^/]+)/metrics"

@@ -4,8 +4,6 @@ a ``?token=`` link sets; trials report without it; everything served under a url
 prefix; another local user cannot stop the experiment."""
 from __future__ import annotations
 
-import asyncio
-import http.client
 import json
 import logging
 import os
@@ -22,70 +20,17 @@ from pathlib import Path
 
 import psutil
 import pytest
-import tornado.httpclient
-import tornado.websocket
 
-from expmgr import Experiment, ExperimentConfig
+from expmgr import Experiment
 from expmgr.server import auth
 from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
-from tests.conftest import REPO, wait_until, write_script
+from tests.helpers.common import REPO, wait_until
+from tests.helpers.security import TOKEN, gated_experiment, request, websocket_status
 
-TOKEN = "s3cret-token-for-tests_0123456789"
-GATED_TRIAL = """
-    import os, time
-    import expmgr
-    x = expmgr.get_next_parameter()["x"]
-    expmgr.report_intermediate_result(x * 10)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not os.path.exists(os.environ["GATE"]):
-        time.sleep(0.02)
-    expmgr.report_final_result(x)
-"""
 READ_ROUTES = ["api/v1/nni/check-status", "api/v1/nni/experiment", "api/v1/nni/trial-jobs",
                "api/v1/nni/metric-data", "api/v1/nni/metric-data-latest", "api/v1/nni/job-statistics",
                "api/v1/nni/export-data", "api/v1/expmgr/changes", "api/v1/expmgr/tail?file=experiment.log"]
-
-
-def request(port: int, method: str, path: str, headers: dict[str, str] | None = None,
-            body: object = None) -> tuple[int, dict[str, str], bytes]:
-    """One request, redirects not followed: (status, headers, body)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        data = None if body is None else json.dumps(body).encode()
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-        response = conn.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        conn.close()
-
-
-def websocket_status(port: int, path: str, headers: dict[str, str] | None = None) -> int | str:
-    """101-then-first-message as "open", or the HTTP status the upgrade was refused with."""
-    async def attempt() -> int | str:
-        url = f"ws://127.0.0.1:{port}{path}"
-        try:
-            conn = await tornado.websocket.websocket_connect(tornado.httpclient.HTTPRequest(url, headers=headers))
-        except tornado.httpclient.HTTPClientError as error:
-            return error.code
-        try:
-            message = json.loads(await asyncio.wait_for(conn.read_message(), 30))
-            return "open" if message.get("type") in ("hello", "changes") else f"unexpected {message}"
-        finally:
-            conn.close()
-    return asyncio.run(attempt())
-
-
-def gated_experiment(tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch, **start) -> Experiment:
-    write_script(code_dir, "trial.py", GATED_TRIAL)
-    monkeypatch.setenv("GATE", str(tmp_path / "release"))
-    config = ExperimentConfig(
-        search_space={"x": {"_type": "choice", "_value": [1, 2]}}, trial_command="python3 trial.py",
-        trial_code_directory=code_dir, trial_concurrency=2, max_trial_number=2, tuner={"name": "GridSearch"},
-        trial_grace_period=2, experiment_working_directory=tmp_path / "home")
-    experiment = Experiment(config)
-    experiment.start(port=0, **start)
-    return experiment
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.conftest import wait_until
-from tests.security.test_token import TOKEN, gated_experiment, request
-from tests.webui.conftest import screenshot_dir, ui  # noqa: F401 - the browser fixtures
+from tests.helpers.browser import screenshot_dir, ui  # noqa: F401 - the browser fixtures
+from tests.helpers.common import wait_until
+from tests.helpers.security import TOKEN, gated_experiment, request
 
 
 def test_the_token_link_opens_the_page_under_its_prefix_and_its_controls_work(ui, tmp_path, code_dir,  # noqa: F811

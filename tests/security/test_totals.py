@@ -13,9 +13,9 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFolder
-from tests.conftest import wait_until, write_script
-from tests.security.conftest import send
-from tests.server.conftest import sockets  # noqa: F401 - the websocket client fixture
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.security import send
+from tests.helpers.server import sockets  # noqa: F401 - the websocket client fixture
 
 IMPORT = "/api/v1/nni/experiment/import-data"
 HELD_TOTAL = 100_000

@@ -13,9 +13,9 @@ import tornado.httpclient
 import tornado.websocket
 
 from expmgr.server.guard import ServerLimits
-from tests.conftest import wait_until
-from tests.conftest import trial_token
-from tests.security.conftest import send
+from tests.helpers.common import wait_until
+from tests.helpers.common import trial_token
+from tests.helpers.security import send
 
 FLOOD = 300
 """Follow messages in the flood: the number that froze the server for 8 s before."""

@@ -13,7 +13,7 @@ import tornado.httpclient
 import tornado.websocket
 
 from expmgr import Experiment
-from tests.server.fill import fill_experiment
+from tests.helpers.fill import fill_experiment
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from tests.conftest import wait_until
-from tests.server.conftest import call, get
+from tests.helpers.common import wait_until
+from tests.helpers.server import call, get
 
 API = "/api/v1/nni"
 

@@ -12,8 +12,8 @@ import urllib.request
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import REPO
-from tests.server.conftest import get
+from tests.helpers.common import REPO
+from tests.helpers.server import get
 
 DOWNLOAD = "/api/v1/expmgr/download"
 
@@ -58,7 +58,7 @@ def test_log_downloads_are_the_whole_files_as_attachments(stepped):
 
     def downloaded() -> bytes:
         return fetch(port, f"{DOWNLOAD}/logs/stdout?trial={trial_id}")[2]
-    from tests.conftest import wait_until
+    from tests.helpers.common import wait_until
     wait_until(lambda: downloaded() == expected, what="the step in the downloaded stdout")
     status, headers, _ = fetch(port, f"{DOWNLOAD}/logs/stdout?trial={trial_id}")
     assert headers["Content-Disposition"] == f"attachment; filename={stepped.experiment.id}-{trial_id}-stdout.log"

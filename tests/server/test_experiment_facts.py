@@ -13,9 +13,9 @@ from expmgr.server.live import changes_answer
 from expmgr.states import TrialState
 from expmgr.store import ExperimentStore, MetricRecord, TrialRecord
 from expmgr.training import trial_files
-from tests.server.fill import fill_store
-from tests.store.test_store import new_store
-from tests.store.test_store_changes import count_sqlite_steps
+from tests.helpers.fill import fill_store
+from tests.helpers.store import new_store
+from tests.helpers.store import count_sqlite_steps
 
 
 def answer(store: ExperimentStore, paths: ExperimentPaths, facts: ExperimentFacts | None) -> dict:

@@ -19,8 +19,8 @@ from expmgr.experiment.listening import server_sockets
 from expmgr.layout import ExperimentPaths
 from expmgr.server.lifecycle import is_serving
 from expmgr.states import ExperimentState
-from tests.conftest import wait_until
-from tests.registry_fill import SLEEPING_TRIAL, RegistryFill
+from tests.helpers.common import wait_until
+from tests.helpers.registry_fill import SLEEPING_TRIAL, RegistryFill
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -112,7 +112,7 @@ def test_each_experiment_is_listed_with_the_state_a_user_should_see(fill, home_s
 
 
 def test_best_is_the_server_rule_that_expctl_uses(fill, home_server):
-    from tests.registry_fill import expctl
+    from tests.helpers.registry_fill import expctl
     top = expctl(Path(fill["home"]), Path(fill["cwd"]), "trial", "ls", fill["done"], "--sort", "default",
                  "--head", "1", "--json")
     best = json.loads(top.stdout)[0]

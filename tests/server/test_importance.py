@@ -14,8 +14,8 @@ import pytest
 
 from expmgr import Experiment
 from expmgr.server.importance import Domain, domain_of, importances, pearson_divergence, top_quantile
-from tests.server.conftest import call, get
-from tests.server.fill import experiment_of_results
+from tests.helpers.fill import experiment_of_results
+from tests.helpers.server import call, get
 
 SPACE = {"lr": {"_type": "loguniform", "_value": [1e-4, 1e-1]},
          "x": {"_type": "uniform", "_value": [-5, 5]},

@@ -11,9 +11,9 @@ from expmgr import Experiment
 from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotated_files
 from expmgr.server import live
 from expmgr.store import ExperimentStore
-from tests.conftest import wait_until
-from tests.server.conftest import get, get_text
-from tests.server.fill import fill_experiment
+from tests.helpers.common import wait_until
+from tests.helpers.fill import fill_experiment
+from tests.helpers.server import get, get_text
 
 
 def metrics_of(messages: list[dict]) -> list[tuple]:
@@ -165,7 +165,7 @@ def test_a_line_a_trial_prints_while_it_waits_reaches_a_follower_of_its_stdout(
     PYTHONUNBUFFERED, users' shells do not. The trial waits after printing, for a file the
     test makes only once the line came over the websocket."""
     from expmgr import ExperimentConfig
-    from tests.conftest import write_script
+    from tests.helpers.common import write_script
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
     gate = tmp_path / "go"
     write_script(code_dir, "trial.py", f"""

@@ -20,9 +20,9 @@ import pytest
 
 from expmgr.states import ExperimentState
 from expmgr.store.registry import Registry, RegistryEntry
-from tests.conftest import REPO, wait_until
-from tests.server.conftest import get
-from tests.test_trial_path import nni_python  # noqa: F401 - the fixture
+from tests.helpers.common import REPO, wait_until
+from tests.helpers.nni import nni_python  # noqa: F401 - the fixture
+from tests.helpers.server import get
 
 API = "/api/v1/nni"
 

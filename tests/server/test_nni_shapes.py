@@ -20,8 +20,8 @@ import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from expmgr.training import trial_files
-from tests.conftest import wait_until, write_script
-from tests.server.conftest import get
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.server import get
 
 API = "/api/v1/nni"
 

@@ -14,7 +14,7 @@ from expmgr.engine.errors import MetricRejected, Refusal, RefusalKind, Submissio
 from expmgr.engine.reports import check_metric_value
 from expmgr.server.refusals import STATUS_OF_KIND, RequestError
 from expmgr.server.tails import TailError
-from tests.server.conftest import call
+from tests.helpers.server import call
 
 ENGINE = Path(expmgr.engine.__file__).parent
 SERVER = Path(expmgr.server.__file__).parent

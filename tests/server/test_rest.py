@@ -14,11 +14,11 @@ from expmgr.server import static
 from expmgr.server.rest import READ_ONLY
 from expmgr.store import SCHEMA_VERSION, ExperimentStore, metric_number
 from expmgr.states import ExperimentState
-from tests.conftest import wait_until, write_script
-from tests.experiment.test_resume import grid_config
-from tests.server.conftest import call, get, get_text
-from tests.server.fill import experiment_on_hosts, fill_experiment
-from tests.store.test_store_changes import downgrade_to_schema_2, schema_of
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.experiments import grid_config
+from tests.helpers.fill import experiment_on_hosts, fill_experiment
+from tests.helpers.server import call, get, get_text
+from tests.helpers.store import downgrade_to_schema_2, schema_of
 
 API = "/api/v1/nni"
 

@@ -16,7 +16,7 @@ from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes, rotat
 from expmgr.server.tails import MAX_BYTES, LogFile, TailError, log_file, read_tail, whole_log
 from expmgr.states import TrialState
 from expmgr.training import trial_files
-from tests.store.test_store import new_store
+from tests.helpers.store import new_store
 
 
 def log(path: Path) -> LogFile:

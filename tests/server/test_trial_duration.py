@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, write_script
+from tests.helpers.common import REPO, write_script
 
 # The first attempt fails once its retry can only start later; the second one succeeds.
 TRIAL = """

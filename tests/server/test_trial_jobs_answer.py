@@ -15,10 +15,10 @@ from expmgr.server.trial_jobs import TrialJobsAnswer
 from expmgr.states import TrialState
 from expmgr.store import ExperimentStore, MetricRecord, TrialRecord
 from expmgr.training import trial_files
-from tests.server.conftest import get_text
-from tests.server.fill import fill_store
-from tests.store.test_store import new_store
-from tests.store.test_store_changes import count_sqlite_steps
+from tests.helpers.fill import fill_store
+from tests.helpers.server import get_text
+from tests.helpers.store import new_store
+from tests.helpers.store import count_sqlite_steps
 
 
 def fresh(store: ExperimentStore, paths: ExperimentPaths, offset: int = 0, limit: int | None = None,

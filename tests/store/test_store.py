@@ -12,13 +12,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.store import (ExperimentProfile, ExperimentStore, MetricRecord, StoreError, StoreUnwritable, TrialRecord,
                           create_store, open_store)
 from expmgr.states import ExperimentState, TrialState
-
-
-def new_store(path: Path) -> ExperimentStore:
-    return ExperimentStore.create(path, ExperimentProfile(
-        id="abcd1234", name="t", config={"trialConcurrency": 1}, status=ExperimentState.INITIALIZED,
-        error=None, start_time=time.time(), end_time=None, port=8080, log_dir=str(path.parent),
-        platform="local", minimizes=False))
+from tests.helpers.store import new_store
 
 
 def test_store_is_in_wal_mode_and_refuses_another_schema_version(tmp_path: Path):

@@ -14,8 +14,9 @@ from expmgr.server.live import changes_answer
 from expmgr.store import SCHEMA_VERSION, ExperimentStore, MetricRecord, StoreError, TrialRecord
 from expmgr.states import TrialState
 from expmgr.training import trial_files
-from tests.server.fill import fill_store
-from tests.store.test_store import new_store
+from tests.helpers.fill import fill_store
+from tests.helpers.store import new_store
+from tests.helpers.store import count_sqlite_steps, downgrade_to_schema_2, downgrade_to_schema_3, downgrade_to_schema_4, schema_of
 
 
 def add_trial(store: ExperimentStore, trial_id: str, sequence_id: int) -> None:
@@ -142,41 +143,6 @@ def test_commit_listeners_hear_each_committed_write_and_nothing_else(tmp_path: P
     assert len(heard) == 3
 
 
-def downgrade_to_schema_2(database: Path) -> None:
-    """Make a current store what version 2 wrote: no metrics.value, no metrics_final index,
-    no attempts.host."""
-    downgrade_to_schema_3(database)
-    conn = sqlite3.connect(database)
-    conn.executescript("DROP INDEX metrics_final; ALTER TABLE metrics DROP COLUMN value; "
-                       "UPDATE schema_version SET version = 2;")
-    conn.close()
-
-
-def downgrade_to_schema_3(database: Path) -> None:
-    """Make a current store what version 3 wrote: no attempts.host (nor trials.waiting_reason)."""
-    downgrade_to_schema_4(database)
-    conn = sqlite3.connect(database)
-    conn.executescript("ALTER TABLE attempts DROP COLUMN host; UPDATE schema_version SET version = 3;")
-    conn.close()
-
-
-def downgrade_to_schema_5(database: Path) -> None:
-    """Make a current store what version 5 wrote: no experiment.platform nor .minimizes, no
-    trials.parameter_source."""
-    conn = sqlite3.connect(database)
-    conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
-                       "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")
-    conn.close()
-
-
-def downgrade_to_schema_4(database: Path) -> None:
-    """Make a current store what version 4 wrote: no trials.waiting_reason."""
-    downgrade_to_schema_5(database)
-    conn = sqlite3.connect(database)
-    conn.executescript("ALTER TABLE trials DROP COLUMN waiting_reason; UPDATE schema_version SET version = 4;")
-    conn.close()
-
-
 def trial_columns(database: Path) -> list[str]:
     conn = sqlite3.connect(database)
     try:
@@ -189,16 +155,6 @@ def attempt_columns(database: Path) -> list[str]:
     conn = sqlite3.connect(database)
     try:
         return [row[1] for row in conn.execute("PRAGMA table_info(attempts)")]
-    finally:
-        conn.close()
-
-
-def schema_of(database: Path) -> tuple[int, list[str]]:
-    conn = sqlite3.connect(database)
-    try:
-        version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
-        columns = [row[1] for row in conn.execute("PRAGMA table_info(metrics)")]
-        return version, columns
     finally:
         conn.close()
 
@@ -319,23 +275,3 @@ def test_changes_since_a_cursor_at_10000_trials_read_a_small_part_of_what_the_fu
     assert cursor_steps < full_steps / 5, f"since a cursor {cursor_steps} steps, the full answer {full_steps}"
 
 
-class SqliteSteps:
-    """Counts a connection's virtual-machine steps, in thousands, between calls of taken()."""
-    GRAIN = 1000
-
-    def __init__(self) -> None:
-        self._count = 0
-
-    def tick(self) -> int:
-        self._count += 1
-        return 0  # zero lets the statement go on
-
-    def taken(self) -> int:
-        count, self._count = self._count, 0
-        return count
-
-
-def count_sqlite_steps(reader: ExperimentStore) -> SqliteSteps:
-    steps = SqliteSteps()
-    reader._conn.set_progress_handler(steps.tick, SqliteSteps.GRAIN)
-    return steps

@@ -14,8 +14,8 @@ from expmgr.store import (
     TrialRecord,
 )
 from expmgr.states import ExperimentState, TrialState
-from tests.conftest import write_script
-from tests.server.conftest import get
+from tests.helpers.common import write_script
+from tests.helpers.server import get
 
 # Values of several kinds: the store must give back each as written.
 VALUES = {

@@ -1,7 +1,7 @@
 """The contract every training service keeps (docs/architecture.md, "Training services"):
 what the runner relies on, checked with real trial processes. Parametrized over the
 services; a new service adds its name and config to SERVICE_CONFIGS and passes this file
-(the Ray service against a real two-node cluster, ``tests/ray_cluster.py``)."""
+(the Ray service against a real two-node cluster, ``tests/helpers/ray_cluster.py``)."""
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +21,7 @@ from expmgr.layout import ExperimentPaths, TrialFolder
 from expmgr.logreader import LogFile, open_kept, read_blocks
 from expmgr.rotation import dropped_bytes, rotated_files
 from expmgr.training import TrainingService, TrialFilesError, TrialLaunch, create_training_service, trial_files
-from tests.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
+from tests.helpers.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
 
 SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
     "local": {"platform": "local"},

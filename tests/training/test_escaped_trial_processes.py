@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli.test_create import BASE, start_create
-from tests.conftest import wait_until
+from tests.helpers.cli_create import BASE, start_create
+from tests.helpers.common import wait_until
 
 # Sequence 0 starts two escapees and ends at once; the trials after it start two and
 # sleep (ESCAPE_ALL: every trial starts them). The pids land in $PIDS_DIR/<sequence id>.

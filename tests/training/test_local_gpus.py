@@ -12,7 +12,7 @@ import pytest
 from expmgr.config import ResolvedLocalConfig
 from expmgr.training import TrainingServiceError
 from expmgr.training._gpus import GpuScheduler, GpuSnapshot, _parse, query_gpus, usable_gpus
-from tests.fake_nvidia_smi import FakeNvidiaSmi
+from tests.helpers.fake_nvidia_smi import FakeNvidiaSmi
 
 OTHER_PROCESS = 2 ** 22 + 1
 """A pid above Linux's highest (4194304): no process here, so never one of the experiment's trials."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import wait_until, write_script
+from tests.helpers.common import wait_until, write_script
 
 LIMIT = 10
 BOMB = """

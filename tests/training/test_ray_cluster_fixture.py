@@ -1,4 +1,4 @@
-"""The local Ray cluster the Ray training service is tested on (tests/ray_cluster.py): what a
+"""The local Ray cluster the Ray training service is tested on (tests/helpers/ray_cluster.py): what a
 driver in another process sees of it, GPUs without hardware, a worker node that dies or is
 drained, and nothing of it left after it stops."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import textwrap
 import psutil
 import pytest
 
-from tests.conftest import PYTHON, wait_until
-from tests.ray_cluster import RayCluster, ray_cluster, ray_cluster_module, ray_importable  # noqa: F401
+from tests.helpers.common import PYTHON, wait_until
+from tests.helpers.ray_cluster import RayCluster, ray_cluster, ray_cluster_module, ray_importable  # noqa: F401
 
 DEADLINE = 60.0
 

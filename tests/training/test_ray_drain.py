@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
+from tests.helpers.common import wait_until
+from tests.helpers.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
 
 
 class Holder:

@@ -1,5 +1,5 @@
 """The Ray training service against a real two-node Ray cluster on this machine (a head and
-a worker node, each its own raylet; ``tests/ray_cluster.py``): GPUs, placement, stop, a
+a worker node, each its own raylet; ``tests/helpers/ray_cluster.py``): GPUs, placement, stop, a
 SIGKILLed experiment, a dead node, a drained node, the shared-folder probe, the relay.
 
 The contract every service keeps is in test_contract.py, run there against Ray too."""
@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import REPO, wait_until, write_script
-from tests.ray_cluster import RayCluster, ray_cluster, ray_cluster_module  # noqa: F401
+from tests.helpers.common import REPO, wait_until, write_script
+from tests.helpers.ray_cluster import RayCluster, ray_cluster, ray_cluster_module  # noqa: F401
 
 DEADLINE = 60.0
 

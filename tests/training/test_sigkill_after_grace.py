@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import wait_until, write_script
+from tests.helpers.common import wait_until, write_script
 
 STUBBORN_TRIAL = """
     import os, signal, time

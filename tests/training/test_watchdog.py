@@ -11,7 +11,7 @@ import psutil
 
 from expmgr.training.watchdog import MARKER_ENV, StartedSince, command, pids_given_between, processes_started
 from expmgr.training.watchdog import trial_marker
-from tests.conftest import wait_until
+from tests.helpers.common import wait_until
 
 
 def _alive(pid: int) -> bool:

@@ -23,9 +23,9 @@ sys.path.insert(0, str(REPO))
 
 from expmgr import Experiment, ExperimentConfig  # noqa: E402
 from expmgr.rotation import RotatingWriter, RotationLimits  # noqa: E402
-from tests.conftest import wait_until  # noqa: E402
-from tests.server.fill import fill_experiment  # noqa: E402
-from tests.webui.conftest import CHROMIUM, CHROMIUM_FLAGS, load_testids  # noqa: E402
+from tests.helpers.browser import CHROMIUM, CHROMIUM_FLAGS, load_testids  # noqa: E402
+from tests.helpers.common import wait_until  # noqa: E402
+from tests.helpers.fill import fill_experiment  # noqa: E402
 
 TRIAL = """
     import math, time

@@ -13,9 +13,9 @@ import urllib.request
 
 from playwright.sync_api import expect
 
-from tests.conftest import REPO, wait_until
-from tests.webui.conftest import AXE_SCRIPT, AXE_TAGS
-from tests.webui.test_live_updates import running_trials
+from tests.helpers.browser import AXE_SCRIPT, AXE_TAGS
+from tests.helpers.common import REPO, wait_until
+from tests.helpers.webui import running_trials
 
 
 def element_accessibility_problems(ui, testid: str) -> list[str]:

@@ -12,8 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import write_script
-from tests.webui.conftest import load_testids
+from tests.helpers.browser import load_testids
+from tests.helpers.common import write_script
 
 # The final result is a dict: `default` depends on x alone (the 3 trials of x = 5 tie for the
 # best), `loss` mostly on y (and a little on x, so that no two are equal).

@@ -7,7 +7,7 @@ import urllib.request
 
 from playwright.sync_api import expect
 
-from tests.webui.test_live_updates import running_trials
+from tests.helpers.webui import running_trials
 
 
 def test_trial_killed_from_its_page_becomes_user_canceled(ui, gated_experiment):

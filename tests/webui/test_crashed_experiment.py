@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr.store.registry import Registry, RegistryEntry
-from tests.conftest import REPO, wait_until
+from tests.helpers.common import REPO, wait_until
 
 CONFIG = """\
 experimentName: crash

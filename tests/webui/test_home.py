@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from expmgr.experiment.home_server import HomeServer
 from expmgr.experiment.listening import server_sockets
 from expmgr.states import ExperimentState
-from tests.registry_fill import SLEEPING_TRIAL, RegistryFill
+from tests.helpers.registry_fill import SLEEPING_TRIAL, RegistryFill
 
 LISTED = 200
 

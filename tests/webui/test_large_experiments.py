@@ -7,7 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from expmgr import Experiment
-from tests.server.fill import fill_experiment
+from tests.helpers.fill import fill_experiment
 
 CHARTS = 4
 

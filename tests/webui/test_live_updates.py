@@ -7,14 +7,7 @@ import sqlite3
 
 from playwright.sync_api import expect
 
-from tests.conftest import wait_until
-
-
-def running_trials(run, count: int) -> list[str]:
-    """Wait until ``count`` trials run; their ids."""
-    return wait_until(lambda: [trial_id for trial_id, status in run.statuses().items() if status == "RUNNING"]
-                      if list(run.statuses().values()).count("RUNNING") == count else None,
-                      what=f"{count} running trials")
+from tests.helpers.webui import running_trials
 
 
 def test_trials_appear_and_finish_live_without_reloading(ui, gated_experiment):

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from expmgr import Experiment
 from expmgr.rotation import RotatingWriter, RotationLimits, dropped_bytes
-from tests.server.fill import fill_experiment
+from tests.helpers.fill import fill_experiment
 
 
 def numbered(first: int, count: int) -> list[bytes]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.conftest import wait_until
+from tests.helpers.common import wait_until
 
 
 def test_raising_max_trials_of_a_done_experiment_from_the_page_runs_more_trials(ui, gated_experiment):

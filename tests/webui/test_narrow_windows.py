@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webui.page_tour import mixed_experiment, tour_pages, visit  # noqa: F401 - a fixture
+from tests.helpers.page_tour import mixed_experiment, tour_pages, visit  # noqa: F401 - a fixture
 
 LAYOUT_PROBLEMS = """() => {
   const problems = [];

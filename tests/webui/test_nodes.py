@@ -8,7 +8,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from expmgr import Experiment
-from tests.server.fill import experiment_on_hosts
+from tests.helpers.fill import experiment_on_hosts
 
 
 def test_trials_on_two_hosts_show_a_node_column_and_each_attempts_node(ui, tmp_path: Path):

@@ -9,8 +9,8 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.security.test_token import TOKEN, gated_experiment as token_experiment, request
-from tests.webui.test_live_updates import running_trials
+from tests.helpers.security import TOKEN, gated_experiment as token_experiment, request
+from tests.helpers.webui import running_trials
 
 
 def test_the_confirm_dialog_is_named_starts_on_cancel_keeps_focus_and_closes_on_escape(ui, gated_experiment):

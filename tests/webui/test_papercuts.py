@@ -13,8 +13,8 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import write_script
-from tests.webui.conftest import load_testids
+from tests.helpers.browser import load_testids
+from tests.helpers.common import write_script
 
 # Each trial reports two intermediate results and a final one (lower is better), but batch 64
 # with sgd, which writes why to stderr and fails after its intermediate results.

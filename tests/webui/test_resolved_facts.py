@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import wait_until, write_script
-from tests.webui.conftest import GATED_TRIAL, GatedExperiment
-from tests.webui.test_live_updates import running_trials
+from tests.helpers.browser import GATED_TRIAL, GatedExperiment
+from tests.helpers.common import wait_until, write_script
+from tests.helpers.webui import running_trials
 
 
 def test_tpe_without_optimize_mode_shows_the_lowest_result_as_best(ui, gated_experiment, tmp_path: Path):

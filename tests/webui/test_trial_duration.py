@@ -12,8 +12,8 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from expmgr import Experiment
-from tests.conftest import REPO
-from tests.server.fill import experiment_with_attempts
+from tests.helpers.common import REPO
+from tests.helpers.fill import experiment_with_attempts
 
 
 def test_a_trials_duration_on_the_page_is_its_attempts_time_as_in_trial_ls(ui, tmp_path: Path):

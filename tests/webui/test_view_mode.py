@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr import Experiment
-from tests.conftest import wait_until
-from tests.webui.conftest import load_testids
+from tests.helpers.browser import load_testids
+from tests.helpers.common import wait_until
 
 CONTROL_HOOKS = ["controls", "stopExperiment", "concurrencyInput", "concurrencyApply", "maxTrialsInput",
                  "maxTrialsApply", "maxDurationInput", "maxDurationApply", "killTrial"]

@@ -1,6 +1,6 @@
 """A trial that waits for a GPU says why in the web UI, as the server stored it: a mark in its
 State cell whose title is the reason, and the reason on the trial's page; both go once it
-starts. nvidia-smi is the stand-in of tests/fake_nvidia_smi.py (the machine has no GPU)."""
+starts. nvidia-smi is the stand-in of tests/helpers/fake_nvidia_smi.py (the machine has no GPU)."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import wait_until
-from tests.fake_nvidia_smi import FakeNvidiaSmi
+from tests.helpers.common import wait_until
+from tests.helpers.fake_nvidia_smi import FakeNvidiaSmi
 
 BUSY = "waiting for a GPU: a trial needs 1 (trialGpuNumber); GPU 0 is used by another process (useActiveGpu: false)"
 

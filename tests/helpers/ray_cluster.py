@@ -37,7 +37,7 @@ from typing import Iterator
 import psutil
 import pytest
 
-from tests.conftest import fixture_process_roots, wait_until
+from tests.helpers.common import fixture_process_roots, wait_until
 
 NODE_START_TIMEOUT = 60.0
 """Seconds a node has to register with the GCS (one takes about 3-6 s on the 2-core machine)."""

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from expmgr import Experiment, ExperimentConfig
-from tests.conftest import wait_until, write_script
+from tests.helpers.common import wait_until, write_script
 
 MIXED_TRIAL = """
     import os, sys, time

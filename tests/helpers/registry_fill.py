@@ -24,7 +24,7 @@ import psutil
 from expmgr.layout import ExperimentPaths
 from expmgr.states import ExperimentState
 from expmgr.store.registry import Registry, RegistryEntry
-from tests.conftest import REPO, wait_until
+from tests.helpers.common import REPO, wait_until
 
 CONFIG = """\
 experimentName: {name}
