@@ -134,6 +134,12 @@ def _read_once(log: LogFile, offset: int, max_bytes: int, inode: int | None, bas
     """One listing's answer; None when a rotation moved the files meanwhile (list again)."""
     listing = log.listing()
     facts = {"rotated": listing.rotated, "dropped": listing.dropped}
+    # A reader with a place that finds no file to read (none listed, or the one listed gone
+    # before it is opened: a rotation in progress) stays where it is and reads on from there
+    # next time, when a rotation's files are settled: an answer without a file would start it
+    # on the next file from 0 and lose the count of what it skipped.
+    had_place = inode is not None and base is not None and offset >= 0
+    stay = Tail(offset=offset, next=offset, size=offset, text="", inode=inode, base=base or 0, **facts)
     files = listing.files
     skipped: int | None = 0
     if offset < 0 or inode is None:
@@ -153,6 +159,8 @@ def _read_once(log: LogFile, offset: int, max_bytes: int, inode: int | None, bas
             if not files:
                 position = None
     if position is None:  # no file yet
+        if had_place:
+            return None if not last else stay
         return Tail(offset=0, next=0, size=0, text="", **facts)
     if offset >= 0:
         # Past the end of a rotated file: on to the next (skipping refused ones).
@@ -163,13 +171,14 @@ def _read_once(log: LogFile, offset: int, max_bytes: int, inode: int | None, bas
             if behind > jump_behind:
                 jumped = _jump_start(log, listing.current, max_bytes)
                 if jumped is None:
-                    return None if not last else Tail(offset=0, next=0, size=0, text="", **facts)
+                    return None if not last else (stay if had_place else Tail(offset=0, next=0, size=0, text="",
+                                                                              **facts))
                 position, offset = len(files) - 1, jumped
                 skipped = None if skipped is None else skipped + behind - (listing.current.size - jumped)
     kept = files[position]
     file = log.open_kept(kept)
     if file is None:
-        return None if not last else Tail(offset=0, next=0, size=0, text="", **facts)
+        return None if not last else (stay if had_place else Tail(offset=0, next=0, size=0, text="", **facts))
     with file:
         size = os.fstat(file.fileno()).st_size
         if offset < 0:
