@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from expmgr import Experiment, ExperimentConfig
 from tests.helpers.browser import load_testids
 from tests.helpers.common import write_script
+from tests.helpers.server import get
 
 # Each trial reports two intermediate results and a final one (lower is better), but batch 64
 # with sgd, which writes why to stderr and fails after its intermediate results.
@@ -94,9 +95,10 @@ def test_durations_below_ten_seconds_read_with_two_significant_digits_not_whole_
     in_table = ui.get("trialDuration", trial_id).inner_text()
     ui.get("trialRow", trial_id).click()
     expect(ui.get("trialDuration")).to_have_text(in_table)
-    trial = mixed.trials[trial_id]
-    seconds = (trial.endTime - trial.startTime) / 1000
-    # two significant digits, a trailing zero kept ("0.60s"), as the server's times give it
+    # the server's duration (its attempts' seconds, not the rounded milliseconds of startTime/endTime:
+    # 0.555 from those read "0.56s" where the server's 0.5549 reads "0.55s")
+    seconds = get(mixed.experiment.port, f"/api/v1/expmgr/trials/{trial_id}")["duration"]
+    # two significant digits, a trailing zero kept ("0.60s")
     assert in_table == (f"{seconds:#.2g}s" if seconds >= 0.01 else f"{round(seconds * 1000)}ms"), (in_table, seconds)
 
 
