@@ -183,25 +183,46 @@ def delete_experiment(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_ANSWER_TRIES = 3
+"""Unreadable answers before deleting is refused: `yes junk | expctl experiment delete` ends."""
+_ANSWER_BYTES = 1024
+"""Read of one answer at most; a longer line is junk, however long it is."""
+
+
 def _confirmed(named: str) -> bool:
     """Ask y/N on stdin, a terminal or not (nnictl's: ``echo y | nnictl experiment delete ID``):
     an empty answer, ``n`` or ``no`` keeps, ``y`` or ``yes`` deletes, anything else is asked
-    again. CliError when stdin ends (or there is none) before an answer: a script that pipes
-    nothing is told about ``--yes`` rather than kept silently."""
+    again, up to _ANSWER_TRIES times. CliError when stdin ends (or there is none) before an
+    answer, or gives none readable: a script that pipes nothing, or junk, is told about
+    ``--yes`` rather than kept asking or kept silently."""
     if sys.stdin is None:
         raise CliError("deleting needs --yes or a y/N answer on stdin, and there is no stdin")
-    while True:
+    for _ in range(_ANSWER_TRIES):
         print(f"delete experiment {named}? [y/N] ", end="", flush=True)
-        line = sys.stdin.readline()
+        line = sys.stdin.readline(_ANSWER_BYTES)
         if not line:
             print()
             raise CliError("deleting needs --yes or a y/N answer on stdin; stdin ended without one")
+        if not line.endswith("\n") and len(line) >= _ANSWER_BYTES:
+            _skip_rest_of_line()
+            print("please answer y or n, not a line that long")
+            continue
         answer = line.strip().lower()
         if answer in ("", "n", "no"):
             return False
         if answer in ("y", "yes"):
             return True
         print(f"please answer y or n, not {printable(answer)!r}")
+    raise CliError(f"deleting needs --yes or a y/N answer on stdin; {_ANSWER_TRIES} answers were neither "
+                   "y nor n: nothing deleted")
+
+
+def _skip_rest_of_line() -> None:
+    """Read past the rest of an overlong line, a bounded piece at a time."""
+    while True:
+        piece = sys.stdin.readline(_ANSWER_BYTES)
+        if not piece or piece.endswith("\n"):
+            return
 
 
 def list_trials(args: argparse.Namespace) -> int:

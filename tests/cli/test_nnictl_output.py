@@ -141,6 +141,11 @@ def test_experiment_delete_reads_y_or_n_from_stdin_as_nnictl(project):  # noqa: 
     assert kept.returncode == 0 and "kept" in kept.stdout and (home / exp_id).exists()
     asked_again = expctl(home, cwd, "experiment", "delete", exp_id, stdin="maybe\n\n")
     assert asked_again.returncode == 0 and "please answer y or n" in asked_again.stdout and (home / exp_id).exists()
+    junk = expctl(home, cwd, "experiment", "delete", exp_id, stdin="junk\n" * 100_000)  # `yes junk | ...`
+    assert junk.returncode == 2 and "3 answers were neither y nor n" in junk.stderr and (home / exp_id).exists()
+    assert junk.stdout.count("please answer y or n") == 3, "asked a bounded number of times"
+    overlong = expctl(home, cwd, "experiment", "delete", exp_id, stdin="y" * 5_000_000 + "\nn\n")
+    assert overlong.returncode == 0 and "a line that long" in overlong.stdout and (home / exp_id).exists()
     deleted = expctl(home, cwd, "experiment", "delete", exp_id, stdin="y\n")  # echo y | nnictl experiment delete
     assert deleted.returncode == 0 and f"deleted experiment {exp_id}" in deleted.stdout
     assert not (home / exp_id).exists()
