@@ -26,12 +26,12 @@ import base64
 import binascii
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from expmgr import trial as trial_api
 from expmgr.layout import TrialFolder
+from expmgr.rotation import UNBOUNDED, RotatingWriter, RotationLimits
 from expmgr.training._process import command_argv, trial_environment
 from expmgr.training.base import is_system_error
 from expmgr.training.remote.host_agent import MAX_CHUNK, MAX_EVENT_BYTES, SIGNALS, STREAMED_FILES
@@ -39,6 +39,8 @@ from expmgr.training.remote.host_agent import MAX_CHUNK, MAX_EVENT_BYTES, SIGNAL
 _READ_SIZE = 65536
 _SIGNAL_NAMES = {int(number): name for name, number in SIGNALS.items()}
 _PREEMPTING_BYTES = 64
+_REPORTS = "metrics.jsonl"
+"""Never rotated: its line numbers are how the runner knows which reports it stored."""
 
 
 class AgentReader(Protocol):
@@ -102,21 +104,21 @@ def host_trial_environment(env: dict[str, str], *, report_port: int, trial_dir: 
 class _Attempt:
     """An attempt as the client follows it, and its local files being written."""
 
-    def __init__(self, trial_id: str, attempt: int, folder: TrialFolder) -> None:
+    def __init__(self, trial_id: str, attempt: int, folder: TrialFolder, limits: RotationLimits) -> None:
         self.trial_id = trial_id
         self.attempt = attempt
         self.folder = folder
         self.started = False
-        self.files: dict[str, int] = {}
-        """Open descriptors of the local files, by name."""
+        # Appended (what earlier attempts wrote stays) and bounded as a local trial's output is.
+        self.files = {name: RotatingWriter(folder.root / name, UNBOUNDED if name == _REPORTS else limits)
+                      for name in STREAMED_FILES}
         self.received: dict[str, int] = dict.fromkeys(STREAMED_FILES, 0)
         """Bytes of each file received: the next chunk's offset."""
         self.failed_files: set[str] = set()
 
     def close(self) -> None:
-        for descriptor in self.files.values():
-            os.close(descriptor)
-        self.files.clear()
+        for writer in self.files.values():
+            writer.close()
 
 
 class AgentClient:
@@ -124,11 +126,12 @@ class AgentClient:
 
     def __init__(self, reader: AgentReader, writer: AgentWriter, *, host: str,
                  folder_of: Callable[[str], TrialFolder], events: AttemptEvents,
-                 log: logging.Logger | None = None) -> None:
+                 log_limits: RotationLimits = UNBOUNDED, log: logging.Logger | None = None) -> None:
         self._reader = reader
         self._writer = writer
         self._host = host
         self._folder_of = folder_of
+        self._log_limits = log_limits
         self._events = events
         self._log = log or logging.getLogger("nni.training.remote")
         self._attempts: dict[tuple[str, int], _Attempt] = {}
@@ -157,7 +160,8 @@ class AgentClient:
         key = (launch.trial_id, launch.attempt)
         if key in self._attempts:
             raise ValueError(f"attempt {launch.attempt} of trial {launch.trial_id} is already running on {self._host}")
-        self._attempts[key] = _Attempt(launch.trial_id, launch.attempt, self._folder_of(launch.trial_id))
+        self._attempts[key] = _Attempt(launch.trial_id, launch.attempt, self._folder_of(launch.trial_id),
+                                       self._log_limits)
         if self._closed:
             self._end_unreachable(self._attempts.pop(key))
             return
@@ -316,16 +320,8 @@ class AgentClient:
             raise ValueError(f"{name} chunk at offset {offset}, expected {expected}")
         running.received[name] = expected + len(chunk)
         try:
-            descriptor = running.files.get(name)
-            if descriptor is None:
-                running.folder.root.mkdir(parents=True, exist_ok=True)
-                # Appended: what earlier attempts wrote stays, and the manager's own notes
-                # (note_skipped in trial.log) interleave without overwriting.
-                descriptor = running.files[name] = os.open(running.folder.root / name,
-                                                           os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-                                                           0o644)
-            while chunk:
-                chunk = chunk[os.write(descriptor, chunk):]
+            running.folder.root.mkdir(parents=True, exist_ok=True)
+            running.files[name].write(chunk)
         except OSError as error:
             if name not in running.failed_files:
                 running.failed_files.add(name)

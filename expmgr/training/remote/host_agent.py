@@ -411,7 +411,7 @@ def _arguments(argv: List[str]) -> Dict[str, str]:
 
 
 def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl+C in the SSH session is not a stop
+    # SIGINT keeps its default: an ignored signal stays ignored across exec, in every trial.
     options = _arguments(sys.argv[1:])
     return Agent(options["--runtime"], options["--watchdog"], options["--session"]).run()
 

@@ -4,6 +4,7 @@ on the standard library alone, as on a host), the client speaks to it over the p
 the stream. Real processes, real signals; every wait is on a condition with a deadline."""
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import os
@@ -260,6 +261,19 @@ def test_term_reaches_the_trials_group_and_kill_ends_it(tmp_path):
     run(tmp_path, scenario)
 
 
+def test_int_reaches_the_trial_as_ctrl_c_would(tmp_path):
+    async def scenario(host: Host) -> None:
+        client = await host.start()
+        await host.launch("Int1", host.script("interruptible.py", "import time\nprint('ready', flush=True)\n"
+                                                                  "time.sleep(600)\n"))
+        await host.events.wait_for(lambda: host.local("Int1", "stdout") == b"ready\n", "the trial ready")
+        assert client.signal("Int1", signal.SIGINT)
+        # Python ends by SIGINT itself on a KeyboardInterrupt nobody caught.
+        assert (await host.events.end_of("Int1"))[3:5] == (None, signal.SIGINT)
+        assert b"KeyboardInterrupt" in host.local("Int1", "stderr")
+    run(tmp_path, scenario)
+
+
 PREEMPTIBLE = """
     import os, signal, sys, time
     def on_usr1(signum, frame):
@@ -437,6 +451,12 @@ REPORTING_TRIAL = """
     logging.getLogger("nni.user").warning("hello from the host")
     expmgr.report_final_result(0.5)
 """
+
+
+def test_the_uploaded_runtime_and_the_agent_parse_as_python_3_8():
+    """Hosts run what Python they have: the oldest NNI supports is 3.8."""
+    for relative, local in runtime_files():
+        ast.parse(local.read_text(), str(local), feature_version=(3, 8))
 
 
 def test_the_uploaded_runtime_is_the_trial_api_on_a_host_without_expmgr(tmp_path):
