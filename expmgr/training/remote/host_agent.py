@@ -172,10 +172,23 @@ class Agent:
         return True
 
     def launch(self, command: Dict[str, Any]) -> None:
+        """Start an attempt; whatever goes wrong once its ids are read is its ``launch_failed``."""
         trial_id, attempt = str(command["trial_id"]), int(command["attempt"])
+        ident = {"trial_id": trial_id, "attempt": attempt}
+        where = {"in_trial_folder": True}
+        try:
+            self.start_attempt(trial_id, attempt, command, where)
+        except OSError as problem:
+            self.emit({"event": "launch_failed", **ident, "reason": f"cannot start trial {trial_id}: {problem}",
+                       "errno": problem.errno, "in_trial_folder": where["in_trial_folder"]})
+        except Exception as problem:  # a bad field (a NUL in the environment, no argv): never a crash
+            self.emit({"event": "launch_failed", **ident, "errno": None, "in_trial_folder": False,
+                       "reason": f"cannot start trial {trial_id}: {type(problem).__name__}: {problem}"})
+
+    def start_attempt(self, trial_id: str, attempt: int, command: Dict[str, Any], where: Dict[str, bool]) -> None:
         trial_dir, cwd = str(command["trial_dir"]), str(command["cwd"])
         argv = [str(word) for word in command["argv"]]
-        ident = {"trial_id": trial_id, "attempt": attempt}
+        process_limit = int(command.get("process_limit") or 0)
         env = dict(os.environ)
         for name in command.get("unset") or ():
             env.pop(str(name), None)
@@ -184,33 +197,26 @@ class Agent:
         env["PYTHONPATH"] = os.pathsep.join([trial_path] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env["EXPMGR_TRIAL_DIR"] = trial_dir
         env[MARKER_ENV] = f"{self.session}/{trial_id}/{attempt}"
-        in_trial_folder = True
+        os.makedirs(trial_dir, exist_ok=True)
+        _write_parameters(os.path.join(trial_dir, "parameter.json"), command.get("parameters"))
+        stdout = os.open(os.path.join(trial_dir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.makedirs(trial_dir, exist_ok=True)
-            _write_parameters(os.path.join(trial_dir, "parameter.json"), command.get("parameters"))
-            stdout = os.open(os.path.join(trial_dir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                stderr = os.open(os.path.join(trial_dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            except OSError:
-                os.close(stdout)
-                raise
-            # Its tails start where earlier attempts' output ends, before the trial can write.
-            tails = {name: _Tail(os.path.join(trial_dir, name), _size(os.path.join(trial_dir, name)))
-                     for name in STREAMED_FILES}
-            in_trial_folder = False
-            try:
-                process = _spawn(argv, str(command.get("command", "")), cwd, env, stdout, stderr)
-            finally:
-                os.close(stdout)
-                os.close(stderr)
-        except OSError as problem:
-            self.emit({"event": "launch_failed", **ident, "reason": f"cannot start trial {trial_id}: {problem}",
-                       "errno": problem.errno, "in_trial_folder": in_trial_folder})
-            return
+            stderr = os.open(os.path.join(trial_dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            os.close(stdout)
+            raise
+        # Its tails start where earlier attempts' output ends, before the trial can write.
+        tails = {name: _Tail(os.path.join(trial_dir, name), _size(os.path.join(trial_dir, name)))
+                 for name in STREAMED_FILES}
+        where["in_trial_folder"] = False
+        try:
+            process = _spawn(argv, str(command.get("command", "")), cwd, env, stdout, stderr)
+        finally:
+            os.close(stdout)
+            os.close(stderr)
         self.attempts[process.pid] = _Attempt(trial_id, attempt, trial_dir, process, tails)
-        self.tell_watchdog(f"+{process.pid} {env[MARKER_ENV]} {int(command.get('process_limit') or 0)} "
-                           f"{os.path.join(trial_dir, 'stderr')}")
-        self.emit({"event": "started", **ident, "pid": process.pid})
+        self.tell_watchdog(f"+{process.pid} {env[MARKER_ENV]} {process_limit} {os.path.join(trial_dir, 'stderr')}")
+        self.emit({"event": "started", "trial_id": trial_id, "attempt": attempt, "pid": process.pid})
 
     def signal(self, command: Dict[str, Any]) -> None:
         trial_id, attempt = str(command["trial_id"]), int(command["attempt"])
@@ -385,8 +391,14 @@ def _spawn(argv: List[str], command: str, cwd: str, env: Dict[str, str], stdout:
 def _write_parameters(path: str, parameters: Optional[str]) -> None:
     """parameter.json at the attempt's first run on this host; kept after (a trial's
     parameters never change)."""
-    if parameters is None or os.path.exists(path):
+    if parameters is None:
         return
+    try:
+        with open(path, "rb") as file:
+            json.loads(file.read())
+        return
+    except (OSError, ValueError):  # none yet, or torn (its writer died): written now
+        pass
     partial = path + ".partial"
     with open(partial, "w", encoding="utf-8") as file:
         file.write(str(parameters))

@@ -375,6 +375,34 @@ def test_a_program_not_found_exits_127_with_the_shells_word_as_locally(tmp_path)
     run(tmp_path, scenario)
 
 
+def test_a_launch_the_host_cannot_run_fails_and_the_agent_goes_on(tmp_path):
+    async def scenario(host: Host) -> None:
+        await host.start()
+        await host.launch("Nul1", "true", env={"BAD": "a\0b"})  # no process can have it
+        failed = await host.events.end_of("Nul1")
+        assert failed[0] == "launch_failed" and "ValueError" in failed[3] and failed[4] is False
+        await host.launch("After", "true")
+        assert (await host.events.end_of("After"))[3] == 0
+    run(tmp_path, scenario)
+
+
+FORKING = """
+    import subprocess, sys
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) for _ in range(4)]
+    for child in children:
+        child.wait()
+"""
+
+
+def test_a_trial_over_its_process_limit_is_killed_and_failed(tmp_path):
+    async def scenario(host: Host) -> None:
+        await host.start()
+        await host.launch("Fork1", host.script("forking.py", FORKING), process_limit=2)
+        assert (await host.events.end_of("Fork1"))[3:6] == (None, signal.SIGKILL, True)
+        assert b"more than its limit of 2" in host.local("Fork1", "stderr")
+    run(tmp_path, scenario)
+
+
 def test_malformed_and_oversize_commands_are_refused_and_the_agent_goes_on(tmp_path):
     async def scenario(host: Host) -> None:
         await host.start()
