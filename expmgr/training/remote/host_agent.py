@@ -70,15 +70,21 @@ class _Tail:
         self.file: Optional[BinaryIO] = None
         self.sent = 0
         """Bytes of this attempt sent so far: the next chunk's offset."""
+        self.open()  # now, if it exists: a rotation before the first read loses nothing either
+
+    def open(self) -> bool:
+        try:
+            self.file = open(self.path, "rb")
+        except OSError:
+            return False
+        self.file.seek(min(self.start, os.fstat(self.file.fileno()).st_size))
+        return True
 
     def read(self, limit: int) -> bytes:
         """Up to ``limit`` new bytes (b"" when none)."""
-        if self.file is None:
-            try:
-                self.file = open(self.path, "rb")
-            except OSError:
-                return b""
-            self.file.seek(min(self.start, os.fstat(self.file.fileno()).st_size))
+        if self.file is None and not self.open():
+            return b""
+        assert self.file is not None
         data = self.file.read(limit)
         if data:
             return data
@@ -166,9 +172,9 @@ class Agent:
             elif op == "stop":
                 return False
             else:
-                self.error(f"unknown command {op!r}")
-        except (KeyError, TypeError, ValueError) as problem:
-            self.error(f"bad {op} command: {type(problem).__name__}: {problem}")
+                self.error(f"unknown command {str(op)[:64]!r}")
+        except Exception as problem:  # a bad field is that command's problem, never the agent's end
+            self.error(f"bad {str(op)[:64]} command: {type(problem).__name__}: {problem}")
         return True
 
     def launch(self, command: Dict[str, Any]) -> None:
@@ -205,7 +211,10 @@ class Agent:
         except OSError:
             os.close(stdout)
             raise
-        # Its tails start where earlier attempts' output ends, before the trial can write.
+        # Each file made now and its tail opened on it, from where earlier attempts' output
+        # ends, before the trial can write: a rename (a rotation) cannot take a file unread.
+        for name in ("trial.log", "metrics.jsonl"):
+            os.close(os.open(os.path.join(trial_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
         tails = {name: _Tail(os.path.join(trial_dir, name), _size(os.path.join(trial_dir, name)))
                  for name in STREAMED_FILES}
         where["in_trial_folder"] = False

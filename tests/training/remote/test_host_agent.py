@@ -215,6 +215,28 @@ def test_a_trials_output_arrives_whole_and_in_order_before_its_exit_is_told(tmp_
     run(tmp_path, scenario)
 
 
+ROTATING = """
+    import os
+    log = os.path.join(os.environ["EXPMGR_TRIAL_DIR"], "trial.log")
+    for part in range(2):
+        with open(log, "a") as file:
+            for i in range(1000):
+                file.write(f"part {part} line {i}\\n")
+        if part == 0:
+            os.replace(log, log + ".1")   # as a rotating logger does: renamed, a new file begun
+"""
+
+
+def test_a_log_rotated_on_the_host_arrives_whole_in_order(tmp_path):
+    async def scenario(host: Host) -> None:
+        await host.start()
+        await host.launch("Rot1", host.script("rotating.py", ROTATING))
+        assert (await host.events.end_of("Rot1"))[3] == 0
+        assert host.local("Rot1", "trial.log").decode() == "".join(
+            f"part {part} line {i}\n" for part in range(2) for i in range(1000))
+    run(tmp_path, scenario)
+
+
 def test_a_second_attempt_appends_after_the_first_ones_output(tmp_path):
     async def scenario(host: Host) -> None:
         await host.start()
@@ -527,8 +549,10 @@ def test_the_uploaded_runtime_is_the_trial_api_on_a_host_without_expmgr(tmp_path
             server.close()
         assert host.local("Rep1", "stdout").decode().startswith(f"expmgr from {runtime}/expmgr/__init__.py")
         assert "hello from the host" in host.local("Rep1", "trial.log").decode()
-        assert b'"value": "0.5"' in host.local("Rep1", "metrics.jsonl") or b"0.5" in host.local("Rep1", "metrics.jsonl")
-        assert len(requests) == 1 and b"/api/v1/expmgr/trials/Rep1/metrics" in requests[0]
-        assert b"X-Expmgr-Trial-Token: tok3n" in requests[0]
+        # The write-ahead line came back whole, and is what was sent, with the trial's token.
+        line = host.local("Rep1", "metrics.jsonl")
+        assert line.endswith(b"\n") and json.loads(line)["value"] == 0.5 and json.loads(line)["type"] == "FINAL"
+        assert len(requests) == 1 and requests[0].startswith(b"POST /api/v1/expmgr/trials/Rep1/metrics ")
+        assert b"X-Expmgr-Trial-Token: tok3n" in requests[0] and requests[0].endswith(b"\r\n\r\n" + line[:-1])
         assert json.loads((host.trial_dir("Rep1") / "parameter.json").read_text())["parameter_id"] == 0
     run(tmp_path, scenario)
