@@ -39,6 +39,8 @@ from expmgr.training.remote.host_agent import MAX_CHUNK, MAX_EVENT_BYTES, SIGNAL
 _READ_SIZE = 65536
 _SIGNAL_NAMES = {int(number): name for name, number in SIGNALS.items()}
 _PREEMPTING_BYTES = 64
+_MAX_PID = 2**22  # Linux's highest pid_max
+_MAX_SIGNAL = 64
 _REPORTS = "metrics.jsonl"
 """Never rotated: its line numbers are how the runner knows which reports it stored."""
 
@@ -283,25 +285,22 @@ class AgentClient:
             self._output(running, event)
         elif kind == "started" and not running.started:
             running.started = True
-            pid = event.get("pid")
-            self._events.trial_started(running.trial_id, running.attempt, pid if isinstance(pid, int) else None,
+            self._events.trial_started(running.trial_id, running.attempt, _bounded(event.get("pid"), 1, _MAX_PID),
                                        host=self._host)
         elif kind == "launch_failed" and not running.started:
             self._end(running)
-            error = OSError(_int_or_none(event.get("errno")) or 0, "")
+            error = OSError(_bounded(event.get("errno"), 0, 4095) or 0, "")
             system = is_system_error(error, in_trial_folder=bool(event.get("in_trial_folder")))
             self._events.trial_launch_failed(running.trial_id, running.attempt,
                                              str(event.get("reason"))[:4096], system=system)
         elif kind == "exited" and running.started:
+            signum, exit_code = _bounded(event.get("signum"), 1, _MAX_SIGNAL), _bounded(event.get("exit_code"), 0, 255)
+            if (signum is None) == (exit_code is None):
+                raise ValueError("an exited event needs an exit_code (0-255) or a signum (1-64)")
             self._end(running)
             self._write_preempting(running, event.get("preempting"))
-            signum = _int_or_none(event.get("signum"))
-            if signum is not None:
-                self._events.trial_exited(running.trial_id, running.attempt, None, signum,
-                                          failed=event.get("failed") is True)
-            else:
-                self._events.trial_exited(running.trial_id, running.attempt, _int_or_none(event.get("exit_code")),
-                                          None)
+            self._events.trial_exited(running.trial_id, running.attempt, exit_code, signum,
+                                      failed=signum is not None and event.get("failed") is True)
         else:
             self._log.warning("host %s: %s event out of order for attempt %d of trial %s ignored",
                               self._host, kind[:32], running.attempt, running.trial_id)
@@ -364,6 +363,7 @@ class AgentClient:
             self._events.trial_launch_failed(running.trial_id, running.attempt, reason, system=True)
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _bounded(value: object, low: int, high: int) -> int | None:
+    """``value`` if it is an int from ``low`` to ``high``, else None (from the host: checked)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
 

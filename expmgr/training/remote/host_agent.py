@@ -185,11 +185,11 @@ class Agent:
         try:
             self.start_attempt(trial_id, attempt, command, where)
         except OSError as problem:
-            self.emit({"event": "launch_failed", **ident, "reason": f"cannot start trial {trial_id}: {problem}",
+            self.emit({"event": "launch_failed", **ident, "reason": f"cannot start trial {trial_id}: {problem}"[:4096],
                        "errno": problem.errno, "in_trial_folder": where["in_trial_folder"]})
         except Exception as problem:  # a bad field (a NUL in the environment, no argv): never a crash
             self.emit({"event": "launch_failed", **ident, "errno": None, "in_trial_folder": False,
-                       "reason": f"cannot start trial {trial_id}: {type(problem).__name__}: {problem}"})
+                       "reason": f"cannot start trial {trial_id}: {type(problem).__name__}: {problem}"[:4096]})
 
     def start_attempt(self, trial_id: str, attempt: int, command: Dict[str, Any], where: Dict[str, bool]) -> None:
         trial_dir, cwd = str(command["trial_dir"]), str(command["cwd"])

@@ -465,6 +465,8 @@ event(event="output", **ident, file="stdout", offset=0, data=data(b"a" * 60000))
 event(event="output", **ident, file="stdout", offset=0, data=data(b"good "))
 event(event="output", **ident, file="stdout", offset=99, data=data(b"gap"))      # not in order
 event(event="output", **ident, file="stdout", offset=5, data=data(b"line\n"))
+event(event="exited", **ident, exit_code=2**70)                        # no such exit code
+event(event="exited", **ident, exit_code=0, signum=9)                  # both
 event(event="exited", **ident, exit_code=0, preempting="x" * 1000)
 event(event="exited", **ident, exit_code=1)                            # a second end
 sys.stdout.flush()
@@ -523,7 +525,8 @@ def test_the_uploaded_runtime_is_the_trial_api_on_a_host_without_expmgr(tmp_path
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length")))
         requests.append(head + await reader.readexactly(length))
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
         await writer.drain()
