@@ -498,8 +498,9 @@ def test_a_host_that_drops_before_the_start_leaves_the_attempt_waiting(tmp_path)
 
 
 REPORTING_TRIAL = """
-    import logging, expmgr
+    import json, logging, expmgr, nni
     print("expmgr from", expmgr.__file__, flush=True)
+    print("parameters", json.dumps(nni.get_next_parameter()), flush=True)
     logging.getLogger("nni.user").warning("hello from the host")
     expmgr.report_final_result(0.5)
 """
@@ -545,12 +546,14 @@ def test_the_uploaded_runtime_is_the_trial_api_on_a_host_without_expmgr(tmp_path
             assert host.client is not None
             (host.code / "report.py").write_text(textwrap.dedent(REPORTING_TRIAL))
             await host.client.launch(HostLaunch("Rep1", 1, f"{python} report.py", str(host.code), trial_dir, env=env,
-                                                parameters=json.dumps({"parameter_id": 0, "parameters": {}})))
+                                                parameters=json.dumps({"parameter_id": 0, "parameter_source": "algorithm",
+                                                                   "parameters": {"lr": 0.1}, "parameter_index": 0})))
             ended = await host.events.end_of("Rep1")
             assert ended[:4] == ("exited", "Rep1", 1, 0), host.local("Rep1", "stderr")
         finally:
             server.close()
-        assert host.local("Rep1", "stdout").decode().startswith(f"expmgr from {runtime}/expmgr/__init__.py")
+        assert host.local("Rep1", "stdout").decode() == (f"expmgr from {runtime}/expmgr/__init__.py\n"
+                                                         'parameters {"lr": 0.1}\n')
         assert "hello from the host" in host.local("Rep1", "trial.log").decode()
         # The write-ahead line came back whole, and is what was sent, with the trial's token.
         line = host.local("Rep1", "metrics.jsonl")
