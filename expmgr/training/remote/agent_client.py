@@ -253,7 +253,8 @@ class AgentClient:
         except (ConnectionError, OSError) as error:
             reason = f"the connection to the host broke: {error}"
         finally:
-            self._gone(reason)
+            # After its "stopped" nothing of it runs; an attempt still here was never told to it.
+            self._gone("the host's agent was stopped" if self._stopped else reason)
 
     def _handle_line(self, line: bytes) -> None:
         try:
