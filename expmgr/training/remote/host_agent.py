@@ -5,7 +5,8 @@ stdin and stdout (an SSH channel, or pipes in tests), with no expmgr installed t
 
 It reads commands on stdin and writes events on stdout, one JSON object a line (at most
 ``MAX_COMMAND_BYTES``/``MAX_EVENT_BYTES``; a longer or malformed line gets an ``error``
-event and is skipped, never a crash). Commands (``docs/remote.md``, ``agent_client.py``):
+event and is skipped, never a crash). This docstring is the protocol's one statement;
+``agent_client.py`` speaks it for the manager. Commands:
 
 - ``{"op": "launch", "trial_id", "attempt", "command", "argv", "cwd", "trial_dir", "env",
   "unset", "parameters", "process_limit"}``: start the attempt in its own session, its
@@ -54,6 +55,7 @@ POLL_INTERVAL = 0.1
 MARKER_ENV = "EXPMGR_TRIAL_MARKER"  # watchdog.MARKER_ENV: this file imports no module of expmgr
 STREAMED_FILES = ("stdout", "stderr", "trial.log", "metrics.jsonl")
 PREEMPTING_FILE = "preempting"  # trial.PREEMPTING_FILE
+TRIAL_DIR_ENV = "EXPMGR_TRIAL_DIR"  # trial.ENV_TRIAL_DIR
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "USR1": signal.SIGUSR1, "INT": signal.SIGINT}
 _OVER_LIMIT = "over-limit"  # watchdog.OVER_LIMIT
 
@@ -201,7 +203,7 @@ class Agent:
         env.update({str(name): str(value) for name, value in dict(command.get("env") or {}).items()})
         trial_path = os.path.join(self.runtime, "expmgr", "trial_path")
         env["PYTHONPATH"] = os.pathsep.join([trial_path] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        env["EXPMGR_TRIAL_DIR"] = trial_dir
+        env[TRIAL_DIR_ENV] = trial_dir
         env[MARKER_ENV] = f"{self.session}/{trial_id}/{attempt}"
         os.makedirs(trial_dir, exist_ok=True)
         _write_parameters(os.path.join(trial_dir, "parameter.json"), command.get("parameters"))

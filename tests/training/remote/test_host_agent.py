@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -504,6 +505,29 @@ REPORTING_TRIAL = """
     logging.getLogger("nni.user").warning("hello from the host")
     expmgr.report_final_result(0.5)
 """
+
+
+def test_the_agent_imports_the_standard_library_alone_and_stops_clean():
+    argv = [sys.executable, "-X", "importtime", "-I", "-S", str(AGENT), "--runtime", str(REPO),
+            "--watchdog", str(WATCHDOG)]
+    ended = subprocess.run(argv, input='{"op": "stop"}\n', capture_output=True, text=True, timeout=DEADLINE)
+    assert ended.returncode == 0 and ended.stdout == '{"event":"stopped"}\n', ended.stderr[-2000:]
+    modules = {line.split("|")[-1].strip() for line in ended.stderr.splitlines() if line.startswith("import time:")}
+    assert "subprocess" in modules
+    assert not [name for name in modules if name.split(".")[0] in ("expmgr", "site", "typing")], sorted(modules)
+
+
+def test_the_agents_copies_of_expmgr_names_are_expmgrs():
+    """It cannot import them (it runs alone on the host): a test keeps them one."""
+    from expmgr import trial
+    from expmgr.training import watchdog
+    assert host_agent.MARKER_ENV == watchdog.MARKER_ENV and host_agent._OVER_LIMIT == watchdog.OVER_LIMIT
+    assert host_agent.PREEMPTING_FILE == trial.PREEMPTING_FILE and host_agent.TRIAL_DIR_ENV == trial.ENV_TRIAL_DIR
+    assert set(host_agent.STREAMED_FILES) == {"stdout", "stderr", "trial.log", "metrics.jsonl"}
+    folder = TrialFolder(Path("x"))
+    assert [folder.stdout.name, folder.stderr.name, folder.trial_log.name, folder.metrics.name] == \
+        list(host_agent.STREAMED_FILES)
+    assert folder.preempting_marker.name == host_agent.PREEMPTING_FILE
 
 
 def test_the_uploaded_runtime_and_the_agent_parse_as_python_3_8():
