@@ -149,7 +149,7 @@ class Agent:
         try:
             while data:
                 data = data[os.write(self.out, data):]
-        except OSError:  # the manager's side is gone: the loop ends at its stdin's end
+        except OSError:  # the manager's side is gone: the loop ends
             self.connected = False
 
     def error(self, message: str) -> None:
@@ -323,7 +323,7 @@ class Agent:
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_read, False)
         os.set_blocking(wake_write, False)
-        signal.set_wakeup_fd(wake_write)
+        signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)  # a full pipe is a wake-up already
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake the select
         stdin = sys.stdin.fileno()
         assert self.watchdog.stdout is not None
@@ -362,6 +362,8 @@ class Agent:
             for running in list(self.attempts.values()):
                 self.send_output(running, to_end=False)
             self.reap()
+            if not self.connected:  # nobody hears this agent any more: the watchdog ends its trials
+                return 0
 
     def stop(self) -> int:
         """The clean end: every trial killed, its end told; the watchdog ended."""
