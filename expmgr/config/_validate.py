@@ -25,8 +25,8 @@ from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_N
 from ._loader import read_search_space_file
 from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
-from ._platforms import PLATFORMS, TrainingServiceSection, platform_of_section
-from ._sections import AlgorithmConfig, LocalConfig, RayConfig, public_fields
+from ._platforms import PLATFORMS, Platform, TrainingServiceSection, platform_of_section
+from ._sections import AlgorithmConfig, LocalConfig, RayConfig, RemoteConfig, public_fields
 from ._sizes import parse_size
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
@@ -108,6 +108,8 @@ class _Canonicalizer:
         self.read_from: str | None = None
         self.space_source: Any = None
         """The Source of a search space read from its own file (errors in it name that file)."""
+        self.notes: list[str] = list(config._notes)
+        """What loading changed or ignored, with what checking adds (``ExperimentConfig.notes``)."""
 
     def run(self) -> ExperimentConfig:
         config = self.config
@@ -136,7 +138,7 @@ class _Canonicalizer:
         result._origin = config._origin
         result._source = config._source
         result._search_space_read_from = self.read_from
-        result._notes = list(config._notes)
+        result._notes = self.notes
         return result
 
     def _name(self, name: str) -> str:
@@ -465,14 +467,37 @@ class _Canonicalizer:
         result.class_args = args
         return result
 
-    def _training_service(self, value: Any, path: tuple[PathSegment, ...]) -> TrainingServiceSection:
+    def _training_service(self, value: Any, path: tuple[PathSegment, ...]
+                          ) -> TrainingServiceSection | list[TrainingServiceSection]:
         if value is None:
             return LocalConfig()
-        if isinstance(value, list):
-            if len(value) != 1:
-                raise Problem(path, f"not supported: hybrid (a list of {len(value)} training services); "
-                                    f"expected one training service (a mapping, or a list of one)")
+        if isinstance(value, list) and not value:
+            raise Problem(path, "expected a training service such as {platform: local}, or a list of them; "
+                                "got an empty list")
+        if isinstance(value, list) and len(value) == 1:
             value = value[0]
+        if not isinstance(value, list):
+            section, platform = self._service_section(value, path)
+            return self._checked_service(section, platform, path)
+        # hybrid (NNI's): trials fill the slots of every service of the list
+        given: dict[str, int] = {}
+        services = []
+        for index, item in enumerate(value):
+            section, platform = self._service_section(item, path + (index,))
+            platform_path = path + (index, Key("platform"))
+            if platform.name == "ray":
+                raise Problem(platform_path, "not supported: ray in a list of training services (hybrid); Ray "
+                                             "places trials on its cluster's nodes itself: give platform: ray alone")
+            if platform.name in given:
+                raise Problem(platform_path, f"platform {platform.name} is given twice in the list (at "
+                                             f"{given[platform.name]} and {index}); give each once (a remote "
+                                             f"service's machineList holds all its hosts)")
+            given[platform.name] = index
+            services.append(self._checked_service(section, platform, path + (index,)))
+        return services
+
+    def _service_section(self, value: Any, path: tuple[PathSegment, ...]) -> tuple[TrainingServiceSection, Platform]:
+        """One training service's section as written, and its platform."""
         if isinstance(value, dict):
             value = training_service_from_mapping(value, path, self.style)
         try:
@@ -484,8 +509,16 @@ class _Canonicalizer:
         if own is not platform:
             raise Problem(platform_path, f"{type(value).__name__} is the section of platform {own.name!r}; "
                                          f"for platform {platform.name!r} use {platform.section.__name__}")
+        return value, platform
+
+    def _checked_service(self, value: TrainingServiceSection, platform: Platform,
+                         path: tuple[PathSegment, ...]) -> TrainingServiceSection:
         check: Callable[[Any, tuple[PathSegment, ...]], TrainingServiceSection] = getattr(self, platform.check)
         return check(value, path)
+
+    def _remote_service(self, value: RemoteConfig, path: tuple[PathSegment, ...]) -> RemoteConfig:
+        from ._remote import check_remote_service   # it uses this module's value checks
+        return check_remote_service(value, path, self.style, self.base, self.notes)
 
     def _local_service(self, value: LocalConfig, path: tuple[PathSegment, ...]) -> LocalConfig:
         result = LocalConfig()

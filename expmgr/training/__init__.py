@@ -28,12 +28,27 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
     trials; trials reach the manager at ``manager_host`` (its server's local address).
     Built by the factory its platform names (``expmgr.config.PLATFORMS``)."""
     from expmgr.config import PLATFORMS
+    if len(config.training_services) > 1:
+        raise _not_built(config.platform, hybrid=True)
     platform = PLATFORMS.get(config.training_service.platform)
     if platform is None:
         raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
+    if platform.service is None:
+        raise _not_built(platform.name)
     module, function = platform.service.split(":")
     factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
     return factory(config, events, paths, manager_host)
+
+
+def _not_built(platform: str, *, hybrid: bool = False) -> TrainingServiceError:
+    """The one refusal to start trials where the config is read and checked but no service
+    runs them yet: a platform whose ``PLATFORMS`` entry names no service (remote), and a
+    list of several services (hybrid, ``local+remote``)."""
+    from expmgr.config import PLATFORMS
+    what = f"a list of training services (hybrid: {platform})" if hybrid else f"the {platform} training service"
+    built = ", ".join(name for name, entry in PLATFORMS.items() if entry.service is not None)
+    return TrainingServiceError(f"cannot start: {what} is not built yet (its config is read and checked); "
+                                f"expmgr runs trials on one of: {built}")
 
 
 def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:
