@@ -12,7 +12,7 @@ import pytest
 from expmgr.config import PLATFORMS, ConfigError, ExperimentConfig, Platform, ResolvedConfig
 from expmgr.config._validate import _Canonicalizer
 from expmgr.layout import ExperimentPaths
-from expmgr.training import create_training_service, trial_files
+from expmgr.training import TrainingServiceError, create_training_service, trial_files
 
 from tests.helpers.config import write
 
@@ -20,11 +20,16 @@ RAY_INSTALLED = importlib.util.find_spec("ray") is not None
 NO_EVENTS: Any = object()   # a service is only built here, never started: it tells nothing
 
 
+REQUIRED = {"remote": {"machine_list": [{"host": "gpu1.example.org"}]}}
+"""What a platform's section cannot do without, by platform."""
+V1_REQUIRED = {"remote": "machineList: [{ip: gpu1.example.org}]\n"}
+
+
 def config_of(tmp_path: Path, platform: str) -> ResolvedConfig:
     return ResolvedConfig.from_config(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
         trial_code_directory=tmp_path, trial_concurrency=1, tuner={"name": "Random"},
-        training_service={"platform": platform}, experiment_working_directory=tmp_path))
+        training_service={"platform": platform, **REQUIRED.get(platform, {})}, experiment_working_directory=tmp_path))
 
 
 def usable(platform: Platform) -> bool:
@@ -41,13 +46,19 @@ def test_each_platform_is_read_checked_resolved_and_built_by_its_entry(tmp_path:
     assert isinstance(ExperimentConfig(name).training_service, platform.section), "NNI's ExperimentConfig('local')"
     resolved = config_of(tmp_path, name)
     assert isinstance(resolved.training_service, platform.resolved)
-    service = create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
-    module, function = platform.service.split(":")
-    assert type(service).__module__ == module, f"{name}: built by {platform.service}"
     files_module, files_class = platform.files.split(":")
     stored = trial_files(ExperimentPaths(tmp_path / "exp"), name)
     assert (type(stored).__module__, type(stored).__name__) == (files_module, files_class), (
         f"{name}: a stored experiment's trial files are built by {platform.files}")
+    if platform.service is None:   # read and checked, not run yet: the factory refuses in one line
+        with pytest.raises(TrainingServiceError, match=f"cannot start: the {name} training service is not built "
+                                                       f"yet") as refused:
+            create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
+        assert "\n" not in str(refused.value)
+        return
+    service = create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
+    module, function = platform.service.split(":")
+    assert type(service).__module__ == module, f"{name}: built by {platform.service}"
     assert type(service.files) is type(stored), f"{name}: the service reads its trials' files as readers do"
 
 
@@ -65,7 +76,8 @@ def test_nnis_v1_format_takes_the_platforms_the_table_marks_as_nnis(tmp_path: Pa
         path = write(tmp_path / f"{platform.name}.yml",
                      f"authorName: a\ntrialConcurrency: 1\ntrainingServicePlatform: {platform.name}\n"
                      "searchSpacePath: space.json\n"
-                     "tuner: {builtinTunerName: Random}\ntrial: {command: 'true', codeDir: .}\n")
+                     "tuner: {builtinTunerName: Random}\ntrial: {command: 'true', codeDir: .}\n"
+                     + V1_REQUIRED.get(platform.name, ""))
         if platform.nni:
             assert ExperimentConfig.load(path).canonical().training_service.platform == platform.name
         else:
