@@ -213,6 +213,6 @@ def check_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
     if value.lower() in PLATFORMS:
         return value.lower()
     if value.lower() in NNI_ONLY_PLATFORMS:
-        raise Problem(path, f"not supported: {value} (NNI's {value} training service); expmgr runs trials on: "
+        raise Problem(path, f"not supported: {value} (NNI's {value} training service); expmgr's platforms: "
                             f"{supported}")
     raise Problem(path, unknown_message("platform", value, list(PLATFORMS), "platforms"))
