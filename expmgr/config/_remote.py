@@ -4,7 +4,7 @@
     checked = check_remote_service(section, path, notes)   # a canonical RemoteConfig, or Problem
 
 Called by ``_validate._Canonicalizer._remote_service`` (the method ``PLATFORMS["remote"]``
-names); kept apart because the validator is long enough.
+names); kept apart because the validator is long enough. Shares its value checks (``_values``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ._limits import MAX_TRIALS_PER_GPU
 from ._platforms import STRICT_HOST_KEY_CHECKING
 from ._reading import absolute_path
 from ._sections import RemoteConfig, RemoteMachineConfig, public_fields
-from ._validate import _bool, _gpu_indices, _is_int, _positive_int, _shown
+from ._values import check_bool, check_gpu_indices, is_int, positive_int, shown_value
 
 FieldPath = tuple[PathSegment, ...]
 
@@ -30,7 +30,7 @@ def check_remote_service(value: RemoteConfig, path: FieldPath, style: str, base:
     """The canonical form of ``value``: every machine checked; ``notes`` gets what loading
     ignored or should be known (a password kept in the config)."""
     result = RemoteConfig()
-    result.reuse_mode = False if value.reuse_mode is None else _bool(value.reuse_mode, path + (Key("reuse_mode"),))
+    result.reuse_mode = False if value.reuse_mode is None else check_bool(value.reuse_mode, path + (Key("reuse_mode"),))
     checking = value.strict_host_key_checking
     result.strict_host_key_checking = ("yes" if checking is None else
                                        _host_key_checking(checking, path + (Key("strict_host_key_checking"),)))
@@ -40,7 +40,7 @@ def check_remote_service(value: RemoteConfig, path: FieldPath, style: str, base:
                                  "user: me}]")
     if not isinstance(machines, list):
         raise Problem(list_path, f"expected a list of SSH hosts such as [{{host: gpu1.example.org, user: me}}], "
-                                 f"got {_shown(machines)}")
+                                 f"got {shown_value(machines)}")
     result.machine_list = [_machine(machine, list_path + (index,), style, base, notes)
                            for index, machine in enumerate(machines)]
     return result
@@ -50,7 +50,7 @@ def _machine(value: Any, path: FieldPath, style: str, base: Path, notes: list[st
     if isinstance(value, dict):   # built in Python: a mapping of its fields
         value = RemoteMachineConfig(**match_keys(value, public_fields(RemoteMachineConfig), path, style))
     if not isinstance(value, RemoteMachineConfig):
-        raise Problem(path, f"expected an SSH host such as {{host: gpu1.example.org, user: me}}, got {_shown(value)}")
+        raise Problem(path, f"expected an SSH host such as {{host: gpu1.example.org, user: me}}, got {shown_value(value)}")
     result = RemoteMachineConfig()
     result.host = _host(value.host, path + (Key("host"),))
     result.port = _port(value.port, path + (Key("port"),))
@@ -66,10 +66,10 @@ def _machine(value: Any, path: FieldPath, style: str, base: Path, notes: list[st
         result.ssh_key_file = _key_file(value.ssh_key_file, path + (Key("ssh_key_file"),), base)
     if value.ssh_passphrase is not None:
         result.ssh_passphrase = _secret(value.ssh_passphrase, path + (Key("ssh_passphrase"),))
-    result.use_active_gpu = _bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
-    result.max_trial_number_per_gpu = _positive_int(value.max_trial_number_per_gpu,
+    result.use_active_gpu = check_bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
+    result.max_trial_number_per_gpu = positive_int(value.max_trial_number_per_gpu,
                                                     path + (Key("max_trial_number_per_gpu"),), MAX_TRIALS_PER_GPU)
-    result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
+    result.gpu_indices = check_gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
     if value.python_path is not None:
         result.python_path = _name(value.python_path, path + (Key("python_path"),), "a folder (e.g. /usr/bin)")
     if value.strict_host_key_checking is not None:
@@ -92,17 +92,17 @@ def _host(value: Any, path: FieldPath) -> str:
 def _name(value: Any, path: FieldPath, what: str) -> str:
     """A non-empty string that cannot be taken for an option of ssh (a leading ``-``)."""
     if not isinstance(value, str) or not value.strip():
-        raise Problem(path, f"expected {what}, got {_shown(value)}")
+        raise Problem(path, f"expected {what}, got {shown_value(value)}")
     if value.startswith("-"):
-        raise Problem(path, f"cannot start with '-' (ssh would read it as an option), got {_shown(value)}")
+        raise Problem(path, f"cannot start with '-' (ssh would read it as an option), got {shown_value(value)}")
     return value
 
 
 def _port(value: Any, path: FieldPath) -> int:
     if value is None:
         return 22
-    if not _is_int(value) or not 1 <= value <= 65535:
-        raise Problem(path, f"expected a port number from 1 to 65535, got {_shown(value)}")
+    if not is_int(value) or not 1 <= value <= 65535:
+        raise Problem(path, f"expected a port number from 1 to 65535, got {shown_value(value)}")
     return int(value)
 
 
@@ -110,13 +110,13 @@ def _secret(value: Any, path: FieldPath) -> str:
     if not isinstance(value, str):
         # A YAML number is not the text typed: 012345 reads as 12345, 1.50 as 1.5 (NNI refuses it too).
         raise Problem(path, f"expected a string; quote it (e.g. '12345'), got {type(value).__name__} "
-                            f"{_shown(value)}")
+                            f"{shown_value(value)}")
     return value
 
 
 def _key_file(value: Any, path: FieldPath, base: Path) -> Path:
     if not isinstance(value, (str, Path)) or not str(value).strip():
-        raise Problem(path, f"expected the path of a private key file (e.g. ~/.ssh/id_ed25519), got {_shown(value)}")
+        raise Problem(path, f"expected the path of a private key file (e.g. ~/.ssh/id_ed25519), got {shown_value(value)}")
     real = absolute_path(value, base)   # ~ expanded; relative to the config file's folder
     if not real.exists():
         raise Problem(path, f"key file not found: {real}")
@@ -134,4 +134,4 @@ def _host_key_checking(value: Any, path: FieldPath) -> str:
     if value is False or said in ("no", "off"):
         raise Problem(path, f"not supported: {value!r} (any host key accepted: another machine could pose as the "
                             f"host); use accept-new to record an unknown host's key on first use")
-    raise Problem(path, f"expected one of {', '.join(STRICT_HOST_KEY_CHECKING)}, got {_shown(value)}")
+    raise Problem(path, f"expected one of {', '.join(STRICT_HOST_KEY_CHECKING)}, got {shown_value(value)}")
