@@ -2,7 +2,8 @@
 
 ``canonicalize(config)`` returns a new config with defaults filled, durations in seconds and
 absolute paths, or raises ConfigError for the first problem. Reading a file or a dict into
-the records (keys only) is ``_reading.py``. (Over 600 lines: one validator checks every
+the records (keys only) is ``_reading.py``; the remote section is checked in ``_remote.py``, with
+the value checks of ``_values.py``. (Over 600 lines: one validator checks every
 field in the order a config file holds them; split by field, that order would be lost.)
 """
 from __future__ import annotations
