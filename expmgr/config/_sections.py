@@ -84,9 +84,9 @@ class RemoteMachineConfig:
     host: str | None = None
     port: int = 22
     user: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)   # kept out of logs and tracebacks
     ssh_key_file: PathLike | None = None
-    ssh_passphrase: str | None = None
+    ssh_passphrase: str | None = field(default=None, repr=False)
     use_active_gpu: bool = False
     max_trial_number_per_gpu: int = 1
     gpu_indices: list[int] | int | str | None = None
