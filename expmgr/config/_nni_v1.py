@@ -214,12 +214,11 @@ def _convert_remote(raw: dict[Any, Any], top: dict[str, str], where: tuple[PathS
         raise Problem(where, "needs machineList (the SSH hosts: [{ip: ..., username: ..., sshKeyPath: ...}]) "
                              "with the remote platform")
     machines = raw[key]
-    if not isinstance(machines, list):   # the v2 check names what a machineList is
+    out.renames.append((prefix + (norm("machineList"),), (Key(key),)))
+    if not isinstance(machines, list):   # the v2 check says what a machineList is
         service["machineList"] = machines
-        out.renames.append((prefix + (norm("machineList"),), (Key(key),)))
         return service
     service["machineList"] = []
-    out.renames.append((prefix + (norm("machineList"),), (Key(key),)))
     for index, machine in enumerate(machines):
         if not isinstance(machine, dict):
             service["machineList"].append(machine)
