@@ -15,9 +15,10 @@ from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import ExperimentConfig, stored_config_minimizes
 from ._parameters import check_parameters
-from ._platforms import (PLATFORMS, Platform, ResolvedLocalConfig, ResolvedRayConfig, ResolvedTrainingService,
-                         ResolvedTrialResources, stored_config_platform)
-from ._sections import AlgorithmConfig, LocalConfig, RayConfig
+from ._platforms import (PLATFORMS, STRICT_HOST_KEY_CHECKING, Platform, ResolvedLocalConfig, ResolvedRayConfig,
+                         ResolvedRemoteConfig, ResolvedRemoteMachine, ResolvedTrainingService, ResolvedTrialResources,
+                         platforms_label, stored_config_platform)
+from ._sections import AlgorithmConfig, LocalConfig, RayConfig, RemoteConfig, RemoteMachineConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
 from ._updatable import BUDGET_FIELDS, UPDATABLE_FIELDS, UpdatableField, updatable_now
 from .resolved import ResolvedConfig
@@ -31,16 +32,22 @@ __all__ = [
     "PLATFORMS",
     "Platform",
     "RayConfig",
+    "RemoteConfig",
+    "RemoteMachineConfig",
     "ResolvedConfig",
     "ResolvedLocalConfig",
     "ResolvedRayConfig",
+    "ResolvedRemoteConfig",
+    "ResolvedRemoteMachine",
     "ResolvedTrainingService",
     "ResolvedTrialResources",
     "SEARCH_SPACE_TYPES",
+    "STRICT_HOST_KEY_CHECKING",
     "UPDATABLE_FIELDS",
     "UpdatableField",
     "check_parameters",
     "parse_duration",
+    "platforms_label",
     "stored_config_minimizes",
     "stored_config_platform",
     "updatable_now",

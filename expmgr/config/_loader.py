@@ -38,12 +38,12 @@ class Source:
     key_order: list[str] = field(default_factory=list)
     # (normalised v2 path prefix, path in the file) for fields written under another key:
     # NNI's v1 keys (``trial.command`` for trialCommand), ``advisor`` for tuner
-    renames: list[tuple[tuple[str, ...], tuple[PathSegment, ...]]] = field(default_factory=list)
+    renames: list[tuple[tuple[str | int, ...], tuple[PathSegment, ...]]] = field(default_factory=list)
 
     def in_file(self, path: tuple[PathSegment, ...]) -> tuple[PathSegment, ...]:
         """``path`` as written in the file: the longest renamed prefix replaced."""
         normalised = tuple(norm(seg) if isinstance(seg, str) else seg for seg in path)
-        best: tuple[tuple[str, ...], tuple[PathSegment, ...]] | None = None
+        best: tuple[tuple[str | int, ...], tuple[PathSegment, ...]] | None = None
         for prefix, written in self.renames:
             if normalised[:len(prefix)] == prefix and (best is None or len(prefix) > len(best[0])):
                 best = (prefix, written)

@@ -1,5 +1,5 @@
-"""The config record ExperimentConfig; its sections AlgorithmConfig, LocalConfig and RayConfig
-are in ``_sections``.
+"""The config record ExperimentConfig; its sections AlgorithmConfig, LocalConfig, RayConfig and
+RemoteConfig are in ``_sections``.
 
 Plain dataclasses with snake_case attributes; ``canonical()`` validates and fills defaults,
 ``to_dict()``/``to_yaml()`` write NNI v2 camelCase, ``load()``/``from_dict()`` read it back.
@@ -27,7 +27,8 @@ class ExperimentConfig:
     """
 
     training_service_platform: InitVar[str | list[str] | None] = None
-    """NNI's first argument: the platform whose config to fill in (``local`` or ``ray`` here)."""
+    """NNI's first argument: the platform whose config to fill in (``local``, ``ray``, ``remote``),
+    or a list of them (hybrid)."""
     _: KW_ONLY
     experiment_name: str | None = None
     search_space_file: PathLike | None = None
@@ -71,13 +72,18 @@ class ExperimentConfig:
         from ._reading import check_platform
         platforms = ([training_service_platform] if isinstance(training_service_platform, str)
                      else training_service_platform)
-        if len(platforms) != 1:
-            raise ConfigError(f"expected one training service platform, got {training_service_platform!r}",
+        if not platforms:
+            raise ConfigError(f"expected a training service platform, got {training_service_platform!r}",
                               field="trainingService")
-        try:
-            self.training_service = PLATFORMS[check_platform(platforms[0], (Key("platform"),))].section()
-        except Problem as problem:
-            raise ConfigError(problem.message, field="trainingService.platform") from None
+        sections = []
+        for index, name in enumerate(platforms):
+            try:
+                sections.append(PLATFORMS[check_platform(name, (Key("platform"),))].section())
+            except Problem as problem:
+                field = "trainingService.platform" if len(platforms) == 1 else f"trainingService[{index}].platform"
+                raise ConfigError(problem.message, field=field) from None
+        # NNI's ExperimentConfig(['local', 'remote']): a hybrid's sections to fill in
+        self.training_service = sections[0] if len(sections) == 1 else sections
         if self.tuner is None:
             self.tuner = AlgorithmConfig.placeholder()
         if self.assessor is None:

@@ -37,6 +37,13 @@ SHARED_STORAGE = ("not supported: sharedStorage (NNI's storage shared with remot
 _TRIAL_MOVED = {"command": "trialCommand", "codeDir": "trialCodeDirectory", "gpuNum": "trialGpuNumber"}
 _LOCAL_MOVED = {"gpuIndices": "gpuIndices", "maxTrialNumPerGpu": "maxTrialNumberPerGpu",
                 "useActiveGpu": "useActiveGpu"}
+_REMOTE_TOP = ("machineList", "remoteConfig", "hybridConfig")
+_MACHINE_MOVED = {"ip": "host", "port": "port", "username": "user", "sshKeyPath": "sshKeyFile",
+                  "passphrase": "sshPassphrase", "passwd": "password", "gpuIndices": "gpuIndices",
+                  "maxTrialNumPerGpu": "maxTrialNumberPerGpu", "useActiveGpu": "useActiveGpu",
+                  "pythonPath": "pythonPath"}
+_REMOTE_CONFIG_MOVED = {"reuse": "reuseMode"}
+_HYBRID_PLATFORMS = "trainingServicePlatforms"
 _ALGORITHM_KEYS = ("builtinTunerName", "builtinAssessorName", "builtinAdvisorName", "className", "codeDir",
                    "classFileName", "classArgs", "includeIntermediateResults", "gpuIndices")
 # keys of other platforms' v1 sections; with trainingServicePlatform: local NNI ignores them
@@ -56,7 +63,7 @@ class Converted:
     """The v2 config (camelCase keys)."""
     notes: list[str] = field(default_factory=list)
     """What the conversion did, for experiment.log."""
-    renames: list[tuple[tuple[str, ...], tuple[PathSegment, ...]]] = field(default_factory=list)
+    renames: list[tuple[tuple[str | int, ...], tuple[PathSegment, ...]]] = field(default_factory=list)
     """(v2 path prefix, normalised; v1 path in the file): where a v2 field came from."""
 
 
@@ -66,7 +73,11 @@ def convert_v1(raw: dict[Any, Any], check_platform: Any) -> Converted:
     out = Converted({})
     top = _by_key(raw, ())
     platform_key = top.pop("trainingServicePlatform")
-    check_platform(raw[platform_key], (Key(platform_key),))
+    platform_value = raw[platform_key]
+    if isinstance(platform_value, str) and platform_value.lower() == "hybrid":
+        platforms = _hybrid_platforms(raw, top, platform_key, check_platform)
+    else:
+        platforms = [(check_platform(platform_value, (Key(platform_key),)), (Key(platform_key),))]
     ignored: list[str] = []
     v2 = out.mapping
     for v1_name, v2_name in _MOVED.items():
@@ -86,11 +97,16 @@ def convert_v1(raw: dict[Any, Any], check_platform: Any) -> Converted:
     key = top.pop("trial", None)
     if key is not None:
         _convert_trial(raw[key], (Key(key),), out, ignored)
-    key = top.pop("localConfig", None)
-    if key is not None:
-        _convert_local(raw[key], (Key(key),), out)
-    else:
-        v2["trainingService"] = {"platform": "local"}
+    services = []
+    for index, (platform, where) in enumerate(platforms):
+        prefix = (norm("trainingService"),) + ((index,) if len(platforms) > 1 else ())
+        if platform == "remote":
+            services.append(_convert_remote(raw, top, where, prefix, out))
+        else:
+            key = top.pop("localConfig", None)
+            services.append(_convert_local(None if key is None else raw[key], (Key(key or "localConfig"),),
+                                           prefix, out))
+    v2["trainingService"] = services[0] if len(services) == 1 else services
     tuner_key, advisor_key = top.get("tuner"), top.get("advisor")
     if tuner_key is not None and advisor_key is not None:
         raise Problem((Key(advisor_key),), f"give either {tuner_key} or {advisor_key} (NNI's older name for a "
@@ -102,11 +118,11 @@ def convert_v1(raw: dict[Any, Any], check_platform: Any) -> Converted:
     for key in top.values():
         if norm(key) in (norm("remoteConfig"), norm("machineList")) or norm(key).endswith("config"):
             raise Problem((Key(key),), f"{key} belongs to another training service; "
-                                       "with trainingServicePlatform: local remove it")
+                                       f"with trainingServicePlatform: {platform_value} remove it")
         if norm(key) == norm("sharedStorage"):
             raise Problem((Key(key),), SHARED_STORAGE)
         guess = did_you_mean(key, [*_MOVED, *_IGNORED, "trainingServicePlatform", "trial", "tuner",
-                                   "assessor", "advisor", "localConfig", "multiPhase"])
+                                   "assessor", "advisor", "localConfig", "multiPhase", *_REMOTE_TOP])
         hint = f"; did you mean {guess!r}?" if guess else ""
         raise Problem((Key(key),), f"unknown key in an NNI v1 config{hint}", at_key=True)
     out.notes.insert(0, "the config is in NNI's v1 format; converted to v2 as nnictl does "
@@ -122,7 +138,8 @@ def _by_key(mapping: Any, path: tuple[PathSegment, ...]) -> dict[str, str]:
     if not isinstance(mapping, dict):
         raise Problem(path, f"expected a mapping, got {mapping!r}")
     known = [*_MOVED, *_IGNORED, "trainingServicePlatform", "multiPhase", "trial", "localConfig", "tuner",
-             "assessor", "advisor", *_TRIAL_MOVED, *_LOCAL_MOVED, *_ALGORITHM_KEYS]
+             "assessor", "advisor", *_TRIAL_MOVED, *_LOCAL_MOVED, *_ALGORITHM_KEYS, *_REMOTE_TOP, *_MACHINE_MOVED,
+             *_REMOTE_CONFIG_MOVED, _HYBRID_PLATFORMS]
     by_norm = {norm(name): name for name in known}
     out: dict[str, str] = {}
     for key in mapping:
@@ -148,20 +165,84 @@ def _convert_trial(section: Any, path: tuple[PathSegment, ...], out: Converted, 
         raise Problem(path + (Key(key),), f"unknown key in an NNI v1 trial section{hint}", at_key=True)
 
 
-def _convert_local(section: Any, path: tuple[PathSegment, ...], out: Converted) -> None:
+def _convert_local(section: Any, path: tuple[PathSegment, ...], prefix: tuple[str | int, ...],
+                   out: Converted) -> dict[str, Any]:
+    """The v2 local service of ``localConfig`` (None: not given); ``prefix``: its v2 path."""
     service: dict[str, Any] = {"platform": "local"}
-    out.mapping["trainingService"] = service
     if section is None:
-        return
+        return service
+    _move(section, path, _LOCAL_MOVED, service, prefix, out, "localConfig")
+    return service
+
+
+def _hybrid_platforms(raw: dict[Any, Any], top: dict[str, str], platform_key: str,
+                      check_platform: Any) -> list[tuple[str, tuple[PathSegment, ...]]]:
+    """NNI 2's ``trainingServicePlatform: hybrid``: the platforms of
+    ``hybridConfig.trainingServicePlatforms``, each with its place in the file."""
+    key = top.pop("hybridConfig", None)
+    if key is None:
+        raise Problem((Key(platform_key),), "needs hybridConfig: {trainingServicePlatforms: [local, remote]} "
+                                            "(the training services to use together)")
+    keys = _by_key(raw[key], (Key(key),))
+    list_key = keys.pop(_HYBRID_PLATFORMS, None)
+    for other in keys.values():
+        raise Problem((Key(key), Key(other)), f"unknown key in an NNI v1 hybridConfig; known keys: "
+                                              f"{_HYBRID_PLATFORMS}", at_key=True)
+    platforms = raw[key][list_key] if list_key is not None else None
+    list_path: tuple[PathSegment, ...] = (Key(key),) + ((Key(list_key),) if list_key is not None else ())
+    if not isinstance(platforms, list) or not platforms:
+        raise Problem(list_path, f"expected a list of platforms such as [local, remote], got {platforms!r}")
+    checked = [(check_platform(name, list_path + (index,)), list_path + (index,))
+               for index, name in enumerate(platforms)]
+    names = [name for name, _ in checked]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise Problem(list_path + (index,), f"platform {name} is given twice")
+    return checked
+
+
+def _convert_remote(raw: dict[Any, Any], top: dict[str, str], where: tuple[PathSegment, ...],
+                    prefix: tuple[str | int, ...], out: Converted) -> dict[str, Any]:
+    """The v2 remote service of ``machineList`` and ``remoteConfig`` (NNI's converter, with
+    ``passphrase`` read as ``sshPassphrase``, the v2 field NNI's converter misses)."""
+    service: dict[str, Any] = {"platform": "remote"}
+    key = top.pop("remoteConfig", None)
+    if key is not None and raw[key] is not None:
+        _move(raw[key], (Key(key),), _REMOTE_CONFIG_MOVED, service, prefix, out, "remoteConfig")
+    key = top.pop("machineList", None)
+    if key is None:
+        raise Problem(where, "needs machineList (the SSH hosts: [{ip: ..., username: ..., sshKeyPath: ...}]) "
+                             "with the remote platform")
+    machines = raw[key]
+    out.renames.append((prefix + (norm("machineList"),), (Key(key),)))
+    if not isinstance(machines, list):   # the v2 check says what a machineList is
+        service["machineList"] = machines
+        return service
+    service["machineList"] = []
+    for index, machine in enumerate(machines):
+        if not isinstance(machine, dict):
+            service["machineList"].append(machine)
+            continue
+        v2_machine: dict[str, Any] = {}
+        _move(machine, (Key(key), index), _MACHINE_MOVED, v2_machine, prefix + (norm("machineList"), index), out,
+              "machineList entry")
+        service["machineList"].append(v2_machine)
+    return service
+
+
+def _move(section: Any, path: tuple[PathSegment, ...], moved: dict[str, str], into: dict[str, Any],
+          prefix: tuple[str | int, ...], out: Converted, what: str) -> None:
+    """Each v1 key of ``section`` to its v2 name in ``into`` (at v2 path ``prefix``);
+    Problem for a key it does not know."""
     keys = _by_key(section, path)
-    for v1_name, v2_name in _LOCAL_MOVED.items():
+    for v1_name, v2_name in moved.items():
         key = keys.pop(v1_name, None)
         if key is not None and section[key] is not None:
-            service[v2_name] = section[key]
-            out.renames.append(((norm("trainingService"), norm(v2_name)), path + (Key(key),)))
+            into[v2_name] = section[key]
+            out.renames.append((prefix + (norm(v2_name),), path + (Key(key),)))
     for key in keys.values():
-        raise Problem(path + (Key(key),), f"unknown key in an NNI v1 localConfig; known keys: "
-                                          f"{', '.join(_LOCAL_MOVED)}", at_key=True)
+        raise Problem(path + (Key(key),), f"unknown key in an NNI v1 {what}; known keys: {', '.join(moved)}",
+                      at_key=True)
 
 
 def _convert_algorithm(section: Any, kind: str, path: tuple[PathSegment, ...], out: Converted,

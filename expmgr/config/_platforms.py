@@ -1,7 +1,7 @@
 """Where trials can run: one ``Platform`` entry per training service, the one table that
 reading, validation, ``ResolvedConfig`` and the training-service factory iterate over::
 
-    platform = PLATFORMS["ray"]
+    platform = PLATFORMS["ray"]                    # also "local", "remote"
     platform.section()                 # RayConfig(), the section a user fills in
     platform.resolve(checked_section)  # ResolvedRayConfig, what the service is built from
 
@@ -12,11 +12,12 @@ entry in ``PLATFORMS``.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Union
 
 from ._limits import DEFAULT_TRIAL_PROCESS_LIMIT
-from ._sections import LocalConfig, RayConfig
+from ._sections import LocalConfig, RayConfig, RemoteConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +60,52 @@ class ResolvedRayConfig:
     """Ray's runtime_env for each trial, as written."""
 
 
-TrainingServiceSection = Union[LocalConfig, RayConfig]
+STRICT_HOST_KEY_CHECKING = ("yes", "accept-new")
+"""``strictHostKeyChecking``'s values, OpenSSH's meaning: ``yes`` (the default), a host's key
+must already be in known_hosts; ``accept-new``, an unknown host's key is recorded on first
+use, a changed one is refused. OpenSSH's ``no`` (accept any key) is refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRemoteMachine:
+    """One SSH host of the remote training service, as its service connects to it."""
+
+    host: str
+    """A name or address, or a ``Host`` alias of the user's ``~/.ssh/config``."""
+    port: int = 22
+    user: str | None = None
+    """None: the SSH config's ``User`` for the host, else the current user (OpenSSH's rule)."""
+    ssh_key_file: Path | None = None
+    """An existing private key file (``~`` expanded); None with no password: the SSH agent,
+    the SSH config's ``IdentityFile``, the default keys."""
+    password: str | None = field(default=None, repr=False)   # kept out of logs and tracebacks
+    """Given: password authentication (NNI's rule: then ``sshKeyFile`` is not used)."""
+    ssh_passphrase: str | None = field(default=None, repr=False)
+    python_path: str | None = None
+    """NNI's meaning: a folder put first on the trial's PATH on that host (e.g. ``/usr/bin``)."""
+    use_active_gpu: bool = False
+    max_trial_number_per_gpu: int = 1
+    gpu_indices: tuple[int, ...] | None = None
+    """The host's GPUs trials may use; None: every GPU its ``nvidia-smi`` sees."""
+    strict_host_key_checking: str = "yes"
+    """One of ``STRICT_HOST_KEY_CHECKING``: this machine's, else the service's."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRemoteConfig:
+    """The remote training service's settings (``trainingService: {platform: remote, ...}``)."""
+
+    platform: ClassVar[str] = "remote"
+    machines: tuple[ResolvedRemoteMachine, ...]
+    strict_host_key_checking: str = "yes"
+    """The service's default for its machines (each machine's own is resolved in it)."""
+    reuse_mode: bool = False
+    """NNI's ``reuseMode``, as written; it changes nothing here (see docs/config.md)."""
+
+
+TrainingServiceSection = Union[LocalConfig, RayConfig, RemoteConfig]
 """A training service's config section, as a user writes it (one class per platform)."""
-ResolvedTrainingService = Union[ResolvedLocalConfig, ResolvedRayConfig]
+ResolvedTrainingService = Union[ResolvedLocalConfig, ResolvedRayConfig, ResolvedRemoteConfig]
 """A training service's resolved settings, told apart by ``isinstance`` (or ``platform``)."""
 
 
@@ -85,6 +129,28 @@ def _resolve_ray(section: Any) -> ResolvedRayConfig:
                              trial_resources=_trial_resources(section.trial_resources),
                              max_pending_trials=section.max_pending_trials,
                              runtime_env=copy.deepcopy(section.runtime_env))
+
+
+def _resolve_remote(section: Any) -> ResolvedRemoteConfig:
+    if not isinstance(section.machine_list, list) or not section.machine_list:
+        raise _not_canonical("training_service.machine_list", section.machine_list)
+    machines = []
+    for machine in section.machine_list:
+        indices, key_file = machine.gpu_indices, machine.ssh_key_file
+        if indices is not None and not isinstance(indices, list):
+            raise _not_canonical("training_service.machine_list.gpu_indices", indices)
+        checking = machine.strict_host_key_checking or section.strict_host_key_checking
+        if not isinstance(machine.host, str) or checking not in STRICT_HOST_KEY_CHECKING:
+            raise _not_canonical("training_service.machine_list", machine)
+        machines.append(ResolvedRemoteMachine(
+            host=machine.host, port=machine.port, user=machine.user,
+            ssh_key_file=None if key_file is None else Path(key_file), password=machine.password,
+            ssh_passphrase=machine.ssh_passphrase, python_path=machine.python_path,
+            use_active_gpu=machine.use_active_gpu, max_trial_number_per_gpu=machine.max_trial_number_per_gpu,
+            gpu_indices=None if indices is None else tuple(indices),
+            strict_host_key_checking=checking))
+    return ResolvedRemoteConfig(machines=tuple(machines), strict_host_key_checking=section.strict_host_key_checking,
+                                reuse_mode=section.reuse_mode)
 
 
 def _trial_resources(resources: dict[str, Any] | None) -> ResolvedTrialResources:
@@ -112,9 +178,10 @@ class Platform:
     check: str
     """The method of ``_validate._Canonicalizer`` that checks and canonicalises its section (the
     validator sits above this table, so it is named, not imported)."""
-    service: str
+    service: str | None
     """``module:function`` building its training service from a ResolvedConfig (the
-    ``training`` package sits above ``config``, so it is named, not imported)."""
+    ``training`` package sits above ``config``, so it is named, not imported); None: its
+    config is read and checked, its service is not built yet (the factory refuses to start)."""
     nni: bool
     """NNI has it too, so NNI's v1 format (``trainingServicePlatform``) may name it."""
     files: str = "expmgr.training._folder:SharedTrialFolders"
@@ -128,12 +195,24 @@ PLATFORMS: dict[str, Platform] = {platform.name: platform for platform in (
              service="expmgr.training.local:create_local_service", nni=True),
     Platform("ray", RayConfig, ResolvedRayConfig, _resolve_ray, check="_ray_service",
              service="expmgr.training.ray:create_ray_service", nni=False),
+    Platform("remote", RemoteConfig, ResolvedRemoteConfig, _resolve_remote, check="_remote_service",
+             service=None, nni=True),
 )}
 """Every platform expmgr runs trials on, by name, in the order error messages list them."""
 
-NNI_ONLY_PLATFORMS = ("remote", "openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
+NNI_ONLY_PLATFORMS = ("openpai", "pai", "aml", "kubeflow", "frameworkcontroller", "adl", "dlc", "dlts",
                       "hybrid")
-"""NNI's platforms that expmgr does not run (refused as "not supported", not "unknown")."""
+"""NNI's platforms that expmgr does not run (refused as "not supported", not "unknown");
+``hybrid`` is NNI v1's name for a list of training services (``hybridConfig``)."""
+
+HYBRID_SEPARATOR = "+"
+"""Joins the platforms of a list of training services into one name (``local+remote``)."""
+
+
+def platforms_label(platforms: list[str]) -> str:
+    """The one name of the training services ``platforms`` (``local``; ``local+remote`` for a
+    list), as the store records it and lists show it."""
+    return HYBRID_SEPARATOR.join(platforms)
 
 
 def platform_of_section(section: object) -> Platform:
@@ -152,4 +231,4 @@ def stored_config_platform(config: dict[str, Any]) -> str:
     service = config.get("trainingService")
     services = service if isinstance(service, list) else [service]
     platforms = [str(s["platform"]) for s in services if isinstance(s, dict) and s.get("platform")]
-    return "+".join(platforms) or "local"
+    return platforms_label(platforms) or "local"

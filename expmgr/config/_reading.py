@@ -17,7 +17,7 @@ from ._keys import match_keys, norm, unknown_message
 from ._loader import load_yaml, read_text, to_plain, type_name
 from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
 from ._platforms import NNI_ONLY_PLATFORMS, PLATFORMS, TrainingServiceSection
-from ._sections import AlgorithmConfig, public_fields
+from ._sections import AlgorithmConfig, RemoteConfig, RemoteMachineConfig, public_fields
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from ._model import ExperimentConfig
@@ -55,13 +55,12 @@ def config_from_mapping(cls: type[ExperimentConfig], raw: dict[Any, Any], origin
     service = values.get("training_service")
     if isinstance(service, list) and len(service) == 1 and isinstance(service[0], dict):
         service = service[0]
-    elif isinstance(service, list) and len(service) > 1:
-        platforms = ", ".join(str(s.get("platform")) if isinstance(s, dict) else repr(s) for s in service)
-        raise Problem((Key("training_service"),), f"not supported: hybrid (a list of training services: "
-                                                  f"{platforms}); expmgr runs trials on: "
-                                                  f"{', '.join(PLATFORMS)}")
     if isinstance(service, dict):
         values["training_service"] = training_service_from_mapping(service, (Key("training_service"),), style)
+    elif isinstance(service, list):   # hybrid: each mapping read as its platform's section
+        values["training_service"] = [
+            training_service_from_mapping(item, (Key("training_service"), index), style)
+            if isinstance(item, dict) else item for index, item in enumerate(service)]
     for name in _PATH_FIELDS:
         if isinstance(values.get(name), str):
             values[name] = Path(values[name])
@@ -107,12 +106,20 @@ def algorithm_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...], s
 
 def training_service_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, ...],
                                   style: str) -> TrainingServiceSection:
-    """The section of ``raw``'s platform (LocalConfig, RayConfig), holding its values as given."""
+    """The section of ``raw``'s platform (LocalConfig, RayConfig, RemoteConfig with its
+    machines as RemoteMachineConfig), holding its values as given."""
     platform = [v for k, v in raw.items() if isinstance(k, str) and norm(k) == "platform"]
     if not platform:
         raise Problem(path + (Key("platform"),), "required (e.g. platform: local)")
     section = PLATFORMS[check_platform(platform[0], path + (Key("platform"),))].section
-    return section(**match_keys(raw, public_fields(section), path, style))   # keys depend on the platform
+    values = match_keys(raw, public_fields(section), path, style)   # keys depend on the platform
+    machines = values.get("machine_list")
+    if section is RemoteConfig and isinstance(machines, list):
+        values["machine_list"] = [
+            RemoteMachineConfig(**match_keys(machine, public_fields(RemoteMachineConfig),
+                                             path + (Key("machine_list"), index), style))
+            if isinstance(machine, dict) else machine for index, machine in enumerate(machines)]
+    return section(**values)
 
 
 def resolve_paths(config: ExperimentConfig, base: Path) -> None:
@@ -124,6 +131,13 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     for algo in (config.tuner, config.assessor):
         if isinstance(algo, AlgorithmConfig) and isinstance(algo.code_directory, (str, Path)):
             algo.code_directory = absolute_path(algo.code_directory, base)
+    services = config.training_service if isinstance(config.training_service, list) else [config.training_service]
+    for service in services:
+        machines = service.machine_list if isinstance(service, RemoteConfig) else None
+        for machine in machines if isinstance(machines, list) else []:
+            if (isinstance(machine, RemoteMachineConfig) and isinstance(machine.ssh_key_file, (str, Path))
+                    and str(machine.ssh_key_file).strip()):
+                machine.ssh_key_file = absolute_path(machine.ssh_key_file, base)   # ~ expanded, as NNI
 
 
 def absolute_path(value: str | Path, base: Path) -> Path:
@@ -199,6 +213,6 @@ def check_platform(value: Any, path: tuple[PathSegment, ...]) -> str:
     if value.lower() in PLATFORMS:
         return value.lower()
     if value.lower() in NNI_ONLY_PLATFORMS:
-        raise Problem(path, f"not supported: {value} (NNI's {value} training service); expmgr runs trials on: "
+        raise Problem(path, f"not supported: {value} (NNI's {value} training service); expmgr's platforms: "
                             f"{supported}")
     raise Problem(path, unknown_message("platform", value, list(PLATFORMS), "platforms"))

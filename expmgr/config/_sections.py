@@ -1,6 +1,6 @@
 """The config's sections, AlgorithmConfig (tuner/assessor) and the training services
-LocalConfig and RayConfig (listed by platform in ``_platforms``), and the field helpers every
-config record shares.
+LocalConfig, RayConfig and RemoteConfig (listed by platform in ``_platforms``), and the field
+helpers every config record shares.
 
 Below ``_validate`` and ``_model``: validation builds these sections, and ExperimentConfig
 (in ``_model``) holds them and calls validation.
@@ -69,6 +69,47 @@ class RayConfig:
     trial_resources: dict[str, Any] | None = field(default_factory=dict)
     max_pending_trials: int | None = None
     runtime_env: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return section_dict(self)
+
+
+@dataclass(slots=True)
+class RemoteMachineConfig:
+    """One SSH host of the remote training service (an entry of ``machine_list``, NNI's
+    fields). ``user`` None: the SSH config's ``User`` or the current user; neither
+    ``password`` nor ``ssh_key_file``: the SSH agent, the SSH config's ``IdentityFile`` or
+    the default keys, as ``ssh host`` would (docs/config.md)."""
+
+    host: str | None = None
+    port: int = 22
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)   # kept out of logs and tracebacks
+    ssh_key_file: PathLike | None = None
+    ssh_passphrase: str | None = field(default=None, repr=False)
+    use_active_gpu: bool = False
+    max_trial_number_per_gpu: int = 1
+    gpu_indices: list[int] | int | str | None = None
+    python_path: str | None = None
+    strict_host_key_checking: str | None = None
+    """expmgr's: this host's own ``yes`` or ``accept-new``; None: the service's."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return section_dict(self)
+
+
+@dataclass(slots=True)
+class RemoteConfig:
+    """The remote training service (NNI's ``platform: remote``): trials run on SSH hosts,
+    ``machine_list`` (RemoteMachineConfig or their mappings). ``reuse_mode`` is read and
+    changes nothing (each trial is its own process over the host's one connection);
+    ``strict_host_key_checking`` (expmgr's) is ``yes`` (the host's key must be in
+    known_hosts) or ``accept-new`` (an unknown host's key is recorded on first use)."""
+
+    platform: str = "remote"
+    machine_list: list[Any] | None = field(default_factory=list)
+    reuse_mode: bool = False
+    strict_host_key_checking: str = "yes"
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

@@ -2,7 +2,8 @@
 
 ``canonicalize(config)`` returns a new config with defaults filled, durations in seconds and
 absolute paths, or raises ConfigError for the first problem. Reading a file or a dict into
-the records (keys only) is ``_reading.py``. (Over 600 lines: one validator checks every
+the records (keys only) is ``_reading.py``; the remote section is checked in ``_remote.py``, with
+the value checks of ``_values.py``. (Over 600 lines: one validator checks every
 field in the order a config file holds them; split by field, that order would be lost.)
 """
 from __future__ import annotations
@@ -25,9 +26,10 @@ from ._limits import (MAX_PENDING_TRIALS, MAX_TRIAL_CONCURRENCY, MAX_TRIAL_GPU_N
 from ._loader import read_search_space_file
 from ._reading import absolute_path, algorithm_from_mapping, check_platform, training_service_from_mapping
 from ._search_space import check_search_space
-from ._platforms import PLATFORMS, TrainingServiceSection, platform_of_section
-from ._sections import AlgorithmConfig, LocalConfig, RayConfig, public_fields
+from ._platforms import PLATFORMS, Platform, TrainingServiceSection, platform_of_section
+from ._sections import AlgorithmConfig, LocalConfig, RayConfig, RemoteConfig, public_fields
 from ._sizes import parse_size
+from ._values import check_bool, check_gpu_indices, non_negative_int, positive_int, shown_value
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from expmgr.algorithms.registered import RegisteredAlgorithm
@@ -108,6 +110,8 @@ class _Canonicalizer:
         self.read_from: str | None = None
         self.space_source: Any = None
         """The Source of a search space read from its own file (errors in it name that file)."""
+        self.notes: list[str] = list(config._notes)
+        """What loading changed or ignored, with what checking adds (``ExperimentConfig.notes``)."""
 
     def run(self) -> ExperimentConfig:
         config = self.config
@@ -136,7 +140,7 @@ class _Canonicalizer:
         result._origin = config._origin
         result._source = config._source
         result._search_space_read_from = self.read_from
-        result._notes = list(config._notes)
+        result._notes = self.notes
         return result
 
     def _name(self, name: str) -> str:
@@ -295,22 +299,22 @@ class _Canonicalizer:
     def _trial_concurrency(self, value: Any, path: tuple[PathSegment, ...]) -> int:
         if value is None:
             raise Problem(path, "required: how many trials run at once, e.g. 1")
-        return _positive_int(value, path, MAX_TRIAL_CONCURRENCY)
+        return positive_int(value, path, MAX_TRIAL_CONCURRENCY)
 
     def _trial_gpu_number(self, value: Any, path: tuple[PathSegment, ...]) -> int | None:
-        return None if value is None else _non_negative_int(value, path, MAX_TRIAL_GPU_NUMBER)
+        return None if value is None else non_negative_int(value, path, MAX_TRIAL_GPU_NUMBER)
 
     def _max_experiment_duration(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
         return _optional(value, path, _duration)
 
     def _max_trial_number(self, value: Any, path: tuple[PathSegment, ...]) -> int | None:
-        return None if value is None else _positive_int(value, path, MAX_TRIAL_NUMBER)
+        return None if value is None else positive_int(value, path, MAX_TRIAL_NUMBER)
 
     def _max_trial_duration(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
         return _optional(value, path, _duration)
 
     def _max_trial_retries(self, value: Any, path: tuple[PathSegment, ...]) -> int:
-        return 0 if value is None else _non_negative_int(value, path, MAX_TRIAL_RETRIES)
+        return 0 if value is None else non_negative_int(value, path, MAX_TRIAL_RETRIES)
 
     def _trial_idle_timeout(self, value: Any, path: tuple[PathSegment, ...]) -> float | None:
         return _optional(value, path, _duration)
@@ -324,12 +328,12 @@ class _Canonicalizer:
     def _use_annotation(self, value: Any, path: tuple[PathSegment, ...]) -> bool:
         if value is None:
             return False
-        if _bool(value, path):
+        if check_bool(value, path):
             raise Problem(path, "annotations are not supported; remove the key or set it to false")
         return False
 
     def _debug(self, value: Any, path: tuple[PathSegment, ...]) -> bool:
-        return False if value is None else _bool(value, path)
+        return False if value is None else check_bool(value, path)
 
     def _log_level(self, value: Any, path: tuple[PathSegment, ...]) -> str | None:
         if value is None:
@@ -349,7 +353,7 @@ class _Canonicalizer:
             raise Problem(path, f"{exc.message}; 0 means no limit") from None
 
     def _log_files_kept(self, value: Any, path: tuple[PathSegment, ...]) -> int:
-        return DEFAULT_LOG_FILES_KEPT if value is None else _positive_int(value, path, MAX_LOG_FILES_KEPT)
+        return DEFAULT_LOG_FILES_KEPT if value is None else positive_int(value, path, MAX_LOG_FILES_KEPT)
 
     def _experiment_type(self, value: Any, path: tuple[PathSegment, ...]) -> str:
         if value is None:
@@ -465,14 +469,37 @@ class _Canonicalizer:
         result.class_args = args
         return result
 
-    def _training_service(self, value: Any, path: tuple[PathSegment, ...]) -> TrainingServiceSection:
+    def _training_service(self, value: Any, path: tuple[PathSegment, ...]
+                          ) -> TrainingServiceSection | list[TrainingServiceSection]:
         if value is None:
             return LocalConfig()
-        if isinstance(value, list):
-            if len(value) != 1:
-                raise Problem(path, f"not supported: hybrid (a list of {len(value)} training services); "
-                                    f"expected one training service (a mapping, or a list of one)")
+        if isinstance(value, list) and not value:
+            raise Problem(path, "expected a training service such as {platform: local}, or a list of them; "
+                                "got an empty list")
+        if isinstance(value, list) and len(value) == 1:
             value = value[0]
+        if not isinstance(value, list):
+            section, platform = self._service_section(value, path)
+            return self._checked_service(section, platform, path)
+        # hybrid (NNI's): trials fill the slots of every service of the list
+        given: dict[str, int] = {}
+        services = []
+        for index, item in enumerate(value):
+            section, platform = self._service_section(item, path + (index,))
+            platform_path = path + (index, Key("platform"))
+            if platform.name == "ray":
+                raise Problem(platform_path, "not supported: ray in a list of training services (hybrid); Ray "
+                                             "places trials on its cluster's nodes itself: give platform: ray alone")
+            if platform.name in given:
+                raise Problem(platform_path, f"platform {platform.name} is given twice in the list (at "
+                                             f"{given[platform.name]} and {index}); give each once (a remote "
+                                             f"service's machineList holds all its hosts)")
+            given[platform.name] = index
+            services.append(self._checked_service(section, platform, path + (index,)))
+        return services
+
+    def _service_section(self, value: Any, path: tuple[PathSegment, ...]) -> tuple[TrainingServiceSection, Platform]:
+        """One training service's section as written, and its platform."""
         if isinstance(value, dict):
             value = training_service_from_mapping(value, path, self.style)
         try:
@@ -484,18 +511,26 @@ class _Canonicalizer:
         if own is not platform:
             raise Problem(platform_path, f"{type(value).__name__} is the section of platform {own.name!r}; "
                                          f"for platform {platform.name!r} use {platform.section.__name__}")
+        return value, platform
+
+    def _checked_service(self, value: TrainingServiceSection, platform: Platform,
+                         path: tuple[PathSegment, ...]) -> TrainingServiceSection:
         check: Callable[[Any, tuple[PathSegment, ...]], TrainingServiceSection] = getattr(self, platform.check)
         return check(value, path)
 
+    def _remote_service(self, value: RemoteConfig, path: tuple[PathSegment, ...]) -> RemoteConfig:
+        from ._remote import check_remote_service   # it uses this module's value checks
+        return check_remote_service(value, path, self.style, self.base, self.notes)
+
     def _local_service(self, value: LocalConfig, path: tuple[PathSegment, ...]) -> LocalConfig:
         result = LocalConfig()
-        result.use_active_gpu = _bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
-        result.max_trial_number_per_gpu = _positive_int(value.max_trial_number_per_gpu,
+        result.use_active_gpu = check_bool(value.use_active_gpu, path + (Key("use_active_gpu"),))
+        result.max_trial_number_per_gpu = positive_int(value.max_trial_number_per_gpu,
                                                         path + (Key("max_trial_number_per_gpu"),),
                                                         MAX_TRIALS_PER_GPU)
-        result.gpu_indices = _gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
+        result.gpu_indices = check_gpu_indices(value.gpu_indices, path + (Key("gpu_indices"),))
         if value.trial_process_limit is not None:   # None: the default (ResolvedLocalConfig's)
-            result.trial_process_limit = _non_negative_int(value.trial_process_limit,
+            result.trial_process_limit = non_negative_int(value.trial_process_limit,
                                                            path + (Key("trial_process_limit"),), MAX_TRIAL_PROCESS_LIMIT)
         return result
 
@@ -506,7 +541,7 @@ class _Canonicalizer:
         result.address = _ray_address(value.address, path + (Key("address"),))
         result.trial_resources = self._trial_resources(value.trial_resources, path + (Key("trial_resources"),))
         if value.max_pending_trials is not None:
-            result.max_pending_trials = _positive_int(value.max_pending_trials, path + (Key("max_pending_trials"),),
+            result.max_pending_trials = positive_int(value.max_pending_trials, path + (Key("max_pending_trials"),),
                                                       MAX_PENDING_TRIALS)
         if value.runtime_env is not None:
             result.runtime_env = _runtime_env(value.runtime_env, path + (Key("runtime_env"),))
@@ -519,7 +554,7 @@ class _Canonicalizer:
             value = {}
         if not isinstance(value, dict):
             raise Problem(path, f"expected a mapping of resources to amounts such as {{cpu: 2, gpu: 1, memory: 4GiB}}, "
-                                f"got {_shown(value)}")
+                                f"got {shown_value(value)}")
         builtin: dict[str, Any] = {}   # cpu, gpu, memory: checked, in the order written
         written: dict[str, str] = {}   # each of them: its key as written
         custom: dict[str, float] = {}
@@ -608,40 +643,16 @@ def _string(value: Any, path: tuple[PathSegment, ...]) -> str:
     return value
 
 
-def _bool(value: Any, path: tuple[PathSegment, ...]) -> bool:
-    if not isinstance(value, bool):
-        raise Problem(path, f"expected true or false, got {value!r}")
-    return value
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _positive_int(value: Any, path: tuple[PathSegment, ...], maximum: int | None = None) -> int:
-    if not _is_int(value) or value <= 0:
-        raise Problem(path, f"expected a positive integer, got {_shown(value)}")
-    return _at_most(value, path, maximum)
 
 
-def _non_negative_int(value: Any, path: tuple[PathSegment, ...], maximum: int | None = None) -> int:
-    if not _is_int(value) or value < 0:
-        raise Problem(path, f"expected an integer >= 0, got {_shown(value)}")
-    return _at_most(value, path, maximum)
 
 
-def _at_most(value: int, path: tuple[PathSegment, ...], maximum: int | None) -> int:
-    if maximum is not None and value > maximum:
-        raise Problem(path, f"at most {maximum:,} is allowed (see Limits in docs/config.md), got {_shown(value)}")
-    return int(value)
 
 
-def _shown(value: Any) -> str:
-    """``repr(value)``, shortened: a 4,000-digit integer is named by its size."""
-    if _is_int(value) and abs(value) >= 10**30:   # str() of a huge int is slow, then refused
-        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _duration(value: Any, path: tuple[PathSegment, ...]) -> float:
@@ -651,44 +662,22 @@ def _duration(value: Any, path: tuple[PathSegment, ...]) -> float:
         raise Problem(path, exc.message) from None
 
 
-def _gpu_indices(value: Any, path: tuple[PathSegment, ...]) -> list[int] | None:
-    if value is None:
-        return None
-    expected = "expected GPU indices as a list of integers >= 0, an integer, or a string like \"0,1\""
-    if _is_int(value):
-        items: list[Any] = [value]
-    elif isinstance(value, str):
-        try:
-            items = [int(part) for part in value.split(",")]
-        except ValueError:
-            raise Problem(path, f"{expected}, got {value!r}") from None
-    elif isinstance(value, (list, tuple)) and value:
-        items = list(value)
-    else:
-        raise Problem(path, f"{expected}, got {value!r}")
-    for i, item in enumerate(items):
-        if not _is_int(item) or item < 0:
-            where = path + (i,) if isinstance(value, (list, tuple)) else path
-            raise Problem(where, f"{expected}, got {item!r}")
-    if len(set(items)) != len(items):
-        raise Problem(path, f"GPU indices repeat: {value!r}")
-    return [int(i) for i in items]
 
 
 def _resource_amount(value: Any, path: tuple[PathSegment, ...]) -> float:
     """A Ray resource amount: a number >= 0, fractions down to Ray's precision."""
     expected = "expected a number >= 0 (fractions such as 0.5 are allowed)"
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise Problem(path, f"{expected}, got {_shown(value)}")
+        raise Problem(path, f"{expected}, got {shown_value(value)}")
     try:
         amount = float(value)
     except OverflowError:   # an integer beyond any float
         amount = math.inf
     if not math.isfinite(amount) or amount < 0:
-        raise Problem(path, f"{expected}, got {_shown(value)}")
+        raise Problem(path, f"{expected}, got {shown_value(value)}")
     if 0 < amount < RAY_RESOURCE_PRECISION:
         raise Problem(path, f"Ray's smallest amount is {RAY_RESOURCE_PRECISION}; give 0 or at least that, "
-                            f"got {_shown(value)}")
+                            f"got {shown_value(value)}")
     return amount
 
 
@@ -698,7 +687,7 @@ def _ray_address(value: Any, path: tuple[PathSegment, ...]) -> str:
         return "auto"
     expected = "expected auto or the <host>:<port> of the cluster's head node (e.g. 10.0.0.5:6379)"
     if not isinstance(value, str):
-        raise Problem(path, f"{expected}, got {_shown(value)}")
+        raise Problem(path, f"{expected}, got {shown_value(value)}")
     text = value.strip()
     if text.lower() == "auto":
         return "auto"
@@ -706,10 +695,10 @@ def _ray_address(value: Any, path: tuple[PathSegment, ...]) -> str:
         raise Problem(path, "not supported: Ray Client (ray://); run expctl on a node of the cluster")
     match = _RAY_ADDRESS.match(text)
     if match is None:
-        raise Problem(path, f"{expected}, got {_shown(value)}")
+        raise Problem(path, f"{expected}, got {shown_value(value)}")
     port = int(match.group(2))
     if not 1 <= port <= 65535:
-        raise Problem(path, f"the port must be 1 to 65535, got {_shown(value)}")
+        raise Problem(path, f"the port must be 1 to 65535, got {shown_value(value)}")
     return f"{match.group(1)}:{port}"
 
 
@@ -718,7 +707,7 @@ def _runtime_env(value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
     stored config holds it)."""
     if not isinstance(value, dict):
         raise Problem(path, f"expected a mapping, Ray's runtime_env (e.g. {{env_vars: {{A: '1'}}}}), "
-                            f"got {_shown(value)}")
+                            f"got {shown_value(value)}")
     _check_json(value, path)
     return copy.deepcopy(value)
 
@@ -736,4 +725,4 @@ def _check_json(value: Any, path: tuple[PathSegment, ...]) -> None:
         raise Problem(path, f"expected a finite number, got {value!r}")
     elif value is not None and not isinstance(value, (str, int, float, bool)):
         raise Problem(path, f"expected a JSON value (a string, number, boolean, list or mapping), "
-                            f"got {_shown(value)}")
+                            f"got {shown_value(value)}")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from ._durations import parse_duration
 from ._errors import ConfigError
 from ._model import Duration, ExperimentConfig
-from ._platforms import ResolvedTrainingService, TrainingServiceSection, platform_of_section
+from ._platforms import ResolvedTrainingService, TrainingServiceSection, platform_of_section, platforms_label
 from ._sections import AlgorithmConfig, PathLike
 from ._updatable import UPDATABLE_FIELDS
 from expmgr.rotation import RotationLimits
@@ -51,6 +51,10 @@ class ResolvedConfig:
     tuner: AlgorithmConfig | None
     assessor: AlgorithmConfig | None
     training_service: ResolvedTrainingService
+    """The training service: the first of ``training_services``, the only one unless hybrid."""
+    training_services: tuple[ResolvedTrainingService, ...]
+    """Every training service in the order written: one, or several for NNI's hybrid form (a
+    list of ``trainingService`` sections); its trials fill the slots of them all."""
     log_level: str
     """A level of ``logLevel`` in lower case; ``debug: true`` makes it at least ``debug``."""
     log_limits: RotationLimits
@@ -96,6 +100,12 @@ class ResolvedConfig:
         return self._of(updated, self.with_strategy)
 
     @property
+    def platform(self) -> str:
+        """Where trials run, in one name: ``local``, ``remote``, ``local+remote`` for a hybrid
+        (the name the store records, ``platforms_label``)."""
+        return platforms_label([service.platform for service in self.training_services])
+
+    @property
     def notes(self) -> tuple[str, ...]:
         """What loading the config changed or ignored (``ExperimentConfig.notes``), for experiment.log."""
         return self._canonical.notes
@@ -112,6 +122,7 @@ class ResolvedConfig:
     def _of(cls, canonical: ExperimentConfig, with_strategy: bool) -> ResolvedConfig:
         """The fields of a canonical config, narrowed: the one place that converts."""
         c = canonical
+        services = _training_services(c.training_service)
         return cls(
             experiment_name=c.experiment_name,
             trial_command=_present(c.trial_command, "trial_command"),
@@ -127,7 +138,8 @@ class ResolvedConfig:
             search_space=c.search_space,
             tuner=_algorithm(c.tuner, "tuner"),
             assessor=_algorithm(c.assessor, "assessor"),
-            training_service=_training_service(c.training_service),
+            training_service=services[0],
+            training_services=services,
             log_level=_present(c.log_level, "log_level"),
             log_limits=RotationLimits(_int(c.log_max_size, "log_max_size"),
                                       _present(c.log_files_kept, "log_files_kept")),
@@ -172,10 +184,16 @@ def _algorithm(value: AlgorithmConfig | dict[str, Any] | None, name: str) -> Alg
     return value
 
 
-def _training_service(section: TrainingServiceSection | dict[str, Any] | list[Any] | None
-                      ) -> ResolvedTrainingService:
-    try:
-        platform = platform_of_section(section)
-    except TypeError:
-        raise _not_canonical("training_service", section) from None
-    return platform.resolve(section)
+def _training_services(value: TrainingServiceSection | dict[str, Any] | list[Any] | None
+                       ) -> tuple[ResolvedTrainingService, ...]:
+    sections = value if isinstance(value, list) else [value]
+    if not sections:
+        raise _not_canonical("training_service", value)
+    resolved = []
+    for section in sections:
+        try:
+            platform = platform_of_section(section)
+        except TypeError:
+            raise _not_canonical("training_service", section) from None
+        resolved.append(platform.resolve(section))
+    return tuple(resolved)

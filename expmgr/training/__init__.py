@@ -26,14 +26,56 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
                             manager_host: str = "127.0.0.1") -> TrainingService:
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
-    Built by the factory its platform names (``expmgr.config.PLATFORMS``)."""
+    Built by the factory its platform names (``expmgr.config.PLATFORMS``); a platform with no
+    service yet (remote) or a list of services (hybrid) gets one whose ``start()`` refuses."""
     from expmgr.config import PLATFORMS
+    if len(config.training_services) > 1:
+        return _NotBuilt(f"a list of training services (hybrid: {config.platform})", paths, manager_host)
     platform = PLATFORMS.get(config.training_service.platform)
     if platform is None:
         raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
+    if platform.service is None:
+        return _NotBuilt(f"the {platform.name} training service", paths, manager_host)
     module, function = platform.service.split(":")
     factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
     return factory(config, events, paths, manager_host)
+
+
+class _NotBuilt(TrainingService):
+    """The one refusal to run trials where the config is read and checked but no service
+    runs them yet (a platform whose ``PLATFORMS`` entry names no service, remote; a list of
+    several services, hybrid): ``start()`` raises a one-line TrainingServiceError, which ends
+    the experiment in ERROR with it before any trial, as any service failing to start."""
+
+    def __init__(self, what: str, paths: "ExperimentPaths", manager_host: str) -> None:
+        from expmgr.config import PLATFORMS
+        from expmgr.training._folder import SharedTrialFolders
+        built = ", ".join(name for name, entry in PLATFORMS.items() if entry.service is not None)
+        self.refusal = (f"cannot start: {what} is not built yet (its config is read and checked); "
+                        f"expmgr runs trials on one of: {built}")
+        self.files = SharedTrialFolders(paths)
+        self._manager_host = manager_host
+
+    async def start(self) -> None:
+        raise TrainingServiceError(self.refusal)
+
+    def has_capacity(self) -> bool:
+        return False
+
+    async def launch(self, trial: TrialLaunch) -> None:
+        raise TrainingServiceError(self.refusal)
+
+    def signal(self, trial_id: str, signum: int) -> bool:
+        return False
+
+    async def stop(self, grace_period: float, signum: int = 15) -> None:
+        return None   # it started nothing
+
+    def manager_host(self) -> str:
+        return self._manager_host
+
+    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
+        return False
 
 
 def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:

@@ -42,7 +42,7 @@ BAD_CONFIGS = [
     ("unknown key in tuner", BASE + "  clasArgs: {}\n", 7, ["clasArgs", "classArgs"]),
     ("bad optimize mode", BASE + "  classArgs: {optimize_mode: up}\n", 7, ["optimize_mode", "up"]),
     ("bad yaml", BASE + "maxTrialNumber: [1, 2\n", 8, []),
-    ("unsupported platform", BASE + "trainingService:\n  platform: remote\n", 8, ["platform", "remote"]),
+    ("unsupported platform", BASE + "trainingService:\n  platform: kubeflow\n", 8, ["platform", "kubeflow"]),
     ("missing searchSpaceFile", BASE.replace("space.json", "nowhere.json"), 1, ["searchSpaceFile", "nowhere.json"]),
     ("missing trialCommand", BASE.replace("trialCommand: python3 trial.py\n", ""), None, ["trialCommand"]),
 ]

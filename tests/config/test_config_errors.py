@@ -179,9 +179,9 @@ def test_unknown_assessor_name_guesses_and_lists_the_builtin_ones(config_path: P
 # -- training service ------------------------------------------------------------------------
 
 def test_unsupported_platform_lists_supported_ones(config_path: Path) -> None:
-    err = load_error(config_path, good_with("platform: local", "platform: remote"))
+    err = load_error(config_path, good_with("platform: local", "platform: openpai"))
     assert_error(err, config_path, 12, "trainingService.platform",
-                 "not supported: remote (NNI's remote training service); expmgr runs trials on: local", column=13)
+                 "not supported: openpai (NNI's openpai training service); expmgr's platforms: local", column=13)
 
 
 def test_misspelt_platform_suggests_local(config_path: Path) -> None:

@@ -97,7 +97,7 @@ def test_unknown_v1_keys_are_errors_at_their_line(tmp_path: Path):
 
 
 def test_v1_platforms_other_than_local_are_not_supported(tmp_path: Path):
-    for platform in ("remote", "pai", "kubeflow", "adl", "hybrid"):
+    for platform in ("pai", "kubeflow", "adl"):   # remote and hybrid: tests/config/test_remote_config.py
         path = v1_config(tmp_path, V1.replace("trainingServicePlatform: local", f"trainingServicePlatform: {platform}"))
         assert_error(load_error(path), path, 6, "trainingServicePlatform", f"not supported: {platform} (NNI's "
                                                                             f"{platform} training service)", column=26)
@@ -119,12 +119,10 @@ def test_tuner_and_advisor_together_is_an_error_naming_both(tmp_path: Path):
     assert_error(err, path, 13, "advisor", "give either tuner or advisor (NNI's older name for a tuner), not both")
 
 
-def test_shared_storage_and_hybrid_are_not_supported(tmp_path: Path):
+def test_shared_storage_is_not_supported(tmp_path: Path):
     path = tmp_path / "config.yml"
     err = load_error(path, GOOD + "sharedStorage:\n  storageType: NFS\n")
     assert_error(err, path, 13, "sharedStorage", "not supported: sharedStorage", column=1)
-    err = load_error(path, good_with("  platform: local", "  - platform: local\n  - platform: remote"))
-    assert_error(err, path, 11, "trainingService", "not supported: hybrid (a list of training services: local, remote)")
 
 
 def test_nni_tuners_expmgr_lacks_are_not_supported_rather_than_unknown(tmp_path: Path):

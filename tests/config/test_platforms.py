@@ -3,6 +3,7 @@ resolving it, building its training service and NNI's v1 format each go by the t
 platform is one entry; the errors that list the platforms list the table's."""
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from expmgr.config import PLATFORMS, ConfigError, ExperimentConfig, Platform, ResolvedConfig
 from expmgr.config._validate import _Canonicalizer
 from expmgr.layout import ExperimentPaths
-from expmgr.training import create_training_service, trial_files
+from expmgr.training import TrainingServiceError, create_training_service, trial_files
 
 from tests.helpers.config import write
 
@@ -20,11 +21,16 @@ RAY_INSTALLED = importlib.util.find_spec("ray") is not None
 NO_EVENTS: Any = object()   # a service is only built here, never started: it tells nothing
 
 
+REQUIRED = {"remote": {"machine_list": [{"host": "gpu1.example.org"}]}}
+"""What a platform's section cannot do without, by platform."""
+V1_REQUIRED = {"remote": "machineList: [{ip: gpu1.example.org}]\n"}
+
+
 def config_of(tmp_path: Path, platform: str) -> ResolvedConfig:
     return ResolvedConfig.from_config(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
         trial_code_directory=tmp_path, trial_concurrency=1, tuner={"name": "Random"},
-        training_service={"platform": platform}, experiment_working_directory=tmp_path))
+        training_service={"platform": platform, **REQUIRED.get(platform, {})}, experiment_working_directory=tmp_path))
 
 
 def usable(platform: Platform) -> bool:
@@ -41,13 +47,19 @@ def test_each_platform_is_read_checked_resolved_and_built_by_its_entry(tmp_path:
     assert isinstance(ExperimentConfig(name).training_service, platform.section), "NNI's ExperimentConfig('local')"
     resolved = config_of(tmp_path, name)
     assert isinstance(resolved.training_service, platform.resolved)
-    service = create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
-    module, function = platform.service.split(":")
-    assert type(service).__module__ == module, f"{name}: built by {platform.service}"
     files_module, files_class = platform.files.split(":")
     stored = trial_files(ExperimentPaths(tmp_path / "exp"), name)
     assert (type(stored).__module__, type(stored).__name__) == (files_module, files_class), (
         f"{name}: a stored experiment's trial files are built by {platform.files}")
+    service = create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
+    if platform.service is None:   # read and checked, not run yet: its service refuses to start, in one line
+        with pytest.raises(TrainingServiceError, match=f"^cannot start: the {name} training service is not built "
+                                                       f"yet [^\n]*$"):
+            asyncio.run(service.start())
+        assert type(service.files) is type(stored), f"{name}: its trials' files are read as readers do"
+        return
+    module, function = platform.service.split(":")
+    assert type(service).__module__ == module, f"{name}: built by {platform.service}"
     assert type(service.files) is type(stored), f"{name}: the service reads its trials' files as readers do"
 
 
@@ -55,7 +67,7 @@ def test_errors_list_the_platforms_of_the_table(tmp_path: Path) -> None:
     listed = ", ".join(PLATFORMS)
     with pytest.raises(ConfigError, match=f"supported: {listed}"):
         config_of(tmp_path, 7)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=f"expmgr runs trials on: {listed}"):
+    with pytest.raises(ConfigError, match=f"expmgr's platforms: {listed}"):
         config_of(tmp_path, "kubeflow")
 
 
@@ -65,7 +77,8 @@ def test_nnis_v1_format_takes_the_platforms_the_table_marks_as_nnis(tmp_path: Pa
         path = write(tmp_path / f"{platform.name}.yml",
                      f"authorName: a\ntrialConcurrency: 1\ntrainingServicePlatform: {platform.name}\n"
                      "searchSpacePath: space.json\n"
-                     "tuner: {builtinTunerName: Random}\ntrial: {command: 'true', codeDir: .}\n")
+                     "tuner: {builtinTunerName: Random}\ntrial: {command: 'true', codeDir: .}\n"
+                     + V1_REQUIRED.get(platform.name, ""))
         if platform.nni:
             assert ExperimentConfig.load(path).canonical().training_service.platform == platform.name
         else:

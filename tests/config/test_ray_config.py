@@ -398,9 +398,9 @@ def test_a_section_of_another_platform_is_refused_at_platform(tmp_path: Path) ->
 # -- NNI's platforms and formats are as they were ------------------------------------------------
 
 def test_nnis_other_platforms_are_still_not_supported(config_path: Path) -> None:
-    err = load_error(config_path, RAY.replace("platform: ray", "platform: remote"))
+    err = load_error(config_path, RAY.replace("platform: ray", "platform: openpai"))
     assert_error(err, config_path, 8, f"{SERVICE}.platform",
-                 "not supported: remote (NNI's remote training service); expmgr runs trials on: local, ray",
+                 "not supported: openpai (NNI's openpai training service); expmgr's platforms: local, ray, remote",
                  column=13)
 
 

@@ -80,8 +80,8 @@ def test_a_platforms_empty_config_has_sections_to_fill_in_that_count_as_absent_w
 
 
 def test_a_platform_expmgr_does_not_run_is_refused_by_name():
-    with pytest.raises(ConfigError, match="not supported: remote") as refused:
-        Experiment('remote')
+    with pytest.raises(ConfigError, match="not supported: kubeflow") as refused:
+        Experiment('kubeflow')
     assert refused.value.field == "trainingService.platform"
 
 
