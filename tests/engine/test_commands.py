@@ -57,7 +57,7 @@ def _checked(search: RecordingSearch) -> CommandedSearch:
     return search   # mypy: the recorder has the search's methods
 
 
-def test_each_command_calls_its_method_of_the_search_with_its_fields():
+def test_each_command_calls_its_method_of_the_search_with_its_fields() -> None:
     search = RecordingSearch()
     batch = ImportBatch(frames=[], count=0)
 
@@ -77,7 +77,7 @@ def test_each_command_calls_its_method_of_the_search_with_its_fields():
                             ("strategy_finished", ("Traceback ...",), {})]
 
 
-def test_a_command_returns_what_the_search_answered():
+def test_a_command_returns_what_the_search_answered() -> None:
     future: concurrent.futures.Future = concurrent.futures.Future()
     pending = object()
     search = RecordingSearch(submit_trial=("a1b2c", future), update_config=pending, import_data=7)
@@ -87,7 +87,7 @@ def test_a_command_returns_what_the_search_answered():
     assert apply_command(search, KillTrial("a1b2c")) is None
 
 
-def test_the_searchs_refusal_is_raised_as_it_is():
+def test_the_searchs_refusal_is_raised_as_it_is() -> None:
     refusal = UpdateRefused(RefusalKind.NOT_FOUND, "no trial 'nosuch'")
     search = RecordingSearch(kill_trial=refusal)
     with pytest.raises(UpdateRefused) as refused:
@@ -95,7 +95,7 @@ def test_the_searchs_refusal_is_raised_as_it_is():
     assert refused.value is refusal and refused.value.kind is RefusalKind.NOT_FOUND
 
 
-def test_a_stop_asked_again_changes_nothing():
+def test_a_stop_asked_again_changes_nothing() -> None:
     """NNI's DELETE experiment twice: one graceful stop (a second request_stop would kill the trials)."""
     search = RecordingSearch()
     apply_command(search, StopSearch())
@@ -103,12 +103,12 @@ def test_a_stop_asked_again_changes_nothing():
     assert search.calls == [("request_stop", (), {"kill_now": False})]
 
 
-def test_what_is_not_a_command_is_refused_naming_it():
+def test_what_is_not_a_command_is_refused_naming_it() -> None:
     with pytest.raises(TypeError, match=r"not a command to a running search: 'kill_trial'"):
         apply_command(RecordingSearch(), "kill_trial")  # type: ignore[arg-type]
 
 
-def test_commands_are_frozen_records_equal_by_their_fields():
+def test_commands_are_frozen_records_equal_by_their_fields() -> None:
     assert KillTrial("a1b2c") == KillTrial("a1b2c") and UpdateConfig("x", 1) != UpdateConfig("x", 2)
     with pytest.raises(AttributeError):
         KillTrial("a1b2c").trial_id = "other"  # type: ignore[misc]
