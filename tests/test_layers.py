@@ -239,25 +239,10 @@ def test_the_sqlite_check_sees_every_way_of_importing_it(tmp_path: Path):
         f"expmgr/engine/example.py:{line}" for line in (1, 2, 5, 6, 8, 8)]
 
 
-STILL_NAMING_THE_TRIAL_RUNNER = {
-    "expmgr.experiment.experiment": "passes commands as TrialRunner's unbound methods (Manager.call)",
-    "expmgr.experiment.connected": "tells a kill from other commands by `method is TrialRunner.kill_trial`",
-}
-"""Modules that still import the runner's class, each until its commands travel as records
-through one Control (issue 24, item 4); the test below fails once one no longer does, to be
-taken off here."""
-
-
 def test_the_trial_runner_is_imported_only_by_the_composition_root_and_its_own_package():
-    importers: dict[str, list[str]] = {}
-    for found in all_imports():
-        if (found.target == "expmgr.engine.runner" and unit_of(found.module) != "engine"
-                and found.module not in COMPOSITION_ROOT):
-            importers.setdefault(found.module, []).append(f"{found.where}: {found.module} imports {found.target}")
-    wrong = [where for module, wheres in sorted(importers.items()) if module not in STILL_NAMING_THE_TRIAL_RUNNER
-             for where in wheres]
-    assert wrong == [], ("the server and the layers above know a running search by engine.serving.ServedSearch; "
-                         "only the composition root builds a TrialRunner:\n" + "\n".join(wrong))
-    assert set(STILL_NAMING_THE_TRIAL_RUNNER) <= importers.keys(), (
-        "these no longer import the runner: take them off STILL_NAMING_THE_TRIAL_RUNNER: "
-        f"{sorted(set(STILL_NAMING_THE_TRIAL_RUNNER) - importers.keys())}")
+    wrong = [f"{found.where}: {found.module} imports {found.target}" for found in all_imports()
+             if found.target == "expmgr.engine.runner" and unit_of(found.module) != "engine"
+             and found.module not in COMPOSITION_ROOT]
+    assert wrong == [], ("the server and the layers above know a running search by engine.serving.ServedSearch "
+                         "and send it engine.commands' records; only the composition root builds a TrialRunner:\n"
+                         + "\n".join(wrong))

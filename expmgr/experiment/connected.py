@@ -1,9 +1,10 @@
 """An experiment running in another process, as ``Experiment.connect`` reaches it: its
 registry entry says whether it still runs, SIGTERM to its process stops it (as ``expctl
-stop`` does), and changes go through its REST API::
+stop`` does), and commands (engine/commands.py) go through its REST API, each as NNI's
+route. It is the ``Control`` (experiment/control.py) of a connected ``Experiment``::
 
     connection = Connection(registry, running_on_port(registry, 8080))
-    connection.change(TrialRunner.update_config, "trialConcurrency", 3)
+    connection.send(UpdateConfig("trialConcurrency", 3))    # PUT experiment?update_type=TRIAL_CONCURRENCY
     connection.stop()      # returns once it ended and its server closed
 """
 from __future__ import annotations
@@ -12,14 +13,16 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Callable, TypeVar, cast
 
-from expmgr.engine.runner import TrialRunner
+from expmgr.engine.commands import Command, KillTrial, UpdateConfig
 from expmgr.experiment.errors import ExperimentError
 from expmgr.experiment.remote import RestRefused, rest_call
 from expmgr.layout import ExperimentPaths
 from expmgr.server.auth import Access, AccessError
 from expmgr.store.registry import Registry, RegistryEntry, experiment_process_alive
+
+R = TypeVar("R")
 
 
 def running_on_port(registry: Registry, port: int) -> RegistryEntry:
@@ -77,16 +80,21 @@ class Connection:
                 return False
             time.sleep(0.1)
 
-    def change(self, method: Callable[..., object], *args: Any) -> None:
-        """What ``method`` of its runner would do (kill a trial, update a field), through its REST API."""
+    def send(self, command: Command[R]) -> R:
+        """Apply ``command`` through its REST API: a trial kill or a field's update, as NNI's
+        client sends them; the server's refusal as ExperimentError. The other commands (a
+        strategy's) only work in the process that runs the experiment."""
         from expmgr.config import UPDATABLE_FIELDS
         try:
-            if method is TrialRunner.kill_trial:
-                rest_call(self.port, "DELETE", f"trial-jobs/{args[0]}", access=self.access)
-            else:
-                field, value = args
-                update_type = next(entry.update_type for entry in UPDATABLE_FIELDS if entry.field == field)
+            if isinstance(command, KillTrial):
+                rest_call(self.port, "DELETE", f"trial-jobs/{command.trial_id}", access=self.access)
+            elif isinstance(command, UpdateConfig):
+                update_type = next(entry.update_type for entry in UPDATABLE_FIELDS if entry.field == command.field)
                 rest_call(self.port, "PUT", f"experiment?update_type={update_type}",
-                          {"params": {field: value}}, access=self.access)
+                          {"params": {command.field: command.value}}, access=self.access)
+            else:
+                raise ExperimentError(f"experiment {self.entry.id} runs in another process (port {self.port}): "
+                                      f"{command!r} only works in the process that runs it")
         except RestRefused as refused:
             raise ExperimentError(str(refused)) from None
+        return cast(R, None)   # both answer {}

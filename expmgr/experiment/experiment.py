@@ -27,7 +27,7 @@ import time
 import traceback
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Union, cast
+from typing import Any, Callable, Union
 
 from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.experiment.connected import Connection, running_on_port
@@ -46,8 +46,8 @@ from expmgr.log import (ExperimentLogAttachment, attach_experiment, current_expe
 from expmgr.server.auth import DEFAULT_HOST, Access
 from expmgr.experiment.manager import Manager
 from expmgr.store.registry import Registry, RegistryEntry, RegistryError, experiment_process_alive
-from expmgr.engine.errors import SubmissionRefused, UpdateRefused
-from expmgr.engine.runner import TrialRunner
+from expmgr.engine.commands import KillTrial, StrategyFinished, SubmitTrial, UpdateConfig
+from expmgr.experiment.control import Control, LocalControl, ViewControl
 from expmgr.store import ExperimentProfile, create_store, open_store
 from expmgr.experiment.viewer import Viewer
 from expmgr.states import ExperimentState
@@ -93,10 +93,11 @@ class Experiment(ExperimentQueries):
         self.paths: ExperimentPaths | None = None
         self._resolved: ResolvedConfig | None = None
         self._manager: Manager | None = None
+        """The engine of its run in this process (``start``), which ``_control`` drives."""
+        self._control: Control | None = None
+        """Its search, wherever it runs: here (``start``), in another process (``connect``), or
+        none, read-only (``view``); every command, ``wait`` and ``stop`` go through it."""
         self._log_attachment: ExperimentLogAttachment | None = None
-        self._viewer: Viewer | None = None
-        self._connected: Connection | None = None
-        """The experiment running elsewhere that this one is (see ``connect``)."""
         self._resume_from: Path | None = None
         """The folder of the stopped experiment this one continues (see ``resume``)."""
         self._started_on: int | None = None
@@ -205,6 +206,7 @@ class Experiment(ExperimentQueries):
                                     with_strategy=self.strategy is not None, resumed=self._resume_from is not None,
                                     access=access)
             self._manager.start()
+            self._control = LocalControl(self._manager)
             # A script that starts an experiment and returns must not leave trials running.
             atexit.register(self.stop)
             if self.strategy is not None:
@@ -305,8 +307,9 @@ class Experiment(ExperimentQueries):
         experiment = cls(config, id=entry.id)
         experiment.paths = ExperimentPaths(Path(entry.dir))
         experiment.port = port
-        experiment._connected = Connection(registry, entry)
-        experiment.access = experiment._connected.access
+        connection = Connection(registry, entry)
+        experiment._control = connection
+        experiment.access = connection.access
         return experiment
 
     @staticmethod
@@ -333,9 +336,10 @@ class Experiment(ExperimentQueries):
         check_server_limits()
         sockets, self.access = server_sockets(port, host, self._url_prefix if url_prefix is None else url_prefix,
                                               _kept_token(self.paths.root, token))
-        self._viewer = Viewer(self.paths, sockets, exp_id, self.access)
-        self._viewer.start()
-        self.port = self._viewer.port
+        viewer = Viewer(self.paths, sockets, exp_id, self.access)
+        viewer.start()
+        self._control = ViewControl(viewer, exp_id)
+        self.port = viewer.port
         ensure_stdout_logging()
         # With the token: a view logs to stdout only (no self.log), for the user to open.
         announce = "viewing experiment %s (read-only): %s"
@@ -348,7 +352,7 @@ class Experiment(ExperimentQueries):
                 previous_handler = signal.signal(signal.SIGTERM, raise_stop_signal)
             try:
                 self.logger.info(announce, exp_id, *where)  # a Ctrl+C may follow at once
-                self._viewer.wait()  # until Ctrl+C or SIGTERM (or its server failed)
+                viewer.wait()  # until Ctrl+C or SIGTERM (or its server failed)
             except (KeyboardInterrupt, StopSignal):
                 pass
             finally:
@@ -449,11 +453,7 @@ class Experiment(ExperimentQueries):
         """Block until the search ends (DONE, STOPPED or ERROR); False if ``timeout``
         seconds passed first. Once it saw the end, the experiment is no longer current in
         the thread that started it; its server and experiment.log stay until ``stop()``."""
-        if self._connected is not None:
-            return self._connected.wait(timeout)
-        if self._manager is None:
-            raise ExperimentError(f"experiment {self.id} was not started")
-        if not self._manager.wait_search(timeout):
+        if not self._started_control().wait(timeout):
             return False
         with self._finish_lock:
             self._search_ended_once()
@@ -462,16 +462,9 @@ class Experiment(ExperimentQueries):
     def stop(self) -> None:
         """Stop gracefully: running trials get SIGTERM, then SIGKILL after a grace period;
         then the server closes. Idempotent; registered with atexit by ``start()``."""
-        if self._viewer is not None:
-            self._viewer.stop()
+        if self._control is None:
             return
-        if self._connected is not None:
-            self._connected.stop()
-            return
-        if self._manager is None:
-            return
-        self._manager.request_stop()
-        self._manager.wait()
+        self._control.stop()
         self._finish()
 
     def _run_strategy(self) -> None:
@@ -484,9 +477,8 @@ class Experiment(ExperimentQueries):
         finally:
             pop_experiment(self.id)
         try:
-            # The strategy thread is started with the manager.
-            cast(Manager, self._manager).call(TrialRunner.strategy_finished, error)
-        except RuntimeError:
+            self._started_control().send(StrategyFinished(error))
+        except ExperimentError:
             pass  # the experiment ended (stopped) while the strategy ran
 
     def submit_trial(self, parameters: dict[str, Any]) -> TrialHandle:
@@ -495,12 +487,7 @@ class Experiment(ExperimentQueries):
 
         Raises ExperimentError when the experiment takes no more trials.
         """
-        if self._manager is None:
-            raise ExperimentError(f"experiment {self.id} was not started")
-        try:
-            trial_id, future = self._manager.call(TrialRunner.submit_trial, parameters)
-        except (SubmissionRefused, RuntimeError) as refused:
-            raise ExperimentError(f"cannot submit a trial: {refused}") from None
+        trial_id, future = self._started_control().send(SubmitTrial(parameters))
         return TrialHandle(trial_id, parameters, future)
 
     # -- changes while it runs (NNI's names) -----------------------------------------
@@ -520,38 +507,18 @@ class Experiment(ExperimentQueries):
 
     def kill_trial_job(self, trial_id: str) -> None:
         """Stop one running trial as USER_CANCELED."""
-        self._change(TrialRunner.kill_trial, trial_id)
+        self._started_control().send(KillTrial(trial_id))
 
     def _update(self, field: str, value: Any) -> None:
-        """Through the manager: after DONE, a raised maxTrialNumber or maxExperimentDuration
-        runs the search again (RUNNING; ``wait()`` or ``run()`` waits for its new end)."""
-        if self._connected is not None or self._manager is None:
-            self._change(TrialRunner.update_config, field, value)
-            return
-        try:
-            self._manager.update_config(field, value)
-        except (UpdateRefused, RuntimeError) as refused:
-            raise ExperimentError(self._not_changed(refused)) from None
+        """Run here: after DONE, a raised maxTrialNumber or maxExperimentDuration runs the
+        search again (RUNNING; ``wait()`` or ``run()`` waits for its new end)."""
+        self._started_control().send(UpdateConfig(field, value))
 
-    def _not_changed(self, refused: Exception) -> str:
-        """Why a change was refused; once the server closed, what to do instead."""
-        if isinstance(refused, RuntimeError) and self._manager is not None:
-            final = self._manager.final_state
-            if final is not None:
-                return (f"experiment {self.id} is {final.value} and its server closed; resume it to run more "
-                        f"trials: Experiment(None, '{self.id}').resume()")
-        return str(refused)
-
-    def _change(self, method: Callable[..., object], *args: Any) -> None:
-        if self._connected is not None:
-            self._connected.change(method, *args)
-            return
-        if self._manager is None:
+    def _started_control(self) -> Control:
+        """Its control; ExperimentError before it was started (or connected, or viewed)."""
+        if self._control is None:
             raise ExperimentError(f"experiment {self.id} was not started")
-        try:
-            self._manager.call(method, *args)
-        except (UpdateRefused, RuntimeError) as refused:
-            raise ExperimentError(str(refused)) from None
+        return self._control
 
     def _finish(self) -> None:
         """Once the server closed too: close the experiment's log (idempotent)."""

@@ -13,7 +13,7 @@ the runner stopped the dispatcher, the watchdog and the trials, and is dropped. 
 closes on ``request_stop()``. A search ended by a stop (STOPPED, a preemption) closes
 the server at once.
 
-After DONE, raising maxTrialNumber or maxExperimentDuration (``update_config``, or the
+After DONE, raising maxTrialNumber or maxExperimentDuration (``send(UpdateConfig(...))``, or the
 REST update) runs the search again, as NNI's manager goes back to RUNNING: a new runner
 and dispatcher, started as a resume starts them (the tuner is given every stored
 result; engine/more_trials.py decides whether the raise allows a trial), on the same
@@ -42,6 +42,7 @@ from expmgr.server.host import ExperimentHost
 from expmgr.server.live import LiveHub
 from expmgr.store.registry import Registry, RegistryError
 from expmgr.server.rest import serve_read_only, serve_runner
+from expmgr.engine.commands import Command, UpdateConfig, apply_command
 from expmgr.engine.errors import RefusalKind, UpdateRefused
 from expmgr.engine.more_trials import config_for_more_trials, refuse_ended
 from expmgr.engine.runner import TrialRunner
@@ -52,7 +53,7 @@ from expmgr.training import create_training_service
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
 
-T = TypeVar("T")
+R = TypeVar("R")
 
 
 def create_dispatcher(config: "ResolvedConfig", paths: ExperimentPaths) -> DispatcherClient | None:
@@ -355,28 +356,23 @@ class Manager:
         except RuntimeError:
             pass  # the loop closed in between: the experiment has ended
 
-    def call(self, function: Callable[..., T], *args: Any, timeout: float = 30) -> T:
-        """Run ``function(runner, *args)`` on the event loop and return its result
-        (or raise its exception); raises RuntimeError once the experiment ended."""
-        def with_runner() -> Any:
-            if self._runner is None:
-                raise RuntimeError(f"experiment {self.exp_id} is not running")
-            return function(self._runner, *args)
-        if self._runner is None:
-            raise RuntimeError(f"experiment {self.exp_id} is not running")
-        return self._on_loop(with_runner, timeout)
-
-    def update_config(self, field: str, value: Any, timeout: float = 30) -> None:
-        """Change ``field`` to ``value`` (TrialRunner.update_config) while the search runs;
-        after it ended DONE, a raised budget field runs it again (``_more_trials``). Raises
-        UpdateRefused, or RuntimeError once the server closed."""
-        def update() -> Awaitable[None] | None:
+    def send(self, command: Command[R], timeout: float = 30) -> R:
+        """Apply ``command`` to the running search on the event loop (commands.apply_command)
+        and return its result, awaited when the loop completes it later (a search space), or
+        raise the search's refusal; RuntimeError once the search ended. After it ended DONE, a
+        raised budget field (UpdateConfig) runs it again (``_more_trials``); another update is
+        refused (UpdateRefused) until the server closed."""
+        def apply() -> Any:
             if self._runner is not None:
-                return self._runner.update_config(field, value)
+                return apply_command(self._runner, command)
+            if not isinstance(command, UpdateConfig):
+                raise RuntimeError(f"experiment {self.exp_id} is not running")
             if self.final_state == ExperimentState.DONE and not self._stop_requested:
-                return self._more_trials(field, value)
+                return self._more_trials(command.field, command.value)
             raise refuse_ended(self.exp_id, self.final_state)
-        self._on_loop(update, timeout)
+        if self._runner is None and not isinstance(command, UpdateConfig):
+            raise RuntimeError(f"experiment {self.exp_id} is not running")
+        return cast(R, self._on_loop(apply, timeout))
 
     def _on_loop(self, function: Callable[[], Any], timeout: float) -> Any:
         """Run ``function()`` on the event loop and return its result (awaited, if it is

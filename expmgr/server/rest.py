@@ -36,6 +36,8 @@ from expmgr.server.experiments_info import experiments_info
 from expmgr.server.home import ExperimentRecords, HomeSite, home_routes
 from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
+from expmgr.engine.commands import (AddCustomizedTrial, Command, ImportData, KillTrial, StopSearch, UpdateConfig,
+                                    apply_command)
 from expmgr.engine.errors import Refusal, RefusalKind
 from expmgr.engine.imports import read_import
 from expmgr.engine.more_trials import refuse_ended
@@ -106,10 +108,10 @@ class _Handler(tornado.web.RequestHandler):
     def path_int(self, name: str, raw: str) -> int:
         return request_values.integer(name, raw, minimum=None)
 
-    def apply_change(self, change: Callable[[ServedSearch], object]) -> None:
-        """Make a change through the runner and answer {}; the runner's UpdateRefused
-        is raised on."""
-        change(self.writable_runner())
+    def send_command(self, command: Command[None]) -> None:
+        """Apply ``command`` to the runner (commands.apply_command) and answer {}; the
+        runner's refusal is raised on."""
+        apply_command(self.writable_runner(), command)
         self.send_json({})
 
     def store_trial(self, trial_id: str) -> TrialRecord:
@@ -182,7 +184,7 @@ class ImportDataHandler(_Handler):
         # into a compact batch and dropped as soon as it was decoded (nothing here keeps it).
         batch = await read_import(self._take_body())
         reservation: Reservation | None = getattr(self.request, HELD_BODY, None)
-        runner.import_data(batch, on_taken=None if reservation is None else self._taken(reservation))
+        apply_command(runner, ImportData(batch, on_taken=None if reservation is None else self._taken(reservation)))
         self.send_json({})
 
     @staticmethod
@@ -235,7 +237,7 @@ class ExperimentHandler(_Handler):
             close_server()
             self.send_json({})
             return
-        self.apply_change(lambda runner: None if runner.stop_requested else runner.request_stop())
+        self.send_command(StopSearch())
 
     def _refuse_more_trials_after_error(self, field: str) -> None:
         """A raise of the budget of an experiment whose manager still serves it after ERROR
@@ -262,7 +264,7 @@ class ExperimentHandler(_Handler):
             pending = more_trials(field, params[field])
         else:
             self._refuse_more_trials_after_error(field)
-            pending = self.writable_runner().update_config(field, params[field])
+            pending = apply_command(self.writable_runner(), UpdateConfig(field, params[field]))
         if pending is not None:   # a search space: answered once the tuner took it (or refused it)
             await pending
         self.send_json({})
@@ -297,7 +299,7 @@ class TrialJobsHandler(_Handler):
             raise RequestError(RefusalKind.INVALID, "POST trial-jobs takes no trial id: the body is the new "
                                                     "trial's parameters")
         runner = self.writable_runner()
-        record = runner.add_customized_trial(await self.json_body())
+        record = apply_command(runner, AddCustomizedTrial(await self.json_body()))
         self.send_json({"sequenceId": record.sequence_id, "trialJobId": record.trial_id})
 
     def compute_etag(self) -> None:
@@ -307,7 +309,7 @@ class TrialJobsHandler(_Handler):
 
     def delete(self, trial_id: str) -> None:
         """NNI's cancel: stop this trial as USER_CANCELED."""
-        self.apply_change(lambda runner: runner.kill_trial(trial_id))
+        self.send_command(KillTrial(trial_id))
 
 
 class TrialHandler(_Handler):

@@ -412,6 +412,10 @@ def test_experiment_connect_queries_changes_and_stops_a_daemon(project):
     victim = experiment.list_trial_jobs()[0].trialJobId
     experiment.kill_trial_job(victim)
     wait_until(lambda: experiment.list_trial_jobs()[0].status == "USER_CANCELED", what="the kill")
+    with pytest.raises(ExperimentError, match=rf"^experiment {exp_id} runs in another process \(port \d+\): "
+                                               r"SubmitTrial\(parameters=\{'x': 1\}\) only works in the process "
+                                               r"that runs it$"):
+        experiment.submit_trial({"x": 1})   # a strategy's call: no REST route carries it
     experiment.stop()
     assert experiment.get_status() == "STOPPED" and experiment.wait(timeout=0)
 
