@@ -10,10 +10,15 @@ Everything here runs on the manager's event loop::
                          training=functools.partial(create_training_service, resolved, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
 
-Checking reports is in ``reports.py``, an attempt's reports and the decision each
-returns in ``intake.py``, what the dispatcher answers in ``dispatching.py``, and queueing
-the writes the store refuses in ``writes.py``. This module is still over ~450 lines because the rest is one state
-machine: every handler reads and changes the same live trials, queues and limits.
+The decisions are its collaborators', each owning its state and returning an answer
+(as Ray Tune's schedulers do); they never import the runner: checking reports
+(``reports.py``), an attempt's reports and what each asks (``intake.py``), the tuner's
+sequence ids, budget and what it is told (``proposals.py``), deadlines (``deadlines.py``),
+how an exit ends an attempt (``outcomes.py``), the resume plan (``resume.py``), the checks
+of users' commands (``command_checks.py``), the progress line (``progress.py``), what the
+dispatcher answers (``dispatching.py``), pausing launches (``launching.py``) and queueing
+the writes the store refuses (``writes.py``). This module keeps the loop and applies
+what they decide to the live trials, the queues, the store and the training service.
 """
 from __future__ import annotations
 
@@ -33,16 +38,21 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
+from expmgr.config import BUDGET_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.engine import reports, writes
-from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, TunerWaits
+from expmgr.engine import command_checks as checks, reports, writes
+from expmgr.engine.command_checks import UPDATABLE_FIELDS
+from expmgr.engine.deadlines import Deadlines
+from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated
 from expmgr.engine.imports import ImportBatch
 from expmgr.engine.intake import AskAssessor, AttemptReports
 from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
-from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
+from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
+from expmgr.engine.outcomes import exit_outcome
+from expmgr.engine.progress import Progress
+from expmgr.engine.proposals import Proposals
+from expmgr.engine.resume import plan_resume
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
-from expmgr.metrics import is_better, metric_number
 from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
@@ -51,16 +61,6 @@ if TYPE_CHECKING:
     from expmgr.config import AlgorithmConfig, ResolvedConfig
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
-
-_REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
-                                 TrialState.SYS_CANCELED, TrialState.PREEMPTED})
-"""Trials a resume runs again: those the previous run did not let finish, whether it was
-stopped or ended by a failure (a dispatcher crash cancels its trials SYS_CANCELED), but
-not those the user killed one by one."""
-
-
-UPDATABLE_FIELDS = {entry.field: entry.attribute for entry in UPDATABLE_TABLE}
-"""Config fields that may change while the experiment runs (camelCase -> attribute)."""
 
 
 class _StrategyFailed(Exception):
@@ -78,33 +78,9 @@ class _LiveTrial:
     record: TrialRecord
     attempt: int
     token: str
-    deadline: float | None
-    """When ``maxTrialDuration`` runs out; set when its process starts."""
-    last_activity: float
-    """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
     reports: AttemptReports
     """What the attempt reported (stored), and its history for the assessor."""
-    started: bool = False
-    """Its process runs: a remote service may take a while to place it, and the trial's
-    clocks start here, not at the launch."""
     stop_reason: TrialState | None = None
-
-
-class _BestResult:
-    """The best final result seen (by its ``default`` number) and its trial; a non-finite
-    one (NaN, an infinity) is never the best."""
-
-    def __init__(self, minimize: bool) -> None:
-        self._minimize = minimize
-        self._best: tuple[float, str] | None = None
-
-    def offer(self, trial_id: str, value: Any) -> None:
-        number = metric_number(value)
-        if number is not None and is_better(number, None if self._best is None else self._best[0], self._minimize):
-            self._best = (number, trial_id)
-
-    def describe(self) -> str:
-        return "" if self._best is None else f", best {self._best[0]:g} (trial {self._best[1]})"
 
 
 def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
@@ -177,8 +153,7 @@ class TrialRunner:
         """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
         self._waiting_reasons: dict[str, str | None] = {}
         """The waiting reason stored for each trial that waits to start (``_note_waiting_reasons``)."""
-        self._ended: dict[TrialState, int] = {}
-        self._progress = _BestResult(minimize=config.minimizes)
+        self._progress = Progress(minimize=config.minimizes)
         self._wake = asyncio.Event()
         self._space_updates = asyncio.Lock()
         """Held while the dispatcher is asked to take a new search space."""
@@ -190,14 +165,8 @@ class TrialRunner:
         """maxTrialNumber or maxExperimentDuration changed after the search began to end: the
         manager runs the experiment again for them once it ended DONE (see more_trials.py)."""
         self._preempted = False
-        self._no_more_trials = False
-        self._tuner_waiting = False
-        """The tuner has nothing until a running trial reports or ends (NoTrialYetError)."""
-        self._ends_told = 0
-        """Trial ends told to the tuner; a wait it asked for while one came does not count."""
-        self._next_sequence_id = store.next_sequence_id()
-        self._submitted = self._next_sequence_id
-        self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
+        self._proposals = Proposals(dispatcher, next_sequence_id=store.next_sequence_id(), logger=logger)
+        self._deadlines = Deadlines()   # its clock's start is set by run()
         self._run_id: int | None = None
         self._dead_run: tuple[int, float] | None = None
         """On resume: the run whose manager died (no end recorded), and its last recorded event."""
@@ -214,7 +183,7 @@ class TrialRunner:
         try:
             self._secret = reports.load_trial_secret(self.paths.root)
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
-            self._start = self._clock() - self.store.seconds_run()
+            self._deadlines.started = self._clock() - self.store.seconds_run()
             # A run its manager died in has no end: read before this run begins (_restore ends it).
             self._dead_run = self.store.open_run() if self._resumed else None
             self._writes.commit(self._begin_run, time.time())
@@ -259,71 +228,45 @@ class TrialRunner:
             self._restore()
 
     def _restore(self) -> None:
-        """On resume: pick up what trials reported while no manager ran, requeue the
-        trials that did not finish (first, with their parameters and next attempt),
-        count the ended ones for the progress line, and replay every stored result to the
+        """On resume: apply the plan (resume.py): end the run whose manager died and the
+        attempts it left open (picking up what they reported while no manager ran, and
+        ending their leftover processes), requeue the trials that did not finish (first,
+        with their parameters and next attempt), and replay every stored result to the
         fresh tuner."""
-        now = time.time()
-        finals = self.store.final_metrics()
-        open_attempts = {a.trial_id: a for a in self.store.attempts() if a.end_time is None}
-        died = self._end_dead_run(open_attempts, now)
-        killed = self.store.killed_trials()
-        history = []
-        for record in self.store.trials():
-            self._trial_ids.add(record.trial_id)
-            if record.status in _REQUEUED_ON_RESUME and record.trial_id not in killed:
-                open_attempt = open_attempts.get(record.trial_id)
-                if open_attempt is not None:  # its manager died under it
-                    self._end_leftover_process(record.trial_id, open_attempt)
-                    attempt = open_attempt.attempt
-                    live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt), None,
-                                      last_activity=self._clock(), reports=AttemptReports(
-                                          assessed=self._assessed, attempt=attempt,
-                                          stored=self.store.metrics(record.trial_id)))
-                    self._writes.commit(self._ingest_metrics_file, live)
-                    self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
-                                                   TrialState.CRASHED, max(open_attempt.start_time, died),
-                                                   None, None, trial_status=TrialState.WAITING))
-                else:
-                    self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
-                requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
-                requeue((record, record.attempts + 1))
-                self._waiting_reasons[record.trial_id] = record.waiting_reason  # the last run's: said again or cleared
-                self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
-            elif record.status.is_finished():  # the progress line goes on from the earlier runs' count
-                self._ended[record.status] = self._ended.get(record.status, 0) + 1
-                if record.trial_id in finals:
-                    self._progress.offer(record.trial_id, finals[record.trial_id].value)
-            final = finals.get(record.trial_id)
-            usable = final is not None and metric_number(final.value) is not None   # never NaN to the tuner
-            history.append({"parameter": record.parameters,
-                            "value": final.value if final is not None and usable else None})
-        if history and self.dispatcher is not None:
-            self.dispatcher.replay_results(history)
+        plan = plan_resume(self.store, dead_run=self._dead_run, now=time.time(),
+                           last_output_time=self.training.files.last_output_time)
+        if plan.dead_run is not None:
+            self._writes.commit(self.store.end_run, plan.dead_run, plan.died)
+            self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
+                             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(plan.died)))
+        self._trial_ids |= plan.trial_ids
+        for requeued in plan.requeued:
+            record, open_attempt = requeued.record, requeued.open_attempt
+            if open_attempt is not None:  # its manager died under it
+                self._end_leftover_process(open_attempt)
+                attempt = open_attempt.attempt
+                live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt),
+                                  reports=AttemptReports(assessed=self._assessed, attempt=attempt,
+                                                         stored=self.store.metrics(record.trial_id)))
+                self._writes.commit(self._ingest_metrics_file, live)
+                self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
+                                                      TrialState.CRASHED, plan.open_attempt_ends(open_attempt),
+                                                      None, None, trial_status=TrialState.WAITING))
+            else:
+                self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
+            (self._retries.appendleft if requeued.first else self._retries.append)((record, requeued.next_attempt))
+            self._waiting_reasons[record.trial_id] = record.waiting_reason  # the last run's: said again or cleared
+            self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
+        self._progress.restore(plan.ended, plan.results)
+        if plan.history and self.dispatcher is not None:
+            self.dispatcher.replay_results(plan.history)
 
-    def _end_dead_run(self, open_attempts: dict[str, AttemptRecord], now: float) -> float:
-        """When the manager of the run that died was last known alive: its last write to the
-        store, or the last output of a trial it ran (the watchdog notes the kill of each
-        trial in its stderr as the manager dies). The run and its trials' open attempts end
-        there: the time no manager ran counts neither as the experiment's nor as a trial's."""
-        if self._dead_run is None:
-            return now
-        run_id, last_event = self._dead_run
-        outputs = [self.training.files.last_output_time(trial_id) for trial_id in open_attempts]
-        died = min(now, max([last_event, *outputs]))
-        self._writes.commit(self.store.end_run, run_id, died)
-        self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
-                         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(died)))
-        return died
-
-    def _end_leftover_process(self, trial_id: str, attempt: AttemptRecord) -> None:
+    def _end_leftover_process(self, attempt: AttemptRecord) -> None:
         """A trial process that outlived its manager is ended by the training service
         (found by pid and start time, never by name)."""
-        if attempt.pid is None or attempt.pid_started is None:
-            return
-        if self.training.end_leftover(trial_id, attempt.pid, attempt.pid_started):
-            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
-                                trial_id, attempt.pid)
+        trial_id, pid, pid_started = attempt.trial_id, attempt.pid, attempt.pid_started
+        if pid is not None and pid_started is not None and self.training.end_leftover(trial_id, pid, pid_started):
+            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed", trial_id, pid)
 
     async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()
@@ -341,37 +284,24 @@ class TrialRunner:
             if self._stop_requested:
                 return
             now = self._clock()
-            if self._experiment_time_left(now) == 0:
+            if self._deadlines.experiment_time_left(now, self.config.max_experiment_duration) == 0:
                 self.logger.info("maxExperimentDuration reached; stopping the running trials")
                 await self._stop_trials(TrialState.SYS_CANCELED)
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
             self._note_waiting_reasons()
-            if self._tuner_waiting and not (self._live or self._retries or self._writes):
-                self.logger.warning("the tuner waits for results but no trial is running; it has no more trials")
-                self._no_more_trials = True
-            no_more_trials = not self._tuner_has_more() and not self._strategy_running
+            self._proposals.waits_in_vain(bool(self._live or self._retries or self._writes))
+            no_more_trials = not self._proposals.has_more(self.config) and not self._strategy_running
             if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy
                                        or self._writes):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
             try:
-                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(self._clock()))
+                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline())
             except asyncio.TimeoutError:
                 pass
-
-    def _budget_left(self) -> bool:
-        limit = self.config.max_trial_number
-        return limit is None or self._submitted < limit
-
-    def _tuner_has_more(self) -> bool:
-        """Whether the tuner may still propose trials, now or once running ones report."""
-        return self.config.tuner is not None and not self._no_more_trials and self._budget_left()
-
-    def _tuner_may_submit(self) -> bool:
-        return self._tuner_has_more() and not self._tuner_waiting
 
     def _may_launch(self) -> bool:
         """Whether a trial may be launched now, capacity of the training service aside."""
@@ -396,25 +326,16 @@ class TrialRunner:
         while self._submitted_by_strategy and self._has_free_slot():
             record = self._submitted_by_strategy.popleft()
             await self._launch_attempt(record, attempt=1)
-        while self._tuner_may_submit() and (self._has_free_slot() or self._may_create_waiting()):
+        while self._proposals.may_ask(self.config) and (self._has_free_slot() or self._may_create_waiting()):
             assert self.dispatcher is not None
-            sequence_id = self._reserve_trial()
-            ends_told = self._ends_told
+            sequence_id, asked = self._proposals.reserve()
             # Asked only now: the tuner has seen every result that came in (a dispatcher may
             # have computed these ahead only for a tuner that declares results change nothing).
             answer = await self.dispatcher.generate(sequence_id)
             if self._stop_requested or not isinstance(answer, Generated):
-                self._release_trial(sequence_id)
-                if self._stop_requested:
-                    return
-                if isinstance(answer, TunerWaits):
-                    if self._ends_told != ends_told:
-                        continue  # a trial ended meanwhile: what the tuner waited for may have come
-                    self.logger.debug("the tuner waits for running trials to report")
-                    self._tuner_waiting = True
-                else:
-                    self.logger.info("the tuner has no more trials")
-                    self._no_more_trials = True
+                self._proposals.release(sequence_id)
+                if not self._stop_requested and self._proposals.declined(answer, asked):
+                    continue  # a trial ended meanwhile: what the tuner waited for may have come
                 return
             checkpoint_source = self._checkpoint_source(answer.checkpoint_from)
             record = self._create_trial(sequence_id, answer.parameters)
@@ -440,18 +361,6 @@ class TrialRunner:
             if self._waiting_reasons.get(record.trial_id) != reason:
                 self._waiting_reasons[record.trial_id] = reason
                 self._writes.commit(self.store.set_waiting_reason, record.trial_id, reason)
-
-    def _reserve_trial(self) -> int:
-        """Count a trial against maxTrialNumber and give it the next sequence id."""
-        self._submitted += 1
-        self._next_sequence_id += 1
-        return self._next_sequence_id - 1
-
-    def _release_trial(self, sequence_id: int) -> None:
-        """Undo a reservation whose trial was not created (its id is reused if it was the last)."""
-        self._submitted -= 1
-        if self._next_sequence_id == sequence_id + 1:
-            self._next_sequence_id = sequence_id
 
     def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
                       parameter_source: str = "algorithm") -> TrialRecord:
@@ -502,15 +411,8 @@ class TrialRunner:
 
     def _updated(self, field: str, value: Any) -> ResolvedConfig:
         """The config with ``field`` set to ``value``; UpdateRefused when it cannot be."""
-        from expmgr.config import ConfigError
-        if field not in UPDATABLE_FIELDS:
-            raise UpdateRefused(RefusalKind.INVALID, f"{field}: cannot be changed while running; "
-                                                      f"one of {', '.join(UPDATABLE_FIELDS)} can")
-        self._refuse_unless_running()
-        try:
-            return self.config.with_update(field, value)
-        except ConfigError as error:
-            raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
+        return checks.updated_config(self.config, field, value, exp_id=self.exp_id, state=self.state,
+                                     stopping=self._stop_requested)
 
     async def _update_search_space(self, space: dict[str, Any]) -> None:
         """Tell the tuner the new (validated) space and wait for its answer; only a space it
@@ -524,8 +426,7 @@ class TrialRunner:
                     raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
                 raise UpdateRefused(RefusalKind.INVALID,
                                     f"searchSpace: {error}; the tuner keeps the old search space") from None
-            # A tuner that had no more trials (a used-up grid) or waited may have new points now.
-            self._no_more_trials = self._tuner_waiting = False
+            self._proposals.space_changed()
             # Made again from the config now: another field may have changed meanwhile.
             self._commit_update("searchSpace", self._updated("searchSpace", space))
 
@@ -536,7 +437,7 @@ class TrialRunner:
         new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
-        if self.state == ExperimentState.NO_MORE_TRIAL and self._tuner_may_submit():
+        if self.state == ExperimentState.NO_MORE_TRIAL and self._proposals.may_ask(self.config):
             self._set_state(ExperimentState.RUNNING)
         self._wake.set()
 
@@ -545,9 +446,8 @@ class TrialRunner:
         returns how many. They are stored and sent in chunks by a task, the loop running
         between chunks, so that a large import neither blocks the loop nor overflows the
         channel; ``on_taken`` is called once the task is done with them (sent, or failed)."""
-        self._refuse_unless_running()
-        if self.dispatcher is None or self.config.tuner is None:
-            raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} has no tuner to import results into")
+        checks.refuse_import(self.exp_id, self.state, stopping=self._stop_requested,
+                             has_tuner=self.dispatcher is not None and self.config.tuner is not None)
         self._spawn(self._apply_import(batch, on_taken))
         return batch.count
 
@@ -571,21 +471,13 @@ class TrialRunner:
 
     def kill_trial(self, trial_id: str) -> None:
         """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""
-        self._refuse_unless_running()
         live = self._live.get(trial_id)
-        if live is None:
-            known = self.store.trial(trial_id)
-            raise UpdateRefused(RefusalKind.NOT_FOUND if known is None else RefusalKind.CONFLICT,
-                                f"no trial {trial_id!r}" if known is None
-                                else f"trial {trial_id} is not running ({known.status.value})")
+        checks.refuse_kill(self.exp_id, self.state, trial_id, stopping=self._stop_requested,
+                           running=live is not None, lookup=self.store.trial)
+        assert live is not None
         self.logger.info("trial %s is killed on request", trial_id)
         self._writes.commit(self.store.record_kill, trial_id)
         self._stop_trial(live, TrialState.USER_CANCELED)
-
-    def _refuse_unless_running(self) -> None:
-        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise UpdateRefused(RefusalKind.CONFLICT,
-                                f"experiment {self.exp_id} is {self.state.value}; it cannot be changed")
 
     # -- trials submitted by a strategy (NAS-style code in the experiment process) --
 
@@ -593,15 +485,9 @@ class TrialRunner:
         """Queue a trial with these parameters; returns its id and a future of its
         (final state, final value). Raises SubmissionRefused."""
         self._refuse_new_trial(budget=False)
-        if not isinstance(parameters, dict):
-            raise SubmissionRefused(RefusalKind.INVALID,
-                                    f"parameters: expected a dict, got {type(parameters).__name__}")
-        try:
-            json.dumps(parameters)
-        except (TypeError, ValueError) as error:
-            raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
+        checks.check_submitted_parameters(parameters)
         self._refuse_new_trial()
-        record = self._create_trial(self._reserve_trial(), parameters, parameter_source="customized")
+        record = self._create_trial(self._proposals.reserve()[0], parameters, parameter_source="customized")
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
         self._submitted_by_strategy.append(record)
@@ -615,24 +501,16 @@ class TrialRunner:
         maxTrialNumber. Raises SubmissionRefused: CONFLICT when the experiment takes no new
         trial or its budget is spent, INVALID naming the parameter the search space refuses."""
         self._refuse_new_trial()
-        if self.config.search_space is not None:
-            try:
-                check_parameters(parameters, self.config.search_space)
-            except ConfigError as error:
-                raise SubmissionRefused(RefusalKind.INVALID, str(error)) from None
+        checks.check_customized_parameters(parameters, self.config.search_space)
         self.submit_trial(parameters)
         return self._submitted_by_strategy[-1]   # the one just queued
 
     def _refuse_new_trial(self, budget: bool = True) -> None:
         """SubmissionRefused (CONFLICT) when the experiment takes no new trial: it is ending,
         or (``budget``) maxTrialNumber trials were submitted."""
-        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise SubmissionRefused(RefusalKind.CONFLICT,
-                                    f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
-        if budget and not self._budget_left():
-            raise SubmissionRefused(RefusalKind.CONFLICT,
-                                    f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already; "
-                                    "raise maxTrialNumber to add one")
+        checks.refuse_new_trial(self.exp_id, self.state, stopping=self._stop_requested,
+                                trials=self._proposals.submitted if budget else None,
+                                max_trial_number=self.config.max_trial_number)
 
     def strategy_finished(self, error: str | None) -> None:
         """The strategy returned (``error`` None) or raised (its traceback)."""
@@ -647,8 +525,7 @@ class TrialRunner:
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock(),
-                                                 reports=AttemptReports(assessed=self._assessed))
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, AttemptReports(assessed=self._assessed))
         env: dict[str, str] = {
             trial_api.ENV_EXPERIMENT_ID: self.exp_id,
             trial_api.ENV_TRIAL_ID: record.trial_id,
@@ -683,6 +560,7 @@ class TrialRunner:
         if live is None or live.attempt != attempt:
             return  # not this attempt (it ended already)
         del self._live[trial_id]
+        self._deadlines.forget(trial_id)
         self.logger.error("trial %s could not start: %s", trial_id, reason)
         now = time.time()
         self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
@@ -699,6 +577,7 @@ class TrialRunner:
         if live is None or live.attempt != attempt:
             return  # not this attempt (it ended already)
         del self._live[trial_id]
+        self._deadlines.forget(trial_id)
         self._retries.appendleft((live.record, attempt))
         if self._launching.failed(reason, self._clock()):
             self.logger.warning("%s", self.launching_paused)
@@ -719,43 +598,25 @@ class TrialRunner:
 
     # -- limits -------------------------------------------------------------
 
-    def _experiment_time_left(self, now: float) -> float | None:
-        limit = self.config.max_experiment_duration
-        return None if limit is None else max(0.0, self._start + limit - now)
-
-    def _seconds_to_next_deadline(self, now: float) -> float | None:
-        deadlines = []
-        idle_timeout = self.config.trial_idle_timeout
-        for live in self._live.values():
-            if live.stop_reason is None and live.started:
-                if live.deadline is not None:
-                    deadlines.append(live.deadline)
-                if idle_timeout is not None:
-                    deadlines.append(live.last_activity + idle_timeout)
-        left = self._experiment_time_left(now)
-        if left is not None:
-            deadlines.append(now + left)
-        if self._launching.reason is not None and self._retries and self._launching.next_try > now:
-            deadlines.append(self._launching.next_try)   # once past, a slot freeing wakes the loop
-        return max(0.0, min(deadlines) - now) if deadlines else None
+    def _seconds_to_next_deadline(self) -> float | None:
+        now = self._clock()
+        retry = [self._launching.next_try] if self._launching.reason is not None and self._retries and \
+            self._launching.next_try > now else []   # once past, a slot freeing wakes the loop
+        return self._deadlines.seconds_to_next(now, self.config, also=retry)
 
     def _enforce_trial_deadlines(self, now: float) -> None:
         idle_timeout = self.config.trial_idle_timeout
-        for live in self._live.values():
-            if live.stop_reason is not None or not live.started:
-                continue
-            if live.deadline is not None and now >= live.deadline:
-                self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
-                self._stop_trial(live, TrialState.EARLY_STOPPED)
-            elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
-                live.last_activity = max(live.last_activity, self.training.files.last_output_time(live.record.trial_id))
-                if now >= live.last_activity + idle_timeout:
-                    self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
-                                        live.record.trial_id, idle_timeout)
-                    self._stop_trial(live, TrialState.CRASHED)
+        for trial_id, reason in self._deadlines.overdue(now, idle_timeout, self.training.files.last_output_time):
+            if reason == TrialState.EARLY_STOPPED:
+                self.logger.info("trial %s ran past maxTrialDuration; stopping it", trial_id)
+            else:
+                self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
+                                    trial_id, idle_timeout)
+            self._stop_trial(self._live[trial_id], reason)
 
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
+        self._deadlines.forget(live.record.trial_id)   # a trial being stopped has no deadline left
         self.training.signal(live.record.trial_id, signal.SIGTERM)
         asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
                                               live.record.trial_id, live.attempt)
@@ -769,6 +630,7 @@ class TrialRunner:
     async def _stop_trials(self, reason: TrialState) -> None:
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
+        self._deadlines.clear()
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
         await self.training.stop(self.config.trial_grace_period,
                                  signal.SIGUSR1 if self._preempted else signal.SIGTERM)
@@ -884,9 +746,9 @@ class TrialRunner:
                       pid_started: float | None = None, host: str | None = None) -> None:
         live = self._live.get(trial_id)
         if live is not None and live.attempt == attempt:
-            live.started, live.last_activity = True, self._clock()
-            if self.config.max_trial_duration is not None:
-                live.deadline = live.last_activity + self.config.max_trial_duration
+            if live.stop_reason is None:   # a trial being stopped has no deadline left
+                self._deadlines.trial_started(trial_id, attempt, self._clock(),
+                                              max_trial_duration=self.config.max_trial_duration)
             self._wake.set()  # its deadlines count from now
         self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
         self._waiting_reasons.pop(trial_id, None)  # starting clears it
@@ -901,6 +763,7 @@ class TrialRunner:
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
                      preempted: bool = False, *, failed: bool = False) -> None:
         live = self._live.pop(trial_id)
+        self._deadlines.forget(trial_id)
         self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted, failed)
         self._wake.set()
 
@@ -924,31 +787,32 @@ class TrialRunner:
 
     def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None,
                        preempted: bool = False, failed: bool = False) -> None:
-        """Store the reports the attempt could not send, then its end; queued as one
-        write while the store refuses writes (the lines already stored are skipped)."""
+        """Store the reports the attempt could not send, then its end (outcomes.py decides
+        which); queued as one write while the store refuses writes (the lines already
+        stored are skipped)."""
         trial_id, attempt = live.record.trial_id, live.attempt
         self._ingest_metrics_file(live)
-        if preempted or (exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED
-                         and self.training.files.marked_preempting(trial_id, attempt)):
-            self._trial_preempted(live, ended, exit_code, signum)
-            return
-        if live.stop_reason is not None:
-            status = live.stop_reason
-        elif exit_code == 0:
-            status = TrialState.SUCCEEDED
-        elif signum is not None and not failed:
-            status = TrialState.CRASHED
-        else:
-            status = TrialState.FAILED
-        # Only failures count against maxTrialRetries (preemptions and stops do not).
-        retry = (status in (TrialState.FAILED, TrialState.CRASHED) and not self._stop_requested
-                 and self.store.failed_attempts(trial_id) < self.config.max_trial_retries)
+        outcome = exit_outcome(exit_code, signum, stop_reason=live.stop_reason, preempted=preempted, failed=failed,
+                               stopping=self._stop_requested,
+                               marked_preempting=lambda: self.training.files.marked_preempting(trial_id, attempt),
+                               failed_attempts=lambda: self.store.failed_attempts(trial_id),
+                               max_retries=self.config.max_trial_retries)
+        status = outcome.status
         self.store.end_attempt(trial_id, attempt, status, ended, exit_code, signum,
-                               trial_status=TrialState.WAITING if retry else status)
+                               trial_status=TrialState.WAITING if outcome.again else status)
+        if status == TrialState.PREEMPTED:   # run again first, same parameters and checkpoint folder
+            self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, attempt,
+                                "it runs again first" if outcome.again else "a resume runs it again first")
+            if outcome.again:
+                self._retries.appendleft((live.record, attempt + 1))
+            elif trial_id in self._outcomes:
+                self._settle_outcome(trial_id, TrialState.PREEMPTED, None)
+            self._wake.set()
+            return
         how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
         # A failure or crash is a WARNING (yellow on a terminal), so that it does not look like a success.
         level = logging.WARNING if status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
-        if retry:
+        if outcome.again:
             self.logger.log(level, "trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
             self._retries.append((live.record, attempt + 1))
         else:
@@ -956,57 +820,16 @@ class TrialRunner:
             self._trial_ended(live.record, status, live.reports.final_value, live.reports.has_final)
         self._wake.set()
 
-    def _trial_preempted(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
-        """PREEMPTED: run again first, same parameters and checkpoint folder, next attempt,
-        counted neither as a failure nor as a new trial; after a stop, on resume."""
-        trial_id, requeue = live.record.trial_id, not self._stop_requested
-        self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, ended, exit_code, signum,
-                               trial_status=TrialState.WAITING if requeue else TrialState.PREEMPTED)
-        self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
-                         "it runs again first" if requeue else "a resume runs it again first")
-        if requeue:
-            self._retries.appendleft((live.record, live.attempt + 1))
-        elif trial_id in self._outcomes:
-            self._settle_outcome(trial_id, TrialState.PREEMPTED, None)
-        self._wake.set()
-
     def _trial_ended(self, record: TrialRecord, status: TrialState, final_value: Any, has_final: bool) -> None:
         """Tell whoever asked for the trial (the tuner or the strategy) how it ended, once."""
-        self._ended[status] = self._ended.get(status, 0) + 1
-        if has_final:
-            self._progress.offer(record.trial_id, final_value)
-        self._log_progress()
-        if record.trial_id in self._outcomes:
+        self._progress.trial_ended(record.trial_id, status, final_value, has_final)
+        self.logger.info("%s", self._progress.line(max_trial_number=self.config.max_trial_number,
+                                                   running=len(self._live)))
+        strategy_trial = record.trial_id in self._outcomes
+        if strategy_trial:
             self._settle_outcome(record.trial_id, status, final_value if has_final else None)
-            if self.dispatcher is not None and self.config.assessor is not None:
-                # The assessor compares running trials with ended ones, the strategy's too;
-                # the tuner did not propose this trial, so it is not told.
-                self.dispatcher.tell_end(record.sequence_id, record.trial_id, status == TrialState.SUCCEEDED,
-                                         assessor_only=True)
-            return
-        if self.dispatcher is None:
-            return
-        self._tuner_waiting = False  # what it waited for may have come
-        self._ends_told += 1
-        # A non-finite result (NaN from a diverging trial) would poison the tuner's model:
-        # the tuner hears of that trial as a failure, without the result.
-        usable = has_final and metric_number(final_value) is not None
-        if usable:
-            self.dispatcher.tell_result(record.sequence_id, record.parameters, final_value)
-        elif has_final:
-            self.logger.warning("trial %s: its final result %s is not a finite number; the tuner "
-                                "is told the trial failed", record.trial_id, final_value)
-        self.dispatcher.tell_end(record.sequence_id, record.trial_id,
-                                 status == TrialState.SUCCEEDED and (usable or not has_final))
-
-    def _log_progress(self) -> None:
-        """One line a trial: how many ended how, how many run, and the best result so far."""
-        done = sum(self._ended.values())
-        limit = self.config.max_trial_number
-        counts = ", ".join(f"{count} {state.value.lower()}" for state, count in sorted(
-            self._ended.items(), key=lambda item: -item[1]))
-        self.logger.info("progress: %d%s trials ended (%s), %d running%s", done, f"/{limit}" if limit else "",
-                         counts, len(self._live), self._progress.describe())
+        self._proposals.trial_ended(record, status, final_value, has_final, strategy_trial=strategy_trial,
+                                    assessed=self._assessed)
 
     @_loop_handler
     def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
@@ -1062,7 +885,7 @@ class TrialRunner:
             return  # seen before: reports are idempotent
         # Counted as seen only once committed (the store's refusal raises before).
         decision = live.reports.stored(metric, newly=self.store.add_metric(metric))
-        live.last_activity = self._clock()
+        self._deadlines.active(live.record.trial_id, live.attempt, self._clock())
         if isinstance(decision, AskAssessor) and live.stop_reason is None:
             self._spawn(self._assess(live, decision.history))
 

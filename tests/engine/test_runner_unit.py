@@ -463,7 +463,7 @@ def test_a_launch_the_system_refuses_leaves_the_trial_waiting_and_pauses_launchi
 
 
 def test_a_stop_while_launching_is_paused_leaves_the_trial_for_a_resume(tmp_path: Path):
-    from expmgr.engine.runner import _REQUEUED_ON_RESUME
+    from expmgr.engine.resume import REQUEUED_ON_RESUME
 
     async def test(h: Harness) -> None:
         h.service.system_trouble = "cannot start trial: [Errno 28] No space left on device"
@@ -471,7 +471,7 @@ def test_a_stop_while_launching_is_paused_leaves_the_trial_for_a_resume(tmp_path
         h.runner.request_stop()
         trial_id = h.service.refused[0][0]
         await h.until(lambda: h.status(trial_id) == TrialState.USER_CANCELED, "the waiting trial cancelled")
-        assert TrialState.USER_CANCELED in _REQUEUED_ON_RESUME, "a resume runs it"
+        assert TrialState.USER_CANCELED in REQUEUED_ON_RESUME, "a resume runs it"
 
     assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.STOPPED
 
