@@ -32,11 +32,9 @@ import signal
 import string
 import time
 import traceback
-from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
 from expmgr.config import BUDGET_FIELDS
 from expmgr.layout import ExperimentPaths
@@ -44,18 +42,19 @@ from expmgr.engine import command_checks as checks, reports, writes
 from expmgr.engine.command_checks import UPDATABLE_FIELDS
 from expmgr.engine.deadlines import Deadlines
 from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated
-from expmgr.engine.imports import ImportBatch
+from expmgr.engine.imports import ImportBatch, send_import
 from expmgr.engine.intake import AskAssessor, AttemptReports
-from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
+from expmgr.engine.launching import LaunchPause, trial_launch
 from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
 from expmgr.engine.outcomes import exit_outcome
 from expmgr.engine.progress import Progress
 from expmgr.engine.proposals import Proposals
 from expmgr.engine.resume import plan_resume
+from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
 from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents
 
 if TYPE_CHECKING:
     from expmgr.config import AlgorithmConfig, ResolvedConfig
@@ -135,8 +134,7 @@ class TrialRunner:
         self.dispatcher = dispatcher
         self.training = training(self)
         self._live: dict[str, _LiveTrial] = {}
-        self._retries: deque[tuple[TrialRecord, int]] = deque()
-        self._submitted_by_strategy: deque[TrialRecord] = deque()
+        self._waiting = WaitingTrials()
         self._outcomes: dict[str, concurrent.futures.Future] = {}
         """Futures of the strategy's trials, resolved with (final state, final value)."""
         self._strategy_running = with_strategy
@@ -151,8 +149,6 @@ class TrialRunner:
         read-only, full) they wait there, in order, and no trial is launched meanwhile."""
         self._launching = LaunchPause()
         """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
-        self._waiting_reasons: dict[str, str | None] = {}
-        """The waiting reason stored for each trial that waits to start (``_note_waiting_reasons``)."""
         self._progress = Progress(minimize=config.minimizes)
         self._wake = asyncio.Event()
         self._space_updates = asyncio.Lock()
@@ -254,8 +250,8 @@ class TrialRunner:
                                                       None, None, trial_status=TrialState.WAITING))
             else:
                 self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
-            (self._retries.appendleft if requeued.first else self._retries.append)((record, requeued.next_attempt))
-            self._waiting_reasons[record.trial_id] = record.waiting_reason  # the last run's: said again or cleared
+            self._waiting.requeue(record, requeued.next_attempt, first=requeued.first)
+            self._waiting.restored_reason(record.trial_id, record.waiting_reason)
             self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
         self._progress.restore(plan.ended, plan.results)
         if plan.history and self.dispatcher is not None:
@@ -291,10 +287,9 @@ class TrialRunner:
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
             self._note_waiting_reasons()
-            self._proposals.waits_in_vain(bool(self._live or self._retries or self._writes))
+            self._proposals.waits_in_vain(bool(self._live or self._waiting.requeued or self._writes))
             no_more_trials = not self._proposals.has_more(self.config) and not self._strategy_running
-            if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy
-                                       or self._writes):
+            if no_more_trials and not (self._live or self._waiting or self._writes):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
@@ -316,16 +311,12 @@ class TrialRunner:
         """Whether the tuner's next trial may be created to wait for the training service's
         capacity (``TrainingService.waiting_reason``: no free GPU), as NNI's trials wait:
         within ``trialConcurrency``, the trials already waiting counted."""
-        return (self._may_launch() and len(self._live) + len(self._retries) < self.config.trial_concurrency
+        return (self._may_launch() and len(self._live) + self._waiting.requeued < self.config.trial_concurrency
                 and self.training.waiting_reason() is not None)
 
     async def _fill_slots(self) -> None:
-        while self._retries and self._has_free_slot():
-            record, attempt = self._retries.popleft()
-            await self._launch_attempt(record, attempt)
-        while self._submitted_by_strategy and self._has_free_slot():
-            record = self._submitted_by_strategy.popleft()
-            await self._launch_attempt(record, attempt=1)
+        while self._waiting and self._has_free_slot():   # retries and requeued trials first
+            await self._launch_attempt(*self._waiting.next())
         while self._proposals.may_ask(self.config) and (self._has_free_slot() or self._may_create_waiting()):
             assert self.dispatcher is not None
             sequence_id, asked = self._proposals.reserve()
@@ -342,13 +333,13 @@ class TrialRunner:
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
-                    self._retries.append((record, 1))
+                    self._waiting.requeue(record, 1)
                     return
             if self._writes:  # the store refused to record it: it starts once the store takes writes
-                self._retries.append((record, 1))
+                self._waiting.requeue(record, 1)
                 return
             if not self.training.has_capacity():  # it waits, first of the tuner's, with the reason said
-                self._retries.append((record, 1))
+                self._waiting.requeue(record, 1)
                 self._note_waiting_reasons()
                 continue
             await self._launch_attempt(record, attempt=1)
@@ -357,10 +348,8 @@ class TrialRunner:
         """Store why each trial queued to start is not started yet, when that changed: the
         training service's reason (no free GPU), or none while it has capacity."""
         reason = None if self.training.has_capacity() else self.training.waiting_reason()
-        for record, _ in self._retries:
-            if self._waiting_reasons.get(record.trial_id) != reason:
-                self._waiting_reasons[record.trial_id] = reason
-                self._writes.commit(self.store.set_waiting_reason, record.trial_id, reason)
+        for trial_id in self._waiting.reasons_changed(reason):
+            self._writes.commit(self.store.set_waiting_reason, trial_id, reason)
 
     def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
                       parameter_source: str = "algorithm") -> TrialRecord:
@@ -448,26 +437,10 @@ class TrialRunner:
         channel; ``on_taken`` is called once the task is done with them (sent, or failed)."""
         checks.refuse_import(self.exp_id, self.state, stopping=self._stop_requested,
                              has_tuner=self.dispatcher is not None and self.config.tuner is not None)
-        self._spawn(self._apply_import(batch, on_taken))
-        return batch.count
-
-    async def _apply_import(self, batch: ImportBatch, on_taken: Callable[[], None] | None) -> None:
         assert self.dispatcher is not None
-        count = batch.count
-        try:
-            async with self._imports:
-                sent = await self.dispatcher.import_frames(batch.chunks(), before_each=self.store.record_import)
-        except Exception:  # the import's problem (say the store refused a write), not the experiment's
-            self.logger.error("importing %d results failed:\n%s", count, traceback.format_exc())
-            return
-        finally:
-            batch.frames.clear()
-            if on_taken is not None:
-                on_taken()
-        if sent < count:
-            self.logger.warning("%d of %d imported results reached the tuner before it ended", sent, count)
-        else:
-            self.logger.info("%d results imported into the tuner", count)
+        self._spawn(send_import(self.dispatcher, batch, self._imports, record_import=self.store.record_import,
+                                logger=self.logger, on_taken=on_taken))
+        return batch.count
 
     def kill_trial(self, trial_id: str) -> None:
         """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""
@@ -490,7 +463,7 @@ class TrialRunner:
         record = self._create_trial(self._proposals.reserve()[0], parameters, parameter_source="customized")
         outcome: concurrent.futures.Future = concurrent.futures.Future()
         self._outcomes[record.trial_id] = outcome
-        self._submitted_by_strategy.append(record)
+        self._waiting.submitted(record)
         self._wake.set()
         return record.trial_id, outcome
 
@@ -503,7 +476,7 @@ class TrialRunner:
         self._refuse_new_trial()
         checks.check_customized_parameters(parameters, self.config.search_space)
         self.submit_trial(parameters)
-        return self._submitted_by_strategy[-1]   # the one just queued
+        return self._waiting.last_submitted   # the one just queued
 
     def _refuse_new_trial(self, budget: bool = True) -> None:
         """SubmissionRefused (CONFLICT) when the experiment takes no new trial: it is ending,
@@ -526,33 +499,14 @@ class TrialRunner:
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
         self._live[record.trial_id] = _LiveTrial(record, attempt, token, AttemptReports(assessed=self._assessed))
-        env: dict[str, str] = {
-            trial_api.ENV_EXPERIMENT_ID: self.exp_id,
-            trial_api.ENV_TRIAL_ID: record.trial_id,
-            trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
-            trial_api.ENV_ATTEMPT: str(attempt),
-            trial_api.ENV_MANAGER_HOST: self.training.manager_host(),
-            trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
-            trial_api.ENV_MANAGER_PORT: str(self.port),
-            trial_api.ENV_TOKEN: token,
-            trial_api.ENV_LOG_LEVEL: self.config.log_level,
-            trial_api.ENV_LOG_LIMITS: self.config.log_limits.as_env(),
-        }
-        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=self.config.trial_command,
-                             code_directory=self.config.trial_code_directory,
-                             parameter_record=self._parameter_record(record), env=env)
+        launch = trial_launch(record, attempt, token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
+                              manager_host=self.training.manager_host(), port=self.port)
         try:
             await self.training.launch(launch)
         except SystemLaunchError as error:   # not the trial's fault: it waits, launching pauses
             self._system_kept_from_starting(record.trial_id, attempt, str(error))
         except TrainingServiceError as error:
             self._not_started(record.trial_id, attempt, str(error))
-
-    def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
-        """The trial's parameter.json; ``parameter_source`` is NNI's, as stored with the trial:
-        "customized" for a strategy's trial, "algorithm" for the tuner's."""
-        return {"parameter_id": record.sequence_id, "parameter_source": record.parameter_source,
-                "parameters": record.parameters, "parameter_index": 0}
 
     def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
         """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""
@@ -564,7 +518,7 @@ class TrialRunner:
         self.logger.error("trial %s could not start: %s", trial_id, reason)
         now = time.time()
         self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
-        self._waiting_reasons.pop(trial_id, None)  # starting clears it
+        self._waiting.started(trial_id)
         self._writes.commit(self._launch_failed, live.record, attempt, now)
         self._wake.set()
 
@@ -578,7 +532,7 @@ class TrialRunner:
             return  # not this attempt (it ended already)
         del self._live[trial_id]
         self._deadlines.forget(trial_id)
-        self._retries.appendleft((live.record, attempt))
+        self._waiting.requeue(live.record, attempt, first=True)
         if self._launching.failed(reason, self._clock()):
             self.logger.warning("%s", self.launching_paused)
             self._on_store_unwritable(self.launching_paused)
@@ -600,7 +554,7 @@ class TrialRunner:
 
     def _seconds_to_next_deadline(self) -> float | None:
         now = self._clock()
-        retry = [self._launching.next_try] if self._launching.reason is not None and self._retries and \
+        retry = [self._launching.next_try] if self._launching.reason is not None and self._waiting.requeued and \
             self._launching.next_try > now else []   # once past, a slot freeing wakes the loop
         return self._deadlines.seconds_to_next(now, self.config, also=retry)
 
@@ -666,10 +620,7 @@ class TrialRunner:
             self._set_state(ExperimentState.STOPPING)
         reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED
         await self._stop_trials(reason)
-        never_run = [record for record, _ in self._retries] + list(self._submitted_by_strategy)
-        self._retries.clear()
-        self._submitted_by_strategy.clear()
-        for record in never_run:
+        for record in self._waiting.take_all():
             self._writes.commit(self._never_run, record, reason, time.time())
         write_deadline = time.monotonic() + writes.FINAL_WRITE_PATIENCE
         await self._writes.drain(write_deadline)  # trial ends reach the tuner before it stops
@@ -715,12 +666,7 @@ class TrialRunner:
         written, or trials cannot be started for a reason outside them (a full or read-only
         disk, no free file descriptor). check-status (``storeUnwritable``), the web UI and
         experiment.log say this."""
-        if self._writes.unwritable is not None:
-            return f"launching new trials is paused: {self.store.path} cannot be written ({self._writes.unwritable})"
-        if self._launching.reason is not None:
-            return (f"launching new trials is paused: {self._launching.reason}; not the trial's fault: it waits, "
-                    f"and a launch is tried again (every {LAUNCH_RETRY_MAX:g} s at most) until one succeeds")
-        return None
+        return self._launching.notice(str(self.store.path), self._writes.unwritable)
 
     def _store_paused(self, reason: str) -> None:
         self.logger.warning("%s; retrying until it can", self.launching_paused)
@@ -751,7 +697,7 @@ class TrialRunner:
                                               max_trial_duration=self.config.max_trial_duration)
             self._wake.set()  # its deadlines count from now
         self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
-        self._waiting_reasons.pop(trial_id, None)  # starting clears it
+        self._waiting.started(trial_id)
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")
         if self._launching.succeeded():   # a trial started: the trouble that paused launching is over
@@ -804,7 +750,7 @@ class TrialRunner:
             self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, attempt,
                                 "it runs again first" if outcome.again else "a resume runs it again first")
             if outcome.again:
-                self._retries.appendleft((live.record, attempt + 1))
+                self._waiting.requeue(live.record, attempt + 1, first=True)
             elif trial_id in self._outcomes:
                 self._settle_outcome(trial_id, TrialState.PREEMPTED, None)
             self._wake.set()
@@ -814,7 +760,7 @@ class TrialRunner:
         level = logging.WARNING if status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
         if outcome.again:
             self.logger.log(level, "trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
-            self._retries.append((live.record, attempt + 1))
+            self._waiting.requeue(live.record, attempt + 1)
         else:
             self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
             self._trial_ended(live.record, status, live.reports.final_value, live.reports.has_final)
@@ -857,14 +803,9 @@ class TrialRunner:
 
     def _receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
         live = self._live.get(trial_id)
-        if live is None or token is None or not secrets.compare_digest(token, live.token):
-            raise MetricRejected(RefusalKind.FORBIDDEN, f"no running trial {trial_id!r} with this token")
-        if not isinstance(report, dict):
-            raise MetricRejected(RefusalKind.INVALID, "body: expected a JSON object")
-        metric = reports.parse_report(trial_id, report)
-        if metric.attempt != live.attempt:
-            raise MetricRejected(RefusalKind.CONFLICT,
-                                 f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
+        metric = reports.posted_report(trial_id, token, report, running=None if live is None else (live.attempt,
+                                                                                                    live.token))
+        assert live is not None
         if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
         not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
