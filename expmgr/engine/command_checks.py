@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from expmgr.config import UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
+from expmgr.engine.dispatching import DispatcherError
 from expmgr.engine.errors import RefusalKind, SubmissionRefused, UpdateRefused
 from expmgr.states import ExperimentState
 from expmgr.store import TrialRecord
@@ -49,6 +50,15 @@ def updated_config(config: "ResolvedConfig", field: str, value: Any, *, exp_id: 
         return config.with_update(field, value)
     except ConfigError as error:
         raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
+
+
+def space_refused(error: DispatcherError) -> UpdateRefused:
+    """Why a new search space the tuner did not take is refused: INVALID when the tuner refused
+    it (it keeps the old one), CONFLICT when the tuner failed on it (``fatal``: it ended, and
+    the experiment with it)."""
+    if error.fatal:
+        return UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}")
+    return UpdateRefused(RefusalKind.INVALID, f"searchSpace: {error}; the tuner keeps the old search space")
 
 
 def refuse_import(exp_id: str, state: ExperimentState, *, stopping: bool, has_tuner: bool) -> None:

@@ -12,6 +12,7 @@ while ``maxTrialRetries`` allows; never once the experiment stops::
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,18 @@ class ExitOutcome:
     def first(self) -> bool:
         """Run before the others (a preempted trial): counted neither as a failure nor as a new trial."""
         return self.again and self.status == TrialState.PREEMPTED
+
+    def describe(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None) -> tuple[int, str]:
+        """The log level and line that say it: a failure, a crash or a preemption is a
+        WARNING (yellow on a terminal), so that it does not look like a success."""
+        if self.status == TrialState.PREEMPTED:
+            return logging.WARNING, (f"trial {trial_id} attempt {attempt} PREEMPTED; "
+                                     + ("it runs again first" if self.again else "a resume runs it again first"))
+        how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
+        level = logging.WARNING if self.status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
+        if self.again:
+            return level, f"trial {trial_id} attempt {attempt} {self.status.value} ({how}); retrying"
+        return level, f"trial {trial_id} {self.status.value} ({how})"
 
 
 def exit_outcome(exit_code: int | None, signum: int | None, *, stop_reason: TrialState | None,

@@ -41,15 +41,16 @@ from expmgr.layout import ExperimentPaths
 from expmgr.engine import command_checks as checks, reports, writes
 from expmgr.engine.command_checks import UPDATABLE_FIELDS
 from expmgr.engine.deadlines import Deadlines
-from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated
+from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, algorithm_spec
 from expmgr.engine.imports import ImportBatch, send_import
-from expmgr.engine.intake import AskAssessor, AttemptReports
+from expmgr.engine.intake import NOT_NOW, AskAssessor, AttemptReports, unsent_metrics
 from expmgr.engine.launching import LaunchPause, trial_launch
 from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
 from expmgr.engine.outcomes import exit_outcome
 from expmgr.engine.progress import Progress
 from expmgr.engine.proposals import Proposals
 from expmgr.engine.resume import plan_resume
+from expmgr.engine.strategy import StrategyTrials
 from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
 from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
@@ -57,7 +58,7 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents
 
 if TYPE_CHECKING:
-    from expmgr.config import AlgorithmConfig, ResolvedConfig
+    from expmgr.config import ResolvedConfig
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -80,14 +81,6 @@ class _LiveTrial:
     reports: AttemptReports
     """What the attempt reported (stored), and its history for the assessor."""
     stop_reason: TrialState | None = None
-
-
-def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
-    if algorithm is None:
-        return None
-    return {"name": algorithm.name, "className": algorithm.class_name,
-            "codeDirectory": str(algorithm.code_directory) if algorithm.code_directory else None,
-            "classArgs": algorithm.class_args or {}}
 
 
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,11 +128,8 @@ class TrialRunner:
         self.training = training(self)
         self._live: dict[str, _LiveTrial] = {}
         self._waiting = WaitingTrials()
-        self._outcomes: dict[str, concurrent.futures.Future] = {}
-        """Futures of the strategy's trials, resolved with (final state, final value)."""
-        self._strategy_running = with_strategy
+        self._strategy = StrategyTrials(running=with_strategy)
         self._resumed = resumed
-        self._strategy_error: str | None = None
         self._handler_error: str | None = None
         self._trial_ids: set[str] = set()
         self._secret = b""  # set by run(): see reports.TRIAL_SECRET_FILE
@@ -218,8 +208,8 @@ class TrialRunner:
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
         await self.training.start()   # while the dispatcher's interpreter starts and imports
         if self.dispatcher is not None:
-            await self.dispatcher.initialize(self.config.search_space, _algorithm_spec(self.config.tuner),
-                                             _algorithm_spec(self.config.assessor))
+            await self.dispatcher.initialize(self.config.search_space, algorithm_spec(self.config.tuner),
+                                             algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
 
@@ -273,8 +263,8 @@ class TrialRunner:
             self._wake.clear()
             if self.dispatcher is not None and self.dispatcher.failure is not None:
                 raise self.dispatcher.failure
-            if self._strategy_error is not None:
-                raise _StrategyFailed(self._strategy_error)
+            if self._strategy.error is not None:
+                raise _StrategyFailed(self._strategy.error)
             if self._handler_error is not None:
                 raise _HandlerFailed(self._handler_error)
             if self._stop_requested:
@@ -288,7 +278,7 @@ class TrialRunner:
             await self._fill_slots()
             self._note_waiting_reasons()
             self._proposals.waits_in_vain(bool(self._live or self._waiting.requeued or self._writes))
-            no_more_trials = not self._proposals.has_more(self.config) and not self._strategy_running
+            no_more_trials = not self._proposals.has_more(self.config) and not self._strategy.running
             if no_more_trials and not (self._live or self._waiting or self._writes):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
@@ -411,10 +401,7 @@ class TrialRunner:
             try:
                 await self.dispatcher.update_search_space(space)
             except DispatcherError as error:
-                if error.fatal:   # it ended: the loop ends the experiment
-                    raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
-                raise UpdateRefused(RefusalKind.INVALID,
-                                    f"searchSpace: {error}; the tuner keeps the old search space") from None
+                raise checks.space_refused(error) from None
             self._proposals.space_changed()
             # Made again from the config now: another field may have changed meanwhile.
             self._commit_update("searchSpace", self._updated("searchSpace", space))
@@ -461,8 +448,7 @@ class TrialRunner:
         checks.check_submitted_parameters(parameters)
         self._refuse_new_trial()
         record = self._create_trial(self._proposals.reserve()[0], parameters, parameter_source="customized")
-        outcome: concurrent.futures.Future = concurrent.futures.Future()
-        self._outcomes[record.trial_id] = outcome
+        outcome = self._strategy.submitted(record.trial_id)
         self._waiting.submitted(record)
         self._wake.set()
         return record.trial_id, outcome
@@ -487,14 +473,8 @@ class TrialRunner:
 
     def strategy_finished(self, error: str | None) -> None:
         """The strategy returned (``error`` None) or raised (its traceback)."""
-        self._strategy_running = False
-        self._strategy_error = error
+        self._strategy.finished(error)
         self._wake.set()
-
-    def _settle_outcome(self, trial_id: str, status: TrialState, value: Any) -> None:
-        outcome = self._outcomes.pop(trial_id, None)
-        if outcome is not None and not outcome.done():
-            outcome.set_result((status, value))
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
@@ -743,27 +723,16 @@ class TrialRunner:
                                marked_preempting=lambda: self.training.files.marked_preempting(trial_id, attempt),
                                failed_attempts=lambda: self.store.failed_attempts(trial_id),
                                max_retries=self.config.max_trial_retries)
-        status = outcome.status
-        self.store.end_attempt(trial_id, attempt, status, ended, exit_code, signum,
-                               trial_status=TrialState.WAITING if outcome.again else status)
-        if status == TrialState.PREEMPTED:   # run again first, same parameters and checkpoint folder
-            self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, attempt,
-                                "it runs again first" if outcome.again else "a resume runs it again first")
-            if outcome.again:
-                self._waiting.requeue(live.record, attempt + 1, first=True)
-            elif trial_id in self._outcomes:
-                self._settle_outcome(trial_id, TrialState.PREEMPTED, None)
-            self._wake.set()
-            return
-        how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
-        # A failure or crash is a WARNING (yellow on a terminal), so that it does not look like a success.
-        level = logging.WARNING if status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
-        if outcome.again:
-            self.logger.log(level, "trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
-            self._waiting.requeue(live.record, attempt + 1)
+        self.store.end_attempt(trial_id, attempt, outcome.status, ended, exit_code, signum,
+                               trial_status=TrialState.WAITING if outcome.again else outcome.status)
+        level, line = outcome.describe(trial_id, attempt, exit_code, signum)
+        self.logger.log(level, "%s", line)
+        if outcome.again:   # a preempted trial first, same parameters and checkpoint folder
+            self._waiting.requeue(live.record, attempt + 1, first=outcome.first)
+        elif outcome.status == TrialState.PREEMPTED:   # a strategy waiting for it hears now; a resume runs it
+            self._strategy.settle(trial_id, TrialState.PREEMPTED, None)
         else:
-            self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
-            self._trial_ended(live.record, status, live.reports.final_value, live.reports.has_final)
+            self._trial_ended(live.record, outcome.status, live.reports.final_value, live.reports.has_final)
         self._wake.set()
 
     def _trial_ended(self, record: TrialRecord, status: TrialState, final_value: Any, has_final: bool) -> None:
@@ -771,9 +740,8 @@ class TrialRunner:
         self._progress.trial_ended(record.trial_id, status, final_value, has_final)
         self.logger.info("%s", self._progress.line(max_trial_number=self.config.max_trial_number,
                                                    running=len(self._live)))
-        strategy_trial = record.trial_id in self._outcomes
-        if strategy_trial:
-            self._settle_outcome(record.trial_id, status, final_value if has_final else None)
+        strategy_trial = record.trial_id in self._strategy
+        self._strategy.settle(record.trial_id, status, final_value if has_final else None)
         self._proposals.trial_ended(record, status, final_value, has_final, strategy_trial=strategy_trial,
                                     assessed=self._assessed)
 
@@ -808,16 +776,13 @@ class TrialRunner:
         assert live is not None
         if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
-        not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
-                   "metrics.jsonl and stored when the trial ends")
         if self._writes.unwritable is not None or self._writes:
-            raise MetricRejected(RefusalKind.UNAVAILABLE,
-                                 not_now.format(self._writes.unwritable or "earlier writes wait"))
+            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(self._writes.unwritable or "earlier writes wait"))
         try:
             self._accept_metric(live, metric)
         except StoreUnavailable as error:
             self._writes.refused(error)
-            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error.reason)) from None
+            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(error.reason)) from None
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
         """Store the metric (StoreUnavailable if the store refuses it: then it is not
@@ -854,20 +819,12 @@ class TrialRunner:
 
     def _ingest_metrics_file(self, live: _LiveTrial) -> None:
         """Pick up reports the trial wrote but could not send (the service reads them, from
-        metrics.jsonl): lines of this attempt whose MAC matches its token. A bad line (not
-        UTF-8, not JSON, a bad field, over its size limit, not signed by this attempt) is
-        skipped with a warning naming its line, in experiment.log and the trial's log."""
-        for number, line in self.training.files.unsent_reports(live.record.trial_id):
-            try:
-                metric = reports.parse_metrics_line(line, live.record.trial_id, live.attempt, live.token)
-            except reports.BadReportLine as error:
-                self._skip_line(live, number, str(error))
-                continue
-            if metric is not None:
-                self._accept_metric(live, metric)
+        metrics.jsonl); a bad line is warned about once, naming it, in experiment.log and
+        the trial's log (intake.unsent_metrics)."""
+        trial_id, files = live.record.trial_id, self.training.files
 
-    def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
-        if not live.reports.first_skip(number):
-            return
-        message = self.training.files.note_skipped(live.record.trial_id, number, reason)
-        self.logger.warning("trial %s: %s", live.record.trial_id, message)
+        def skipped(number: int, reason: str) -> None:
+            self.logger.warning("trial %s: %s", trial_id, files.note_skipped(trial_id, number, reason))
+        for metric in unsent_metrics(files.unsent_reports(trial_id), trial_id, live.attempt, live.token, live.reports,
+                                     on_skipped=skipped):
+            self._accept_metric(live, metric)

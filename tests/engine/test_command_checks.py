@@ -90,3 +90,12 @@ def test_submitted_parameters_are_a_json_dict_and_a_customized_trial_lies_in_the
     with pytest.raises(SubmissionRefused, match="lr") as refused:
         checks.check_customized_parameters({"lr": 7}, space)
     assert refused.value.kind is RefusalKind.INVALID
+
+
+def test_a_space_the_tuner_refused_is_invalid_and_one_it_failed_on_a_conflict():
+    from expmgr.engine.dispatching import DispatcherError
+    refused = checks.space_refused(DispatcherError("no choice here", fatal=False))
+    assert (refused.kind, str(refused)) == (RefusalKind.INVALID,
+                                            "searchSpace: no choice here; the tuner keeps the old search space")
+    failed = checks.space_refused(DispatcherError("it crashed", fatal=True))
+    assert (failed.kind, str(failed)) == (RefusalKind.CONFLICT, "searchSpace: the tuner failed on it: it crashed")

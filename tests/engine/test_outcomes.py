@@ -54,3 +54,13 @@ def test_a_preempted_trial_runs_again_first_unless_the_experiment_stops():
     assert stopped == ExitOutcome(TrialState.PREEMPTED, again=False) and not stopped.first
     assert outcome(143, marked=True, stop_reason=TrialState.EARLY_STOPPED).status == TrialState.EARLY_STOPPED, \
         "a trial stopped early is not preempted by its own mark"
+
+
+def test_the_log_line_says_how_it_ended_and_warns_of_failures_and_preemptions():
+    import logging
+    assert outcome(0).describe("t1", 1, 0, None) == (logging.INFO, "trial t1 SUCCEEDED (exit code 0)")
+    assert outcome(1, failures=0, max_retries=1).describe("t1", 1, 1, None) == \
+        (logging.WARNING, "trial t1 attempt 1 FAILED (exit code 1); retrying")
+    assert outcome(None, 9).describe("t1", 2, None, 9) == (logging.WARNING, "trial t1 CRASHED (signal 9)")
+    assert outcome(143, marked=True, stopping=True).describe("t1", 1, 143, None) == \
+        (logging.WARNING, "trial t1 attempt 1 PREEMPTED; a resume runs it again first")

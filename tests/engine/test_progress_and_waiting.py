@@ -56,3 +56,16 @@ def test_waiting_reasons_are_stored_only_when_they_change_and_cleared_by_a_start
     waiting.started("a")          # starting cleared a's stored reason
     assert waiting.reasons_changed("no GPU") == ["a"], "said again for a, which waits again"
     assert [r.trial_id for r in waiting.take_all()] == ["a", "b", "s"] and len(waiting) == 0
+
+
+def test_a_submitted_trials_future_is_settled_once_with_its_end():
+    from expmgr.engine.strategy import StrategyTrials
+    strategy = StrategyTrials(running=True)
+    future = strategy.submitted("s1")
+    assert "s1" in strategy and not future.done()
+    strategy.settle("s1", TrialState.SUCCEEDED, 0.5)
+    strategy.settle("s1", TrialState.FAILED, None)     # told again: the first answer stands
+    assert future.result(timeout=0) == (TrialState.SUCCEEDED, 0.5) and "s1" not in strategy
+    strategy.settle("never-submitted", TrialState.FAILED, None)   # a tuner's trial: nothing to settle
+    strategy.finished("Traceback ...")
+    assert (strategy.running, strategy.error) == (False, "Traceback ...")
