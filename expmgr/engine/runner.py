@@ -45,7 +45,7 @@ from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, G
 from expmgr.engine.imports import ImportBatch, send_import
 from expmgr.engine.intake import NOT_NOW, AskAssessor, AttemptReports, unsent_metrics
 from expmgr.engine.launching import LaunchPause, trial_launch
-from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
+from expmgr.engine.errors import MetricRejected, RefusalKind
 from expmgr.engine.outcomes import exit_outcome
 from expmgr.engine.progress import Progress
 from expmgr.engine.proposals import Proposals
