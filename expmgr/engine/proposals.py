@@ -11,13 +11,15 @@ what the tuner (and the assessor) hear when a trial ends::
             if proposals.declined(answer, asked): continue    # a trial ended meanwhile: ask again
             break
     proposals.trial_ended(record, TrialState.SUCCEEDED, 0.9, has_final=True, strategy_trial=False, assessed=False)
+    source = checkpoint_source_of(answer.checkpoint_from, store.trial_by_sequence)   # PBT's exploit
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from expmgr.engine.dispatching import Dispatcher, GenerateAnswer, TunerWaits
+from expmgr.engine.dispatching import Dispatcher, DispatcherError, GenerateAnswer, TunerWaits
 from expmgr.metrics import metric_number
 from expmgr.states import TrialState
 from expmgr.store import TrialRecord
@@ -117,3 +119,15 @@ class Proposals:
                                  "is told the trial failed", record.trial_id, final_value)
         self._dispatcher.tell_end(record.sequence_id, record.trial_id,
                                   status == TrialState.SUCCEEDED and (usable or not has_final))
+
+
+def checkpoint_source_of(parameter_id: Any, trial_by_sequence: Callable[[int], TrialRecord | None]) -> TrialRecord | None:
+    """The trial whose checkpoint the tuner wants a new trial to start from, by its parameter
+    id (``trial_by_sequence``: the store's), None for none; DispatcherError when no trial has
+    that id (the tuner's fault: the experiment ends in ERROR)."""
+    if parameter_id is None:
+        return None
+    source = trial_by_sequence(parameter_id) if isinstance(parameter_id, int) else None
+    if source is None:
+        raise DispatcherError(f"the tuner named parameter id {parameter_id!r} as a checkpoint source, but no trial has it")
+    return source

@@ -48,7 +48,7 @@ from expmgr.engine.launching import LaunchPause, trial_launch
 from expmgr.engine.errors import MetricRejected, RefusalKind
 from expmgr.engine.outcomes import exit_outcome
 from expmgr.engine.progress import Progress
-from expmgr.engine.proposals import Proposals
+from expmgr.engine.proposals import Proposals, checkpoint_source_of
 from expmgr.engine.resume import plan_resume
 from expmgr.engine.strategy import StrategyTrials
 from expmgr.engine.waiting import WaitingTrials
@@ -318,7 +318,7 @@ class TrialRunner:
                 if not self._stop_requested and self._proposals.declined(answer, asked):
                     continue  # a trial ended meanwhile: what the tuner waited for may have come
                 return
-            checkpoint_source = self._checkpoint_source(answer.checkpoint_from)
+            checkpoint_source = checkpoint_source_of(answer.checkpoint_from, self.store.trial_by_sequence)
             record = self._create_trial(sequence_id, answer.parameters)
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
@@ -354,17 +354,6 @@ class TrialRunner:
                              status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
-
-    def _checkpoint_source(self, parameter_id: Any) -> TrialRecord | None:
-        """The trial whose checkpoint the tuner wants a new trial to start from (by its
-        parameter id), None for none; a DispatcherError if no trial has that id."""
-        if parameter_id is None:
-            return None
-        source = self.store.trial_by_sequence(parameter_id) if isinstance(parameter_id, int) else None
-        if source is None:
-            raise DispatcherError(f"the tuner named parameter id {parameter_id!r} as a checkpoint source, "
-                                  "but no trial has it")
-        return source
 
     async def _copy_checkpoint(self, source: TrialRecord, record: TrialRecord) -> None:
         """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner

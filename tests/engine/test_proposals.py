@@ -8,9 +8,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from expmgr.config import ExperimentConfig, ResolvedConfig
-from expmgr.engine.dispatching import NoMoreTrials, TunerWaits
-from expmgr.engine.proposals import Proposals
+from expmgr.engine.dispatching import DispatcherError, NoMoreTrials, TunerWaits
+from expmgr.engine.proposals import Proposals, checkpoint_source_of
 from expmgr.states import TrialState
 from expmgr.store import TrialRecord
 
@@ -100,3 +102,13 @@ def test_of_a_strategys_trial_only_the_assessor_hears(tmp_path: Path):
     assert told.told == []
     tuner.trial_ended(record(1), TrialState.SUCCEEDED, 0.5, True, strategy_trial=True, assessed=True)
     assert told.told == [("end", 1, True, True)]
+
+
+def test_a_checkpoint_source_is_a_trial_the_tuner_names_by_its_parameter_id():
+    trials = {3: record(3)}
+    assert checkpoint_source_of(None, trials.get) is None
+    assert checkpoint_source_of(3, trials.get) == record(3)
+    for unknown in (4, "3"):
+        with pytest.raises(DispatcherError, match=f"the tuner named parameter id {unknown!r} as a checkpoint source, "
+                                                  "but no trial has it"):
+            checkpoint_source_of(unknown, trials.get)
