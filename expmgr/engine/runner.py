@@ -529,7 +529,9 @@ class TrialRunner:
 
     def _enforce_trial_deadlines(self, now: float) -> None:
         idle_timeout = self.config.trial_idle_timeout
-        for trial_id, reason in self._deadlines.overdue(now, idle_timeout, self.training.files.last_output_time):
+        def last_output_time(trial_id: str) -> float:   # read only when an idle deadline comes
+            return self.training.files.last_output_time(trial_id)
+        for trial_id, reason in self._deadlines.overdue(now, idle_timeout, last_output_time):
             if reason == TrialState.EARLY_STOPPED:
                 self.logger.info("trial %s ran past maxTrialDuration; stopping it", trial_id)
             else:
