@@ -246,3 +246,32 @@ def test_the_trial_runner_is_imported_only_by_the_composition_root_and_its_own_p
     assert wrong == [], ("the server and the layers above know a running search by engine.serving.ServedSearch "
                          "and send it engine.commands' records; only the composition root builds a TrialRunner:\n"
                          + "\n".join(wrong))
+
+
+def runner_importers_in_the_engine(imports: list[Import]) -> list[str]:
+    """file:line of each engine module (the runner aside) that imports the runner, type-only too."""
+    return [f"{found.where}: {found.module} imports {found.target}" for found in imports
+            if found.target == "expmgr.engine.runner" and unit_of(found.module) == "engine"
+            and found.module != "expmgr.engine.runner"]
+
+
+def test_the_runners_collaborators_never_import_the_runner():
+    # The runner keeps the loop and asks its collaborators (deadlines, resume plan, command
+    # checks, ...) for decisions; one that imported the runner back would share its private
+    # state as a mixin does, and close an import circle.
+    wrong = runner_importers_in_the_engine(all_imports())
+    assert wrong == [], ("engine modules are told what they need and return decisions; they never import "
+                         "the runner:\n" + "\n".join(wrong))
+
+
+def test_the_collaborator_check_sees_an_engine_module_naming_the_runner(tmp_path: Path):
+    engine = tmp_path / "expmgr" / "engine"
+    engine.mkdir(parents=True)
+    (engine / "runner.py").write_text("from expmgr.engine import helper\n")
+    (engine / "helper.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                      "    from expmgr.engine.runner import TrialRunner\n")
+    (engine / "other.py").write_text("def later():\n    from expmgr.engine import runner\n")
+    found = [item for path in sorted(engine.glob("*.py")) for item in imports_of(path, root=tmp_path / "expmgr")]
+    assert runner_importers_in_the_engine(found) == [
+        "expmgr/engine/helper.py:3: expmgr.engine.helper imports expmgr.engine.runner",
+        "expmgr/engine/other.py:2: expmgr.engine.other imports expmgr.engine.runner"]

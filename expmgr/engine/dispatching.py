@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from expmgr.dispatcher.answers import (Assessment, DispatcherError, GenerateAnswer, Generated, NoMoreTrials,
                                        TunerWaits)
 
+if TYPE_CHECKING:
+    from expmgr.config import AlgorithmConfig
+
 __all__ = ["Assessment", "Dispatcher", "DispatcherError", "GenerateAnswer", "Generated", "NoMoreTrials",
-           "TunerWaits"]
+           "TunerWaits", "algorithm_spec"]
+
+
+def algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
+    """A tuner's or assessor's config as ``Dispatcher.initialize`` is given it (None: none)."""
+    if algorithm is None:
+        return None
+    return {"name": algorithm.name, "className": algorithm.class_name,
+            "codeDirectory": str(algorithm.code_directory) if algorithm.code_directory else None,
+            "classArgs": algorithm.class_args or {}}
 
 
 class Dispatcher(Protocol):

@@ -3,6 +3,7 @@ until the tuner takes them::
 
     batch = await read_import(body)   # UpdateRefused naming the first bad record
     runner.import_data(batch, on_taken=release)
+    await send_import(dispatcher, batch, lock, record_import=store.record_import, logger=logger)   # the runner's task
 
 The body is read one record at a time (``json.JSONDecoder.raw_decode``) on the event loop,
 which runs other work every RECORDS_PER_TURN records (a millisecond or two: several imports
@@ -17,16 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import re
+import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from expmgr import strict_json
 from expmgr.dispatcher.protocol import IMPORT_CHUNK_RECORDS
 from expmgr.engine import reports
 from expmgr.engine.errors import MetricRejected, RefusalKind, UpdateRefused
 from expmgr.metrics import metric_number
+
+if TYPE_CHECKING:
+    from expmgr.engine.dispatching import Dispatcher
 
 RECORDS_PER_TURN = 100
 """Records read and checked in one turn of the event loop (about a millisecond of 300-byte records)."""
@@ -169,3 +175,28 @@ async def _compact(records: Iterator[Any]) -> ImportBatch:
     if chunk:
         batch.frames.append(json.dumps(chunk, separators=(",", ":")))
     return batch
+
+
+async def send_import(dispatcher: "Dispatcher", batch: ImportBatch, lock: asyncio.Lock, *,
+                      record_import: Callable[[Sequence[Any]], None], logger: logging.Logger,
+                      on_taken: Callable[[], None] | None = None) -> None:
+    """Send ``batch`` to the tuner a frame at a time (``record_import`` stores each frame
+    before it is sent), holding ``lock``: frames of several imports in one turn of the loop
+    would add up to a stall. A failure (say the store refused a write) is the import's
+    problem, not the experiment's: it is logged. ``on_taken`` is called once done with the
+    batch (sent, or failed), whose frames are then dropped."""
+    count = batch.count
+    try:
+        async with lock:
+            sent = await dispatcher.import_frames(batch.chunks(), before_each=record_import)
+    except Exception:
+        logger.error("importing %d results failed:\n%s", count, traceback.format_exc())
+        return
+    finally:
+        batch.frames.clear()
+        if on_taken is not None:
+            on_taken()
+    if sent < count:
+        logger.warning("%d of %d imported results reached the tuner before it ended", sent, count)
+    else:
+        logger.info("%d results imported into the tuner", count)

@@ -9,15 +9,22 @@ takes over an attempt whose manager died::
         decision = reports.stored(metric, newly=store.add_metric(metric))
         if isinstance(decision, AskAssessor):
             ...                      # send decision.history to the assessor
+    for metric in unsent_metrics(files.unsent_reports(trial_id), trial_id, 2, token, reports, on_skipped):
+        ...                          # store it as above
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from expmgr.engine.reports import as_float_metric
+from expmgr.engine.reports import BadReportLine, as_float_metric, parse_metrics_line
 from expmgr.store import MetricRecord
+
+
+NOT_NOW = ("the experiment's database cannot be written now ({}); the report is kept in metrics.jsonl and "
+           "stored when the trial ends")
+"""Why a POSTed report is refused (UNAVAILABLE) while the store refuses writes."""
 
 
 @dataclass(frozen=True)
@@ -83,3 +90,20 @@ class AttemptReports:
             return False
         self._skipped_lines.add(line_number)
         return True
+
+
+def unsent_metrics(lines: Iterable[tuple[int, bytes | None]], trial_id: str, attempt: int, token: str,
+                   reports: AttemptReports, on_skipped: Callable[[int, str], None]) -> Iterator[MetricRecord]:
+    """The metrics of the reports an attempt wrote to metrics.jsonl (``lines``: numbered, as
+    the training service reads them): lines of this attempt whose MAC matches its
+    ``token``. A bad line (not UTF-8, not JSON, a bad field, over its size limit, not signed
+    by this attempt) is skipped and told to ``on_skipped(line number, why)`` once."""
+    for number, line in lines:
+        try:
+            metric = parse_metrics_line(line, trial_id, attempt, token)
+        except BadReportLine as error:
+            if reports.first_skip(number):
+                on_skipped(number, str(error))
+            continue
+        if metric is not None:
+            yield metric

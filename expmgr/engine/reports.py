@@ -2,6 +2,7 @@
 be stored, and the tokens that authenticate them. Pure functions; the runner calls them::
 
     metric = parse_report(trial_id, body)                         # MetricRejected if bad
+    metric = posted_report(trial_id, token, body, running=(attempt, its_token))   # MetricRejected
     metric = parse_metrics_line(line, trial_id, attempt, token)   # BadReportLine if bad
 """
 from __future__ import annotations
@@ -76,6 +77,20 @@ def parse_report(trial_id: str, report: dict[str, Any]) -> MetricRecord:
                              f"value: {size} bytes of JSON; a report holds at most {MAX_REPORT_BYTES}")
     return MetricRecord(trial_id=trial_id, attempt=report["attempt"], sequence=report["sequence"],
                         type=report["type"], value=report["value"])
+
+
+def posted_report(trial_id: str, token: str | None, body: Any, *, running: tuple[int, str] | None) -> MetricRecord:
+    """The metric of a report POSTed for ``trial_id`` with ``token``; ``running``: the
+    attempt of the trial that runs and its token (None: it does not run). MetricRejected:
+    FORBIDDEN for a wrong token, INVALID for a bad field, CONFLICT for another attempt."""
+    if running is None or token is None or not secrets.compare_digest(token, running[1]):
+        raise MetricRejected(RefusalKind.FORBIDDEN, f"no running trial {trial_id!r} with this token")
+    if not isinstance(body, dict):
+        raise MetricRejected(RefusalKind.INVALID, "body: expected a JSON object")
+    metric = parse_report(trial_id, body)
+    if metric.attempt != running[0]:
+        raise MetricRejected(RefusalKind.CONFLICT, f"attempt: {metric.attempt} is not the running attempt {running[0]}")
+    return metric
 
 
 def parse_metrics_line(line: bytes | None, trial_id: str, attempt: int, token: str) -> MetricRecord | None:

@@ -10,10 +10,17 @@ Everything here runs on the manager's event loop::
                          training=functools.partial(create_training_service, resolved, paths=paths))
     final_state = await runner.run()        # from another task: runner.request_stop()
 
-Checking reports is in ``reports.py``, an attempt's reports and the decision each
-returns in ``intake.py``, what the dispatcher answers in ``dispatching.py``, and queueing
-the writes the store refuses in ``writes.py``. This module is still over ~450 lines because the rest is one state
-machine: every handler reads and changes the same live trials, queues and limits.
+The decisions are its collaborators', each owning its state and returning an answer
+(as Ray Tune's schedulers do); they never import the runner: checking reports
+(``reports.py``), an attempt's reports and what each asks (``intake.py``), the tuner's
+sequence ids, budget and what it is told (``proposals.py``), deadlines (``deadlines.py``),
+how an exit ends an attempt (``outcomes.py``), the resume plan (``resume.py``), the checks
+of users' commands (``command_checks.py``), the progress line (``progress.py``), what the
+dispatcher answers (``dispatching.py``), pausing launches (``launching.py``) and queueing
+the writes the store refuses (``writes.py``). This module keeps the loop and applies
+what they decide to the live trials, the queues, the store and the training service; it
+is still over ~600 lines because starting and stopping the live attempts (and their
+events) is here too, the next part to give to a collaborator (as Tune's executor).
 """
 from __future__ import annotations
 
@@ -27,40 +34,35 @@ import signal
 import string
 import time
 import traceback
-from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from expmgr import trial as trial_api
 from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS as UPDATABLE_TABLE, ConfigError, check_parameters
+from expmgr.config import BUDGET_FIELDS
 from expmgr.layout import ExperimentPaths
-from expmgr.engine import reports, writes
-from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, TunerWaits
-from expmgr.engine.imports import ImportBatch
-from expmgr.engine.intake import AskAssessor, AttemptReports
-from expmgr.engine.launching import RETRY_MAX as LAUNCH_RETRY_MAX, LaunchPause
-from expmgr.engine.errors import MetricRejected, RefusalKind, SubmissionRefused, UpdateRefused
+from expmgr.engine import command_checks as checks, reports, writes
+from expmgr.engine.command_checks import UPDATABLE_FIELDS
+from expmgr.engine.deadlines import Deadlines
+from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, algorithm_spec
+from expmgr.engine.imports import ImportBatch, send_import
+from expmgr.engine.intake import NOT_NOW, AskAssessor, AttemptReports, unsent_metrics
+from expmgr.engine.launching import LaunchPause, trial_launch
+from expmgr.engine.errors import MetricRejected, RefusalKind
+from expmgr.engine.outcomes import exit_outcome
+from expmgr.engine.progress import Progress
+from expmgr.engine.proposals import Proposals, checkpoint_source_of
+from expmgr.engine.resume import plan_resume
+from expmgr.engine.strategy import StrategyTrials
+from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
-from expmgr.metrics import is_better, metric_number
 from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
+from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents
 
 if TYPE_CHECKING:
-    from expmgr.config import AlgorithmConfig, ResolvedConfig
+    from expmgr.config import ResolvedConfig
 
 _TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
-
-_REQUEUED_ON_RESUME = frozenset({TrialState.WAITING, TrialState.RUNNING, TrialState.USER_CANCELED,
-                                 TrialState.SYS_CANCELED, TrialState.PREEMPTED})
-"""Trials a resume runs again: those the previous run did not let finish, whether it was
-stopped or ended by a failure (a dispatcher crash cancels its trials SYS_CANCELED), but
-not those the user killed one by one."""
-
-
-UPDATABLE_FIELDS = {entry.field: entry.attribute for entry in UPDATABLE_TABLE}
-"""Config fields that may change while the experiment runs (camelCase -> attribute)."""
 
 
 class _StrategyFailed(Exception):
@@ -78,41 +80,9 @@ class _LiveTrial:
     record: TrialRecord
     attempt: int
     token: str
-    deadline: float | None
-    """When ``maxTrialDuration`` runs out; set when its process starts."""
-    last_activity: float
-    """When the trial last reported or wrote output; for ``trialIdleTimeout``."""
     reports: AttemptReports
     """What the attempt reported (stored), and its history for the assessor."""
-    started: bool = False
-    """Its process runs: a remote service may take a while to place it, and the trial's
-    clocks start here, not at the launch."""
     stop_reason: TrialState | None = None
-
-
-class _BestResult:
-    """The best final result seen (by its ``default`` number) and its trial; a non-finite
-    one (NaN, an infinity) is never the best."""
-
-    def __init__(self, minimize: bool) -> None:
-        self._minimize = minimize
-        self._best: tuple[float, str] | None = None
-
-    def offer(self, trial_id: str, value: Any) -> None:
-        number = metric_number(value)
-        if number is not None and is_better(number, None if self._best is None else self._best[0], self._minimize):
-            self._best = (number, trial_id)
-
-    def describe(self) -> str:
-        return "" if self._best is None else f", best {self._best[0]:g} (trial {self._best[1]})"
-
-
-def _algorithm_spec(algorithm: "AlgorithmConfig | None") -> dict[str, Any] | None:
-    if algorithm is None:
-        return None
-    return {"name": algorithm.name, "className": algorithm.class_name,
-            "codeDirectory": str(algorithm.code_directory) if algorithm.code_directory else None,
-            "classArgs": algorithm.class_args or {}}
 
 
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -159,13 +129,9 @@ class TrialRunner:
         self.dispatcher = dispatcher
         self.training = training(self)
         self._live: dict[str, _LiveTrial] = {}
-        self._retries: deque[tuple[TrialRecord, int]] = deque()
-        self._submitted_by_strategy: deque[TrialRecord] = deque()
-        self._outcomes: dict[str, concurrent.futures.Future] = {}
-        """Futures of the strategy's trials, resolved with (final state, final value)."""
-        self._strategy_running = with_strategy
+        self._waiting = WaitingTrials()
+        self._strategy = StrategyTrials(running=with_strategy)
         self._resumed = resumed
-        self._strategy_error: str | None = None
         self._handler_error: str | None = None
         self._trial_ids: set[str] = set()
         self._secret = b""  # set by run(): see reports.TRIAL_SECRET_FILE
@@ -175,10 +141,7 @@ class TrialRunner:
         read-only, full) they wait there, in order, and no trial is launched meanwhile."""
         self._launching = LaunchPause()
         """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
-        self._waiting_reasons: dict[str, str | None] = {}
-        """The waiting reason stored for each trial that waits to start (``_note_waiting_reasons``)."""
-        self._ended: dict[TrialState, int] = {}
-        self._progress = _BestResult(minimize=config.minimizes)
+        self._progress = Progress(minimize=config.minimizes)
         self._wake = asyncio.Event()
         self._space_updates = asyncio.Lock()
         """Held while the dispatcher is asked to take a new search space."""
@@ -190,14 +153,8 @@ class TrialRunner:
         """maxTrialNumber or maxExperimentDuration changed after the search began to end: the
         manager runs the experiment again for them once it ended DONE (see more_trials.py)."""
         self._preempted = False
-        self._no_more_trials = False
-        self._tuner_waiting = False
-        """The tuner has nothing until a running trial reports or ends (NoTrialYetError)."""
-        self._ends_told = 0
-        """Trial ends told to the tuner; a wait it asked for while one came does not count."""
-        self._next_sequence_id = store.next_sequence_id()
-        self._submitted = self._next_sequence_id
-        self._start = 0.0  # when the experiment's clock started, earlier runs included; set by run()
+        self._proposals = Proposals(dispatcher, next_sequence_id=store.next_sequence_id(), logger=logger)
+        self._deadlines = Deadlines()   # its clock's start is set by run()
         self._run_id: int | None = None
         self._dead_run: tuple[int, float] | None = None
         """On resume: the run whose manager died (no end recorded), and its last recorded event."""
@@ -214,7 +171,7 @@ class TrialRunner:
         try:
             self._secret = reports.load_trial_secret(self.paths.root)
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
-            self._start = self._clock() - self.store.seconds_run()
+            self._deadlines.started = self._clock() - self.store.seconds_run()
             # A run its manager died in has no end: read before this run begins (_restore ends it).
             self._dead_run = self.store.open_run() if self._resumed else None
             self._writes.commit(self._begin_run, time.time())
@@ -253,77 +210,51 @@ class TrialRunner:
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
         await self.training.start()   # while the dispatcher's interpreter starts and imports
         if self.dispatcher is not None:
-            await self.dispatcher.initialize(self.config.search_space, _algorithm_spec(self.config.tuner),
-                                             _algorithm_spec(self.config.assessor))
+            await self.dispatcher.initialize(self.config.search_space, algorithm_spec(self.config.tuner),
+                                             algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
 
     def _restore(self) -> None:
-        """On resume: pick up what trials reported while no manager ran, requeue the
-        trials that did not finish (first, with their parameters and next attempt),
-        count the ended ones for the progress line, and replay every stored result to the
+        """On resume: apply the plan (resume.py): end the run whose manager died and the
+        attempts it left open (picking up what they reported while no manager ran, and
+        ending their leftover processes), requeue the trials that did not finish (first,
+        with their parameters and next attempt), and replay every stored result to the
         fresh tuner."""
-        now = time.time()
-        finals = self.store.final_metrics()
-        open_attempts = {a.trial_id: a for a in self.store.attempts() if a.end_time is None}
-        died = self._end_dead_run(open_attempts, now)
-        killed = self.store.killed_trials()
-        history = []
-        for record in self.store.trials():
-            self._trial_ids.add(record.trial_id)
-            if record.status in _REQUEUED_ON_RESUME and record.trial_id not in killed:
-                open_attempt = open_attempts.get(record.trial_id)
-                if open_attempt is not None:  # its manager died under it
-                    self._end_leftover_process(record.trial_id, open_attempt)
-                    attempt = open_attempt.attempt
-                    live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt), None,
-                                      last_activity=self._clock(), reports=AttemptReports(
-                                          assessed=self._assessed, attempt=attempt,
-                                          stored=self.store.metrics(record.trial_id)))
-                    self._writes.commit(self._ingest_metrics_file, live)
-                    self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
-                                                   TrialState.CRASHED, max(open_attempt.start_time, died),
-                                                   None, None, trial_status=TrialState.WAITING))
-                else:
-                    self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
-                requeue = self._retries.appendleft if record.status == TrialState.PREEMPTED else self._retries.append
-                requeue((record, record.attempts + 1))
-                self._waiting_reasons[record.trial_id] = record.waiting_reason  # the last run's: said again or cleared
-                self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
-            elif record.status.is_finished():  # the progress line goes on from the earlier runs' count
-                self._ended[record.status] = self._ended.get(record.status, 0) + 1
-                if record.trial_id in finals:
-                    self._progress.offer(record.trial_id, finals[record.trial_id].value)
-            final = finals.get(record.trial_id)
-            usable = final is not None and metric_number(final.value) is not None   # never NaN to the tuner
-            history.append({"parameter": record.parameters,
-                            "value": final.value if final is not None and usable else None})
-        if history and self.dispatcher is not None:
-            self.dispatcher.replay_results(history)
+        plan = plan_resume(self.store, dead_run=self._dead_run, now=time.time(),
+                           last_output_time=self.training.files.last_output_time)
+        if plan.dead_run is not None:
+            self._writes.commit(self.store.end_run, plan.dead_run, plan.died)
+            self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
+                             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(plan.died)))
+        self._trial_ids |= plan.trial_ids
+        for requeued in plan.requeued:
+            record, open_attempt = requeued.record, requeued.open_attempt
+            if open_attempt is not None:  # its manager died under it
+                self._end_leftover_process(open_attempt)
+                attempt = open_attempt.attempt
+                live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt),
+                                  reports=AttemptReports(assessed=self._assessed, attempt=attempt,
+                                                         stored=self.store.metrics(record.trial_id)))
+                self._writes.commit(self._ingest_metrics_file, live)
+                self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
+                                                      TrialState.CRASHED, plan.open_attempt_ends(open_attempt),
+                                                      None, None, trial_status=TrialState.WAITING))
+            else:
+                self._writes.commit(self.store.set_trial_status, record.trial_id, TrialState.WAITING)
+            self._waiting.requeue(record, requeued.next_attempt, first=requeued.first)
+            self._waiting.restored_reason(record.trial_id, record.waiting_reason)
+            self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
+        self._progress.restore(plan.ended, plan.results)
+        if plan.history and self.dispatcher is not None:
+            self.dispatcher.replay_results(plan.history)
 
-    def _end_dead_run(self, open_attempts: dict[str, AttemptRecord], now: float) -> float:
-        """When the manager of the run that died was last known alive: its last write to the
-        store, or the last output of a trial it ran (the watchdog notes the kill of each
-        trial in its stderr as the manager dies). The run and its trials' open attempts end
-        there: the time no manager ran counts neither as the experiment's nor as a trial's."""
-        if self._dead_run is None:
-            return now
-        run_id, last_event = self._dead_run
-        outputs = [self.training.files.last_output_time(trial_id) for trial_id in open_attempts]
-        died = min(now, max([last_event, *outputs]))
-        self._writes.commit(self.store.end_run, run_id, died)
-        self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
-                         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(died)))
-        return died
-
-    def _end_leftover_process(self, trial_id: str, attempt: AttemptRecord) -> None:
+    def _end_leftover_process(self, attempt: AttemptRecord) -> None:
         """A trial process that outlived its manager is ended by the training service
         (found by pid and start time, never by name)."""
-        if attempt.pid is None or attempt.pid_started is None:
-            return
-        if self.training.end_leftover(trial_id, attempt.pid, attempt.pid_started):
-            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
-                                trial_id, attempt.pid)
+        trial_id, pid, pid_started = attempt.trial_id, attempt.pid, attempt.pid_started
+        if pid is not None and pid_started is not None and self.training.end_leftover(trial_id, pid, pid_started):
+            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed", trial_id, pid)
 
     async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()
@@ -334,44 +265,30 @@ class TrialRunner:
             self._wake.clear()
             if self.dispatcher is not None and self.dispatcher.failure is not None:
                 raise self.dispatcher.failure
-            if self._strategy_error is not None:
-                raise _StrategyFailed(self._strategy_error)
+            if self._strategy.error is not None:
+                raise _StrategyFailed(self._strategy.error)
             if self._handler_error is not None:
                 raise _HandlerFailed(self._handler_error)
             if self._stop_requested:
                 return
             now = self._clock()
-            if self._experiment_time_left(now) == 0:
+            if self._deadlines.experiment_time_left(now, self.config.max_experiment_duration) == 0:
                 self.logger.info("maxExperimentDuration reached; stopping the running trials")
                 await self._stop_trials(TrialState.SYS_CANCELED)
                 return
             self._enforce_trial_deadlines(now)
             await self._fill_slots()
             self._note_waiting_reasons()
-            if self._tuner_waiting and not (self._live or self._retries or self._writes):
-                self.logger.warning("the tuner waits for results but no trial is running; it has no more trials")
-                self._no_more_trials = True
-            no_more_trials = not self._tuner_has_more() and not self._strategy_running
-            if no_more_trials and not (self._live or self._retries or self._submitted_by_strategy
-                                       or self._writes):
+            self._proposals.waits_in_vain(bool(self._live or self._waiting.requeued or self._writes))
+            no_more_trials = not self._proposals.has_more(self.config) and not self._strategy.running
+            if no_more_trials and not (self._live or self._waiting or self._writes):
                 return
             if no_more_trials and self.state == ExperimentState.RUNNING:
                 self._set_state(ExperimentState.NO_MORE_TRIAL)
             try:
-                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline(self._clock()))
+                await asyncio.wait_for(self._wake.wait(), self._seconds_to_next_deadline())
             except asyncio.TimeoutError:
                 pass
-
-    def _budget_left(self) -> bool:
-        limit = self.config.max_trial_number
-        return limit is None or self._submitted < limit
-
-    def _tuner_has_more(self) -> bool:
-        """Whether the tuner may still propose trials, now or once running ones report."""
-        return self.config.tuner is not None and not self._no_more_trials and self._budget_left()
-
-    def _tuner_may_submit(self) -> bool:
-        return self._tuner_has_more() and not self._tuner_waiting
 
     def _may_launch(self) -> bool:
         """Whether a trial may be launched now, capacity of the training service aside."""
@@ -386,48 +303,35 @@ class TrialRunner:
         """Whether the tuner's next trial may be created to wait for the training service's
         capacity (``TrainingService.waiting_reason``: no free GPU), as NNI's trials wait:
         within ``trialConcurrency``, the trials already waiting counted."""
-        return (self._may_launch() and len(self._live) + len(self._retries) < self.config.trial_concurrency
+        return (self._may_launch() and len(self._live) + self._waiting.requeued < self.config.trial_concurrency
                 and self.training.waiting_reason() is not None)
 
     async def _fill_slots(self) -> None:
-        while self._retries and self._has_free_slot():
-            record, attempt = self._retries.popleft()
-            await self._launch_attempt(record, attempt)
-        while self._submitted_by_strategy and self._has_free_slot():
-            record = self._submitted_by_strategy.popleft()
-            await self._launch_attempt(record, attempt=1)
-        while self._tuner_may_submit() and (self._has_free_slot() or self._may_create_waiting()):
+        while self._waiting and self._has_free_slot():   # retries and requeued trials first
+            await self._launch_attempt(*self._waiting.next())
+        while self._proposals.may_ask(self.config) and (self._has_free_slot() or self._may_create_waiting()):
             assert self.dispatcher is not None
-            sequence_id = self._reserve_trial()
-            ends_told = self._ends_told
+            sequence_id, asked = self._proposals.reserve()
             # Asked only now: the tuner has seen every result that came in (a dispatcher may
             # have computed these ahead only for a tuner that declares results change nothing).
             answer = await self.dispatcher.generate(sequence_id)
             if self._stop_requested or not isinstance(answer, Generated):
-                self._release_trial(sequence_id)
-                if self._stop_requested:
-                    return
-                if isinstance(answer, TunerWaits):
-                    if self._ends_told != ends_told:
-                        continue  # a trial ended meanwhile: what the tuner waited for may have come
-                    self.logger.debug("the tuner waits for running trials to report")
-                    self._tuner_waiting = True
-                else:
-                    self.logger.info("the tuner has no more trials")
-                    self._no_more_trials = True
+                self._proposals.release(sequence_id)
+                if not self._stop_requested and self._proposals.declined(answer, asked):
+                    continue  # a trial ended meanwhile: what the tuner waited for may have come
                 return
-            checkpoint_source = self._checkpoint_source(answer.checkpoint_from)
+            checkpoint_source = checkpoint_source_of(answer.checkpoint_from, self.store.trial_by_sequence)
             record = self._create_trial(sequence_id, answer.parameters)
             if checkpoint_source is not None:
                 await self._copy_checkpoint(checkpoint_source, record)
                 if self._stop_requested:  # stopped during the copy: it ends with the trials never run
-                    self._retries.append((record, 1))
+                    self._waiting.requeue(record, 1)
                     return
             if self._writes:  # the store refused to record it: it starts once the store takes writes
-                self._retries.append((record, 1))
+                self._waiting.requeue(record, 1)
                 return
             if not self.training.has_capacity():  # it waits, first of the tuner's, with the reason said
-                self._retries.append((record, 1))
+                self._waiting.requeue(record, 1)
                 self._note_waiting_reasons()
                 continue
             await self._launch_attempt(record, attempt=1)
@@ -436,22 +340,8 @@ class TrialRunner:
         """Store why each trial queued to start is not started yet, when that changed: the
         training service's reason (no free GPU), or none while it has capacity."""
         reason = None if self.training.has_capacity() else self.training.waiting_reason()
-        for record, _ in self._retries:
-            if self._waiting_reasons.get(record.trial_id) != reason:
-                self._waiting_reasons[record.trial_id] = reason
-                self._writes.commit(self.store.set_waiting_reason, record.trial_id, reason)
-
-    def _reserve_trial(self) -> int:
-        """Count a trial against maxTrialNumber and give it the next sequence id."""
-        self._submitted += 1
-        self._next_sequence_id += 1
-        return self._next_sequence_id - 1
-
-    def _release_trial(self, sequence_id: int) -> None:
-        """Undo a reservation whose trial was not created (its id is reused if it was the last)."""
-        self._submitted -= 1
-        if self._next_sequence_id == sequence_id + 1:
-            self._next_sequence_id = sequence_id
+        for trial_id in self._waiting.reasons_changed(reason):
+            self._writes.commit(self.store.set_waiting_reason, trial_id, reason)
 
     def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
                       parameter_source: str = "algorithm") -> TrialRecord:
@@ -466,17 +356,6 @@ class TrialRunner:
                              status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
-
-    def _checkpoint_source(self, parameter_id: Any) -> TrialRecord | None:
-        """The trial whose checkpoint the tuner wants a new trial to start from (by its
-        parameter id), None for none; a DispatcherError if no trial has that id."""
-        if parameter_id is None:
-            return None
-        source = self.store.trial_by_sequence(parameter_id) if isinstance(parameter_id, int) else None
-        if source is None:
-            raise DispatcherError(f"the tuner named parameter id {parameter_id!r} as a checkpoint source, "
-                                  "but no trial has it")
-        return source
 
     async def _copy_checkpoint(self, source: TrialRecord, record: TrialRecord) -> None:
         """Start ``record`` from a copy of ``source``'s checkpoint folder, as the tuner
@@ -502,15 +381,8 @@ class TrialRunner:
 
     def _updated(self, field: str, value: Any) -> ResolvedConfig:
         """The config with ``field`` set to ``value``; UpdateRefused when it cannot be."""
-        from expmgr.config import ConfigError
-        if field not in UPDATABLE_FIELDS:
-            raise UpdateRefused(RefusalKind.INVALID, f"{field}: cannot be changed while running; "
-                                                      f"one of {', '.join(UPDATABLE_FIELDS)} can")
-        self._refuse_unless_running()
-        try:
-            return self.config.with_update(field, value)
-        except ConfigError as error:
-            raise UpdateRefused(RefusalKind.INVALID, str(error)) from None
+        return checks.updated_config(self.config, field, value, exp_id=self.exp_id, state=self.state,
+                                     stopping=self._stop_requested)
 
     async def _update_search_space(self, space: dict[str, Any]) -> None:
         """Tell the tuner the new (validated) space and wait for its answer; only a space it
@@ -520,12 +392,8 @@ class TrialRunner:
             try:
                 await self.dispatcher.update_search_space(space)
             except DispatcherError as error:
-                if error.fatal:   # it ended: the loop ends the experiment
-                    raise UpdateRefused(RefusalKind.CONFLICT, f"searchSpace: the tuner failed on it: {error}") from None
-                raise UpdateRefused(RefusalKind.INVALID,
-                                    f"searchSpace: {error}; the tuner keeps the old search space") from None
-            # A tuner that had no more trials (a used-up grid) or waited may have new points now.
-            self._no_more_trials = self._tuner_waiting = False
+                raise checks.space_refused(error) from None
+            self._proposals.space_changed()
             # Made again from the config now: another field may have changed meanwhile.
             self._commit_update("searchSpace", self._updated("searchSpace", space))
 
@@ -536,7 +404,7 @@ class TrialRunner:
         new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
         self.logger.info("%s changed to %s", field, json.dumps(new_value))
-        if self.state == ExperimentState.NO_MORE_TRIAL and self._tuner_may_submit():
+        if self.state == ExperimentState.NO_MORE_TRIAL and self._proposals.may_ask(self.config):
             self._set_state(ExperimentState.RUNNING)
         self._wake.set()
 
@@ -545,47 +413,22 @@ class TrialRunner:
         returns how many. They are stored and sent in chunks by a task, the loop running
         between chunks, so that a large import neither blocks the loop nor overflows the
         channel; ``on_taken`` is called once the task is done with them (sent, or failed)."""
-        self._refuse_unless_running()
-        if self.dispatcher is None or self.config.tuner is None:
-            raise UpdateRefused(RefusalKind.CONFLICT, f"experiment {self.exp_id} has no tuner to import results into")
-        self._spawn(self._apply_import(batch, on_taken))
-        return batch.count
-
-    async def _apply_import(self, batch: ImportBatch, on_taken: Callable[[], None] | None) -> None:
+        checks.refuse_import(self.exp_id, self.state, stopping=self._stop_requested,
+                             has_tuner=self.dispatcher is not None and self.config.tuner is not None)
         assert self.dispatcher is not None
-        count = batch.count
-        try:
-            async with self._imports:
-                sent = await self.dispatcher.import_frames(batch.chunks(), before_each=self.store.record_import)
-        except Exception:  # the import's problem (say the store refused a write), not the experiment's
-            self.logger.error("importing %d results failed:\n%s", count, traceback.format_exc())
-            return
-        finally:
-            batch.frames.clear()
-            if on_taken is not None:
-                on_taken()
-        if sent < count:
-            self.logger.warning("%d of %d imported results reached the tuner before it ended", sent, count)
-        else:
-            self.logger.info("%d results imported into the tuner", count)
+        self._spawn(send_import(self.dispatcher, batch, self._imports, record_import=self.store.record_import,
+                                logger=self.logger, on_taken=on_taken))
+        return batch.count
 
     def kill_trial(self, trial_id: str) -> None:
         """Stop one trial as USER_CANCELED (SIGTERM, then SIGKILL after the grace period)."""
-        self._refuse_unless_running()
         live = self._live.get(trial_id)
-        if live is None:
-            known = self.store.trial(trial_id)
-            raise UpdateRefused(RefusalKind.NOT_FOUND if known is None else RefusalKind.CONFLICT,
-                                f"no trial {trial_id!r}" if known is None
-                                else f"trial {trial_id} is not running ({known.status.value})")
+        checks.refuse_kill(self.exp_id, self.state, trial_id, stopping=self._stop_requested,
+                           running=live is not None, lookup=self.store.trial)
+        assert live is not None
         self.logger.info("trial %s is killed on request", trial_id)
         self._writes.commit(self.store.record_kill, trial_id)
         self._stop_trial(live, TrialState.USER_CANCELED)
-
-    def _refuse_unless_running(self) -> None:
-        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise UpdateRefused(RefusalKind.CONFLICT,
-                                f"experiment {self.exp_id} is {self.state.value}; it cannot be changed")
 
     # -- trials submitted by a strategy (NAS-style code in the experiment process) --
 
@@ -593,18 +436,11 @@ class TrialRunner:
         """Queue a trial with these parameters; returns its id and a future of its
         (final state, final value). Raises SubmissionRefused."""
         self._refuse_new_trial(budget=False)
-        if not isinstance(parameters, dict):
-            raise SubmissionRefused(RefusalKind.INVALID,
-                                    f"parameters: expected a dict, got {type(parameters).__name__}")
-        try:
-            json.dumps(parameters)
-        except (TypeError, ValueError) as error:
-            raise SubmissionRefused(RefusalKind.INVALID, f"parameters: not JSON-serialisable ({error})") from None
+        checks.check_submitted_parameters(parameters)
         self._refuse_new_trial()
-        record = self._create_trial(self._reserve_trial(), parameters, parameter_source="customized")
-        outcome: concurrent.futures.Future = concurrent.futures.Future()
-        self._outcomes[record.trial_id] = outcome
-        self._submitted_by_strategy.append(record)
+        record = self._create_trial(self._proposals.reserve()[0], parameters, parameter_source="customized")
+        outcome = self._strategy.submitted(record.trial_id)
+        self._waiting.submitted(record)
         self._wake.set()
         return record.trial_id, outcome
 
@@ -615,55 +451,27 @@ class TrialRunner:
         maxTrialNumber. Raises SubmissionRefused: CONFLICT when the experiment takes no new
         trial or its budget is spent, INVALID naming the parameter the search space refuses."""
         self._refuse_new_trial()
-        if self.config.search_space is not None:
-            try:
-                check_parameters(parameters, self.config.search_space)
-            except ConfigError as error:
-                raise SubmissionRefused(RefusalKind.INVALID, str(error)) from None
+        checks.check_customized_parameters(parameters, self.config.search_space)
         self.submit_trial(parameters)
-        return self._submitted_by_strategy[-1]   # the one just queued
+        return self._waiting.last_submitted   # the one just queued
 
     def _refuse_new_trial(self, budget: bool = True) -> None:
         """SubmissionRefused (CONFLICT) when the experiment takes no new trial: it is ending,
         or (``budget``) maxTrialNumber trials were submitted."""
-        if self._stop_requested or self.state.is_finished() or self.state == ExperimentState.STOPPING:
-            raise SubmissionRefused(RefusalKind.CONFLICT,
-                                    f"experiment {self.exp_id} is {self.state.value}; it takes no new trials")
-        if budget and not self._budget_left():
-            raise SubmissionRefused(RefusalKind.CONFLICT,
-                                    f"maxTrialNumber ({self.config.max_trial_number}) trials were submitted already; "
-                                    "raise maxTrialNumber to add one")
+        checks.refuse_new_trial(self.exp_id, self.state, stopping=self._stop_requested,
+                                trials=self._proposals.submitted if budget else None,
+                                max_trial_number=self.config.max_trial_number)
 
     def strategy_finished(self, error: str | None) -> None:
         """The strategy returned (``error`` None) or raised (its traceback)."""
-        self._strategy_running = False
-        self._strategy_error = error
+        self._strategy.finished(error)
         self._wake.set()
-
-    def _settle_outcome(self, trial_id: str, status: TrialState, value: Any) -> None:
-        outcome = self._outcomes.pop(trial_id, None)
-        if outcome is not None and not outcome.done():
-            outcome.set_result((status, value))
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
         token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, deadline=None, last_activity=self._clock(),
-                                                 reports=AttemptReports(assessed=self._assessed))
-        env: dict[str, str] = {
-            trial_api.ENV_EXPERIMENT_ID: self.exp_id,
-            trial_api.ENV_TRIAL_ID: record.trial_id,
-            trial_api.ENV_SEQUENCE_ID: str(record.sequence_id),
-            trial_api.ENV_ATTEMPT: str(attempt),
-            trial_api.ENV_MANAGER_HOST: self.training.manager_host(),
-            trial_api.ENV_MANAGER_URL_PREFIX: self.url_prefix,
-            trial_api.ENV_MANAGER_PORT: str(self.port),
-            trial_api.ENV_TOKEN: token,
-            trial_api.ENV_LOG_LEVEL: self.config.log_level,
-            trial_api.ENV_LOG_LIMITS: self.config.log_limits.as_env(),
-        }
-        launch = TrialLaunch(trial_id=record.trial_id, attempt=attempt, command=self.config.trial_command,
-                             code_directory=self.config.trial_code_directory,
-                             parameter_record=self._parameter_record(record), env=env)
+        self._live[record.trial_id] = _LiveTrial(record, attempt, token, AttemptReports(assessed=self._assessed))
+        launch = trial_launch(record, attempt, token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
+                              manager_host=self.training.manager_host(), port=self.port)
         try:
             await self.training.launch(launch)
         except SystemLaunchError as error:   # not the trial's fault: it waits, launching pauses
@@ -671,22 +479,17 @@ class TrialRunner:
         except TrainingServiceError as error:
             self._not_started(record.trial_id, attempt, str(error))
 
-    def _parameter_record(self, record: TrialRecord) -> dict[str, Any]:
-        """The trial's parameter.json; ``parameter_source`` is NNI's, as stored with the trial:
-        "customized" for a strategy's trial, "algorithm" for the tuner's."""
-        return {"parameter_id": record.sequence_id, "parameter_source": record.parameter_source,
-                "parameters": record.parameters, "parameter_index": 0}
-
     def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
         """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""
         live = self._live.get(trial_id)
         if live is None or live.attempt != attempt:
             return  # not this attempt (it ended already)
         del self._live[trial_id]
+        self._deadlines.forget(trial_id)
         self.logger.error("trial %s could not start: %s", trial_id, reason)
         now = time.time()
         self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
-        self._waiting_reasons.pop(trial_id, None)  # starting clears it
+        self._waiting.started(trial_id)
         self._writes.commit(self._launch_failed, live.record, attempt, now)
         self._wake.set()
 
@@ -699,7 +502,8 @@ class TrialRunner:
         if live is None or live.attempt != attempt:
             return  # not this attempt (it ended already)
         del self._live[trial_id]
-        self._retries.appendleft((live.record, attempt))
+        self._deadlines.forget(trial_id)
+        self._waiting.requeue(live.record, attempt, first=True)
         if self._launching.failed(reason, self._clock()):
             self.logger.warning("%s", self.launching_paused)
             self._on_store_unwritable(self.launching_paused)
@@ -719,43 +523,27 @@ class TrialRunner:
 
     # -- limits -------------------------------------------------------------
 
-    def _experiment_time_left(self, now: float) -> float | None:
-        limit = self.config.max_experiment_duration
-        return None if limit is None else max(0.0, self._start + limit - now)
-
-    def _seconds_to_next_deadline(self, now: float) -> float | None:
-        deadlines = []
-        idle_timeout = self.config.trial_idle_timeout
-        for live in self._live.values():
-            if live.stop_reason is None and live.started:
-                if live.deadline is not None:
-                    deadlines.append(live.deadline)
-                if idle_timeout is not None:
-                    deadlines.append(live.last_activity + idle_timeout)
-        left = self._experiment_time_left(now)
-        if left is not None:
-            deadlines.append(now + left)
-        if self._launching.reason is not None and self._retries and self._launching.next_try > now:
-            deadlines.append(self._launching.next_try)   # once past, a slot freeing wakes the loop
-        return max(0.0, min(deadlines) - now) if deadlines else None
+    def _seconds_to_next_deadline(self) -> float | None:
+        now = self._clock()
+        retry = [self._launching.next_try] if self._launching.reason is not None and self._waiting.requeued and \
+            self._launching.next_try > now else []   # once past, a slot freeing wakes the loop
+        return self._deadlines.seconds_to_next(now, self.config, also=retry)
 
     def _enforce_trial_deadlines(self, now: float) -> None:
         idle_timeout = self.config.trial_idle_timeout
-        for live in self._live.values():
-            if live.stop_reason is not None or not live.started:
-                continue
-            if live.deadline is not None and now >= live.deadline:
-                self.logger.info("trial %s ran past maxTrialDuration; stopping it", live.record.trial_id)
-                self._stop_trial(live, TrialState.EARLY_STOPPED)
-            elif idle_timeout is not None and now >= live.last_activity + idle_timeout:
-                live.last_activity = max(live.last_activity, self.training.files.last_output_time(live.record.trial_id))
-                if now >= live.last_activity + idle_timeout:
-                    self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
-                                        live.record.trial_id, idle_timeout)
-                    self._stop_trial(live, TrialState.CRASHED)
+        def last_output_time(trial_id: str) -> float:   # read only when an idle deadline comes
+            return self.training.files.last_output_time(trial_id)
+        for trial_id, reason in self._deadlines.overdue(now, idle_timeout, last_output_time):
+            if reason == TrialState.EARLY_STOPPED:
+                self.logger.info("trial %s ran past maxTrialDuration; stopping it", trial_id)
+            else:
+                self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
+                                    trial_id, idle_timeout)
+            self._stop_trial(self._live[trial_id], reason)
 
     def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
         live.stop_reason = reason
+        self._deadlines.forget(live.record.trial_id)   # a trial being stopped has no deadline left
         self.training.signal(live.record.trial_id, signal.SIGTERM)
         asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
                                               live.record.trial_id, live.attempt)
@@ -769,6 +557,7 @@ class TrialRunner:
     async def _stop_trials(self, reason: TrialState) -> None:
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
+        self._deadlines.clear()
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
         await self.training.stop(self.config.trial_grace_period,
                                  signal.SIGUSR1 if self._preempted else signal.SIGTERM)
@@ -804,10 +593,7 @@ class TrialRunner:
             self._set_state(ExperimentState.STOPPING)
         reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED
         await self._stop_trials(reason)
-        never_run = [record for record, _ in self._retries] + list(self._submitted_by_strategy)
-        self._retries.clear()
-        self._submitted_by_strategy.clear()
-        for record in never_run:
+        for record in self._waiting.take_all():
             self._writes.commit(self._never_run, record, reason, time.time())
         write_deadline = time.monotonic() + writes.FINAL_WRITE_PATIENCE
         await self._writes.drain(write_deadline)  # trial ends reach the tuner before it stops
@@ -853,12 +639,7 @@ class TrialRunner:
         written, or trials cannot be started for a reason outside them (a full or read-only
         disk, no free file descriptor). check-status (``storeUnwritable``), the web UI and
         experiment.log say this."""
-        if self._writes.unwritable is not None:
-            return f"launching new trials is paused: {self.store.path} cannot be written ({self._writes.unwritable})"
-        if self._launching.reason is not None:
-            return (f"launching new trials is paused: {self._launching.reason}; not the trial's fault: it waits, "
-                    f"and a launch is tried again (every {LAUNCH_RETRY_MAX:g} s at most) until one succeeds")
-        return None
+        return self._launching.notice(str(self.store.path), self._writes.unwritable)
 
     def _store_paused(self, reason: str) -> None:
         self.logger.warning("%s; retrying until it can", self.launching_paused)
@@ -884,12 +665,12 @@ class TrialRunner:
                       pid_started: float | None = None, host: str | None = None) -> None:
         live = self._live.get(trial_id)
         if live is not None and live.attempt == attempt:
-            live.started, live.last_activity = True, self._clock()
-            if self.config.max_trial_duration is not None:
-                live.deadline = live.last_activity + self.config.max_trial_duration
+            if live.stop_reason is None:   # a trial being stopped has no deadline left
+                self._deadlines.trial_started(trial_id, attempt, self._clock(),
+                                              max_trial_duration=self.config.max_trial_duration)
             self._wake.set()  # its deadlines count from now
         self._writes.commit(self.store.start_attempt, trial_id, attempt, time.time(), pid, pid_started, host)
-        self._waiting_reasons.pop(trial_id, None)  # starting clears it
+        self._waiting.started(trial_id)
         self.logger.debug("trial %s attempt %d started (pid %s%s)", trial_id, attempt, pid,
                           f" on {host}" if host else "")
         if self._launching.succeeded():   # a trial started: the trouble that paused launching is over
@@ -901,6 +682,7 @@ class TrialRunner:
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
                      preempted: bool = False, *, failed: bool = False) -> None:
         live = self._live.pop(trial_id)
+        self._deadlines.forget(trial_id)
         self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted, failed)
         self._wake.set()
 
@@ -924,89 +706,37 @@ class TrialRunner:
 
     def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None,
                        preempted: bool = False, failed: bool = False) -> None:
-        """Store the reports the attempt could not send, then its end; queued as one
-        write while the store refuses writes (the lines already stored are skipped)."""
+        """Store the reports the attempt could not send, then its end (outcomes.py decides
+        which); queued as one write while the store refuses writes (the lines already
+        stored are skipped)."""
         trial_id, attempt = live.record.trial_id, live.attempt
         self._ingest_metrics_file(live)
-        if preempted or (exit_code != 0 and live.stop_reason != TrialState.EARLY_STOPPED
-                         and self.training.files.marked_preempting(trial_id, attempt)):
-            self._trial_preempted(live, ended, exit_code, signum)
-            return
-        if live.stop_reason is not None:
-            status = live.stop_reason
-        elif exit_code == 0:
-            status = TrialState.SUCCEEDED
-        elif signum is not None and not failed:
-            status = TrialState.CRASHED
+        outcome = exit_outcome(exit_code, signum, stop_reason=live.stop_reason, preempted=preempted, failed=failed,
+                               stopping=self._stop_requested,
+                               marked_preempting=lambda: self.training.files.marked_preempting(trial_id, attempt),
+                               failed_attempts=lambda: self.store.failed_attempts(trial_id),
+                               max_retries=self.config.max_trial_retries)
+        self.store.end_attempt(trial_id, attempt, outcome.status, ended, exit_code, signum,
+                               trial_status=TrialState.WAITING if outcome.again else outcome.status)
+        level, line = outcome.describe(trial_id, attempt, exit_code, signum)
+        self.logger.log(level, "%s", line)
+        if outcome.again:   # a preempted trial first, same parameters and checkpoint folder
+            self._waiting.requeue(live.record, attempt + 1, first=outcome.first)
+        elif outcome.status == TrialState.PREEMPTED:   # a strategy waiting for it hears now; a resume runs it
+            self._strategy.settle(trial_id, TrialState.PREEMPTED, None)
         else:
-            status = TrialState.FAILED
-        # Only failures count against maxTrialRetries (preemptions and stops do not).
-        retry = (status in (TrialState.FAILED, TrialState.CRASHED) and not self._stop_requested
-                 and self.store.failed_attempts(trial_id) < self.config.max_trial_retries)
-        self.store.end_attempt(trial_id, attempt, status, ended, exit_code, signum,
-                               trial_status=TrialState.WAITING if retry else status)
-        how = f"exit code {exit_code}" if signum is None else f"signal {signum}"
-        # A failure or crash is a WARNING (yellow on a terminal), so that it does not look like a success.
-        level = logging.WARNING if status in (TrialState.FAILED, TrialState.CRASHED) else logging.INFO
-        if retry:
-            self.logger.log(level, "trial %s attempt %d %s (%s); retrying", trial_id, attempt, status.value, how)
-            self._retries.append((live.record, attempt + 1))
-        else:
-            self.logger.log(level, "trial %s %s (%s)", trial_id, status.value, how)
-            self._trial_ended(live.record, status, live.reports.final_value, live.reports.has_final)
-        self._wake.set()
-
-    def _trial_preempted(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None) -> None:
-        """PREEMPTED: run again first, same parameters and checkpoint folder, next attempt,
-        counted neither as a failure nor as a new trial; after a stop, on resume."""
-        trial_id, requeue = live.record.trial_id, not self._stop_requested
-        self.store.end_attempt(trial_id, live.attempt, TrialState.PREEMPTED, ended, exit_code, signum,
-                               trial_status=TrialState.WAITING if requeue else TrialState.PREEMPTED)
-        self.logger.warning("trial %s attempt %d PREEMPTED; %s", trial_id, live.attempt,
-                         "it runs again first" if requeue else "a resume runs it again first")
-        if requeue:
-            self._retries.appendleft((live.record, live.attempt + 1))
-        elif trial_id in self._outcomes:
-            self._settle_outcome(trial_id, TrialState.PREEMPTED, None)
+            self._trial_ended(live.record, outcome.status, live.reports.final_value, live.reports.has_final)
         self._wake.set()
 
     def _trial_ended(self, record: TrialRecord, status: TrialState, final_value: Any, has_final: bool) -> None:
         """Tell whoever asked for the trial (the tuner or the strategy) how it ended, once."""
-        self._ended[status] = self._ended.get(status, 0) + 1
-        if has_final:
-            self._progress.offer(record.trial_id, final_value)
-        self._log_progress()
-        if record.trial_id in self._outcomes:
-            self._settle_outcome(record.trial_id, status, final_value if has_final else None)
-            if self.dispatcher is not None and self.config.assessor is not None:
-                # The assessor compares running trials with ended ones, the strategy's too;
-                # the tuner did not propose this trial, so it is not told.
-                self.dispatcher.tell_end(record.sequence_id, record.trial_id, status == TrialState.SUCCEEDED,
-                                         assessor_only=True)
-            return
-        if self.dispatcher is None:
-            return
-        self._tuner_waiting = False  # what it waited for may have come
-        self._ends_told += 1
-        # A non-finite result (NaN from a diverging trial) would poison the tuner's model:
-        # the tuner hears of that trial as a failure, without the result.
-        usable = has_final and metric_number(final_value) is not None
-        if usable:
-            self.dispatcher.tell_result(record.sequence_id, record.parameters, final_value)
-        elif has_final:
-            self.logger.warning("trial %s: its final result %s is not a finite number; the tuner "
-                                "is told the trial failed", record.trial_id, final_value)
-        self.dispatcher.tell_end(record.sequence_id, record.trial_id,
-                                 status == TrialState.SUCCEEDED and (usable or not has_final))
-
-    def _log_progress(self) -> None:
-        """One line a trial: how many ended how, how many run, and the best result so far."""
-        done = sum(self._ended.values())
-        limit = self.config.max_trial_number
-        counts = ", ".join(f"{count} {state.value.lower()}" for state, count in sorted(
-            self._ended.items(), key=lambda item: -item[1]))
-        self.logger.info("progress: %d%s trials ended (%s), %d running%s", done, f"/{limit}" if limit else "",
-                         counts, len(self._live), self._progress.describe())
+        self._progress.trial_ended(record.trial_id, status, final_value, has_final)
+        self.logger.info("%s", self._progress.line(max_trial_number=self.config.max_trial_number,
+                                                   running=len(self._live)))
+        strategy_trial = record.trial_id in self._strategy
+        self._strategy.settle(record.trial_id, status, final_value if has_final else None)
+        self._proposals.trial_ended(record, status, final_value, has_final, strategy_trial=strategy_trial,
+                                    assessed=self._assessed)
 
     @_loop_handler
     def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
@@ -1034,26 +764,18 @@ class TrialRunner:
 
     def _receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
         live = self._live.get(trial_id)
-        if live is None or token is None or not secrets.compare_digest(token, live.token):
-            raise MetricRejected(RefusalKind.FORBIDDEN, f"no running trial {trial_id!r} with this token")
-        if not isinstance(report, dict):
-            raise MetricRejected(RefusalKind.INVALID, "body: expected a JSON object")
-        metric = reports.parse_report(trial_id, report)
-        if metric.attempt != live.attempt:
-            raise MetricRejected(RefusalKind.CONFLICT,
-                                 f"attempt: {metric.attempt} is not the running attempt {live.attempt}")
+        metric = reports.posted_report(trial_id, token, report, running=None if live is None else (live.attempt,
+                                                                                                    live.token))
+        assert live is not None
         if not live.reports.is_new(metric.sequence):
             return  # seen before: reports are idempotent
-        not_now = ("the experiment's database cannot be written now ({}); the report is kept in "
-                   "metrics.jsonl and stored when the trial ends")
         if self._writes.unwritable is not None or self._writes:
-            raise MetricRejected(RefusalKind.UNAVAILABLE,
-                                 not_now.format(self._writes.unwritable or "earlier writes wait"))
+            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(self._writes.unwritable or "earlier writes wait"))
         try:
             self._accept_metric(live, metric)
         except StoreUnavailable as error:
             self._writes.refused(error)
-            raise MetricRejected(RefusalKind.UNAVAILABLE, not_now.format(error.reason)) from None
+            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(error.reason)) from None
 
     def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
         """Store the metric (StoreUnavailable if the store refuses it: then it is not
@@ -1062,7 +784,7 @@ class TrialRunner:
             return  # seen before: reports are idempotent
         # Counted as seen only once committed (the store's refusal raises before).
         decision = live.reports.stored(metric, newly=self.store.add_metric(metric))
-        live.last_activity = self._clock()
+        self._deadlines.active(live.record.trial_id, live.attempt, self._clock())
         if isinstance(decision, AskAssessor) and live.stop_reason is None:
             self._spawn(self._assess(live, decision.history))
 
@@ -1090,20 +812,12 @@ class TrialRunner:
 
     def _ingest_metrics_file(self, live: _LiveTrial) -> None:
         """Pick up reports the trial wrote but could not send (the service reads them, from
-        metrics.jsonl): lines of this attempt whose MAC matches its token. A bad line (not
-        UTF-8, not JSON, a bad field, over its size limit, not signed by this attempt) is
-        skipped with a warning naming its line, in experiment.log and the trial's log."""
-        for number, line in self.training.files.unsent_reports(live.record.trial_id):
-            try:
-                metric = reports.parse_metrics_line(line, live.record.trial_id, live.attempt, live.token)
-            except reports.BadReportLine as error:
-                self._skip_line(live, number, str(error))
-                continue
-            if metric is not None:
-                self._accept_metric(live, metric)
+        metrics.jsonl); a bad line is warned about once, naming it, in experiment.log and
+        the trial's log (intake.unsent_metrics)."""
+        trial_id, files = live.record.trial_id, self.training.files
 
-    def _skip_line(self, live: _LiveTrial, number: int, reason: str) -> None:
-        if not live.reports.first_skip(number):
-            return
-        message = self.training.files.note_skipped(live.record.trial_id, number, reason)
-        self.logger.warning("trial %s: %s", live.record.trial_id, message)
+        def skipped(number: int, reason: str) -> None:
+            self.logger.warning("trial %s: %s", trial_id, files.note_skipped(trial_id, number, reason))
+        for metric in unsent_metrics(files.unsent_reports(trial_id), trial_id, live.attempt, live.token, live.reports,
+                                     on_skipped=skipped):
+            self._accept_metric(live, metric)

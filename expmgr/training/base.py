@@ -107,9 +107,11 @@ class TrialEvents(Protocol):
         """The attempt runs: as process ``pid`` (started at ``pid_started``, seconds since the
         epoch, so that a resume can tell it from a later process with that pid) on ``host``."""
 
-    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None, *,
-                     failed: bool = False) -> None:
-        """The attempt's process ended: with ``exit_code``, or killed by ``signal``; ``failed``:
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None,
+                     preempted: bool = False, *, failed: bool = False) -> None:
+        """The attempt's process ended: with ``exit_code``, or killed by ``signal``; ``preempted``:
+        the service knows its node was taken away (PREEMPTED, run again first, whatever the
+        exit; a trial's own ``mark_preempting()`` is read from its files instead); ``failed``:
         the service killed it for a fault of the trial's own (over its process limit), so
         it FAILED, not CRASHED, whatever the signal."""
 

@@ -463,7 +463,7 @@ def test_a_launch_the_system_refuses_leaves_the_trial_waiting_and_pauses_launchi
 
 
 def test_a_stop_while_launching_is_paused_leaves_the_trial_for_a_resume(tmp_path: Path):
-    from expmgr.engine.runner import _REQUEUED_ON_RESUME
+    from expmgr.engine.resume import REQUEUED_ON_RESUME
 
     async def test(h: Harness) -> None:
         h.service.system_trouble = "cannot start trial: [Errno 28] No space left on device"
@@ -471,7 +471,7 @@ def test_a_stop_while_launching_is_paused_leaves_the_trial_for_a_resume(tmp_path
         h.runner.request_stop()
         trial_id = h.service.refused[0][0]
         await h.until(lambda: h.status(trial_id) == TrialState.USER_CANCELED, "the waiting trial cancelled")
-        assert TrialState.USER_CANCELED in _REQUEUED_ON_RESUME, "a resume runs it"
+        assert TrialState.USER_CANCELED in REQUEUED_ON_RESUME, "a resume runs it"
 
     assert run_with(tmp_path, [{"x": 0}], test, max_trial_number=1) == ExperimentState.STOPPED
 
@@ -593,3 +593,20 @@ def test_the_assessor_gets_each_attempts_history_without_the_store_read_again_pe
         h.service.exit(trial.trial_id, 0)
 
     run_with(tmp_path, [{"x": 0}], test, assessor={"name": "Medianstop"})
+
+
+def test_a_trial_being_stopped_has_no_deadline_left_even_if_its_process_starts_after(tmp_path: Path):
+    async def test(h: Harness) -> None:
+        h.service.start_on_launch = False
+        await h.until(lambda: len(h.service.launched) == 1, "the launch")
+        trial_id = h.service.launched[0].trial_id
+        h.runner.kill_trial(trial_id)
+        assert h.service.signals == [(trial_id, signal.SIGTERM)]
+        h.service.events.trial_started(trial_id, 1, 4242)
+        h.advance(30)   # far past maxTrialDuration and trialIdleTimeout
+        await asyncio.sleep(0.01)
+        assert h.service.signals == [(trial_id, signal.SIGTERM)], "stopped once, by the kill"
+        h.service.exit(trial_id, None, signal.SIGTERM)
+        await h.until(lambda: h.status(trial_id) == TrialState.USER_CANCELED, "USER_CANCELED")
+
+    run_with(tmp_path, [{"x": 0}], test, max_trial_duration=10, trial_idle_timeout=5, max_trial_number=1)

@@ -141,8 +141,8 @@ class RayCluster:
                                                   f"--system-config={json.dumps(SYSTEM_CONFIG)}"])
             # `ray start` writes the GCS address here just after its "Ray runtime started."
             address_file = self.temp_dir / "ray_current_cluster"
-            self.address = wait_until(lambda: address_file.exists() and address_file.read_text().strip(),
-                                      NODE_START_TIMEOUT, "the head node's GCS address")
+            self.address = str(wait_until(lambda: address_file.exists() and address_file.read_text().strip(),
+                                          NODE_START_TIMEOUT, "the head node's GCS address"))
             self.head.node_id = self._await_registered(self.head, "node_head")
             self.add_worker()
         except BaseException:
@@ -232,7 +232,8 @@ class RayCluster:
             raise RayClusterError(f"drain reason {reason!r} is not one of {sorted(DRAIN_REASONS)}")
         deadline_ms = 0 if deadline_s is None else int(time.time() * 1000 + deadline_s * 1000)
         accepted, refusal = self._gcs_client().drain_node(
-            self.worker_node_id, autoscaler_pb2.DrainNodeReason.Value(DRAIN_REASONS[reason]),
+            self.worker_node_id, autoscaler_pb2.DrainNodeReason.Value(  # type: ignore[attr-defined]
+                DRAIN_REASONS[reason]),
             message, deadline_ms)
         if not accepted:
             raise RayClusterError(f"the GCS refused to drain node {self.worker_node_id}: {refusal}")
@@ -256,7 +257,7 @@ class RayCluster:
         """Nodes being drained, with their deadlines in ms since the epoch (0: none), read as
         Ray Train's PreemptionWatcher reads them (GlobalStateAccessor.get_draining_nodes)."""
         from ray._private.state import GlobalState
-        from ray._raylet import GcsClientOptions
+        from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]
         state = GlobalState()
         state._initialize_global_state(GcsClientOptions.create(
             self.address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
@@ -314,7 +315,7 @@ class RayCluster:
                 if info.state == info.ALIVE and marker in info.resources_total and node_id not in known:
                     return node_id
             return None
-        return wait_until(registered, NODE_START_TIMEOUT, f"the {node.role} node to register")
+        return str(wait_until(registered, NODE_START_TIMEOUT, f"the {node.role} node to register"))
 
     def _died(self, node: RayNode, fail: bool = False) -> bool:
         if node.process.poll() is None:

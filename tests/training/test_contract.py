@@ -47,8 +47,8 @@ class Recorder:
                       pid_started: float | None = None, host: str | None = None) -> None:
         self.events.append(("started", trial_id, attempt))
 
-    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None, *,
-                     failed: bool = False) -> None:
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None,
+                     preempted: bool = False, *, failed: bool = False) -> None:
         self.events.append(("exited", trial_id, attempt, exit_code, signal))
 
     def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
