@@ -65,7 +65,7 @@ def ssh_hosts_unavailable() -> str | None:
     """Why real sshd hosts cannot run here, or None when they can."""
     if os.geteuid() != 0:
         return "the sshd hosts need root (a user per host, mount and PID namespaces)"
-    for program in (SSHD, "ssh-keygen", "unshare", "openssl"):
+    for program in (SSHD, "ssh-keygen", "unshare"):
         if shutil.which(program) is None:
             return f"{program} not found: install Debian's openssh-server (.ci/run does)"
     probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "true"],
@@ -286,8 +286,7 @@ class SshHosts:
 
     def _make_user(self, host: SshHost) -> None:
         etc = host.root / "etc"
-        hashed = subprocess.run(["openssl", "passwd", "-6", "-stdin"], input=host.password,
-                                capture_output=True, text=True, check=True).stdout.strip()
+        hashed = _crypt(host.password)
         entry = f"{host.user}:x:{host.uid}:{host.uid}::{host.home}:/bin/bash\n"
         (etc / "passwd").write_text(Path("/etc/passwd").read_text() + entry)
         (etc / "group").write_text(Path("/etc/group").read_text() + f"{host.user}:x:{host.uid}:\n")
@@ -307,6 +306,16 @@ class SshHosts:
 def _keygen(path: Path, passphrase: str) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", path.name, "-f", str(path)],
                    check=True, stdin=subprocess.DEVNULL)
+
+
+def _crypt(password: str) -> str:
+    """The password's SHA-512 crypt hash for /etc/shadow, by libcrypt (which sshd itself uses)."""
+    libcrypt = ctypes.CDLL("libcrypt.so.1")
+    libcrypt.crypt.restype = ctypes.c_char_p
+    hashed = libcrypt.crypt(password.encode(), f"$6${secrets.token_hex(8)}$".encode())
+    if not hashed or not hashed.startswith(b"$6$"):
+        raise SshHostError("libcrypt could not hash a password")
+    return hashed.decode()
 
 
 def _free_port() -> int:
@@ -344,7 +353,10 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
     reason = ssh_hosts_unavailable()
     if reason:
         pytest.skip(reason)
-    hosts = SshHosts(hidden=[tmp_path_factory.getbasetemp()])
+    basetemp = tmp_path_factory.getbasetemp()
+    # Under pytest-xdist each worker's basetemp is a folder of the run's: hide the run's.
+    hidden = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+    hosts = SshHosts(hidden=[hidden])
     try:
         hosts.add_host("host1")
         hosts.add_host("host2")
