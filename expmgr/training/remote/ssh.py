@@ -177,7 +177,7 @@ class HostConnection:
             options["password"] = target.password
         try:
             connection = await asyncssh.connect(target.host, **options)  # type: ignore[arg-type]
-        except Exception as error:  # noqa: BLE001 - each kind becomes a message below
+        except (OSError, asyncssh.Error, ValueError, asyncio.TimeoutError) as error:
             raise RemoteHostError(target.name, _connect_failure(target, checker, error, connect_timeout)) from None
         host = cls(target, connection)
         if check_python:
@@ -368,6 +368,9 @@ def _connect_failure(target: SshTarget, checker: _HostKeyChecker, error: BaseExc
     if isinstance(error, asyncssh.HostKeyNotVerifiable) and checker.refused == "unknown":
         return (f"host key not in {known_hosts}; add it (ssh-keyscan, or ssh to the host once) "
                 f"or set strictHostKeyChecking: accept-new")
+    if isinstance(error, asyncssh.HostKeyNotVerifiable):  # not this host's: a ProxyJump host's, checked by asyncssh
+        return (f"on the way: {_reason(error)}; add that host's key to the known_hosts file its ssh config "
+                f"names (UserKnownHostsFile, else ~/.ssh/known_hosts)")
     if isinstance(error, asyncssh.PermissionDenied):
         how = " and ".join(filter(None, [
             f"key {target.key_file}" if target.key_file else "",
@@ -390,9 +393,7 @@ def _connect_failure(target: SshTarget, checker: _HostKeyChecker, error: BaseExc
         return f"no answer within {timeout:g} s (host down, or a firewall in between?)"
     if isinstance(error, asyncssh.ConfigParseError):
         return f"cannot read the ssh config {target.ssh_config}: {_reason(error)}"
-    if isinstance(error, (asyncssh.Error, OSError, ValueError)):
-        return f"cannot connect: {_reason(error)}"
-    return f"cannot connect: {type(error).__name__}: {error}"
+    return f"cannot connect: {_reason(error)}"
 
 
 def _connected_name(target: SshTarget, connection: asyncssh.SSHClientConnection) -> str:

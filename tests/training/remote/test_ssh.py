@@ -129,6 +129,19 @@ def test_proxy_jump_reaches_a_host_through_another(ssh_host_pair, ssh_client_hom
     assert on_jump
 
 
+def test_proxy_jump_host_with_an_unknown_key_is_refused(ssh_host_pair, ssh_client_home, tmp_path):
+    jump, behind = ssh_host_pair.hosts
+    only_behind = ssh_host_pair.write_known_hosts(tmp_path / "known_hosts", [behind])
+    common = {"HostName": "127.0.0.1", "IdentityFile": str(ssh_host_pair.client_key),
+              "UserKnownHostsFile": str(only_behind)}
+    config = write_ssh_config(tmp_path / "ssh_config", {
+        "jump": {**common, "Port": str(jump.port), "User": jump.user},
+        "behind": {**common, "Port": str(behind.port), "User": behind.user, "ProxyJump": "jump"}})
+    message = connect_error(SshTarget(host="behind", ssh_config=config, known_hosts=only_behind))
+    assert message.startswith("host behind: on the way: Host key is not trusted for host 127.0.0.1; add that "
+                              "host's key to the known_hosts file its ssh config names")
+
+
 def test_ssh_agent_key_is_used(ssh_host_pair, ssh_client_home, tmp_path, monkeypatch):
     host = ssh_host_pair.hosts[1]
     socket_path = tmp_path / "agent.sock"
