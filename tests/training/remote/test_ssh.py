@@ -348,17 +348,20 @@ def test_open_process_streams_both_ways_and_sees_eof_when_the_connection_closes(
     marker = f"eof-{uuid.uuid4().hex[:8]}"
     program = _stdin_reader(marker)
 
-    async def main() -> bytes:
+    async def main() -> tuple[bytes, list[psutil.Process]]:
         connection = await HostConnection.connect(target(ssh_host_pair, host))
         process = await connection.open_process(f"python3 -c '{program}' {marker}")
         process.stdin.write(b"ping\n")
         await process.stdin.drain()
         answer = await process.stdout.readline()
+        remote = processes_with(host, marker)
         await connection.close()
-        return answer
+        return answer, remote
 
-    assert asyncio.run(main()) == b"pong ping\n"
-    wait_until(lambda: not processes_with(host, marker), GONE_TIMEOUT, "the remote process to end")
+    answer, remote = asyncio.run(main())
+    assert answer == b"pong ping\n"
+    assert remote, "the remote process was not found on the host"
+    wait_until(lambda: not any(_alive(p) for p in remote), GONE_TIMEOUT, "the remote process to end")
     assert (host.home / marker).read_text() == "stdin closed"
 
 
@@ -385,14 +388,18 @@ def test_a_sigkilled_manager_leaves_its_remote_process_reading_eof(ssh_host_pair
     fields = {"host": login.host, "port": login.port, "user": login.user, "key_file": str(login.key_file),
               "known_hosts": str(login.known_hosts)}
     command = f"python3 -c '{_stdin_reader(marker)}' {marker}"
-    manager = subprocess.Popen([PYTHON, str(client), json.dumps(fields), command], stdout=subprocess.PIPE, text=True)
+    errors = tmp_path / "client.stderr"
+    with open(errors, "wb") as stderr:
+        manager = subprocess.Popen([PYTHON, str(client), json.dumps(fields), command], stdout=subprocess.PIPE,
+                                   stderr=stderr, text=True)
     try:
         assert manager.stdout is not None
-        assert manager.stdout.readline() == "pong ping\n"
-        assert processes_with(host, marker)
+        assert manager.stdout.readline() == "pong ping\n", errors.read_text()
+        remote = processes_with(host, marker)
+        assert remote, [p.cmdline() for p in host.processes()]
         manager.send_signal(signal.SIGKILL)
         manager.wait()
-        wait_until(lambda: not processes_with(host, marker), GONE_TIMEOUT, "the remote process to end")
+        wait_until(lambda: not any(_alive(p) for p in remote), GONE_TIMEOUT, "the remote process to end")
         assert (host.home / marker).read_text() == "stdin closed"
     finally:
         manager.kill()
@@ -413,6 +420,13 @@ def test_run_output_past_its_limit_is_an_error(ssh_host_pair, ssh_client_home):
             await connection.close()
 
     assert asyncio.run(main()).endswith("`head -c 5000 /dev/zero` wrote more than 4096 bytes")
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _stdin_reader(marker: str) -> str:
