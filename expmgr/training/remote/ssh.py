@@ -15,7 +15,10 @@ asyncssh (in this process, on the manager's asyncio loop): the user's ``~/.ssh/c
 aliases, HostName, Port, User, IdentityFile, ProxyJump), the agent at ``SSH_AUTH_SOCK``,
 passwords (NNI's ``password``), host keys checked against ``known_hosts``: an unknown key is
 refused unless ``strict_host_key_checking="accept-new"``, which records it on first use; a
-changed key is always refused. No pseudo-terminal is asked for: when the connection ends (the
+changed key is always refused. For the target host the experiment's fields decide
+(``known_hosts``, ``strict_host_key_checking``), not the ssh config's ``UserKnownHostsFile`` or
+``StrictHostKeyChecking``; ProxyJump hosts are checked as the ssh config says (asyncssh's own
+connection, as OpenSSH checks them). No pseudo-terminal is asked for: when the connection ends (the
 manager closes it, or dies and its kernel closes the socket), sshd closes each session's pipes
 and the remote processes read end-of-file on stdin, which the host agent takes as its cue.
 """
@@ -158,15 +161,12 @@ class HostConnection:
         and recent enough; RemoteHostError otherwise."""
         checker = _HostKeyChecker(target)
         options: dict[str, object] = {
-            "config": [str(target.ssh_config)] if target.ssh_config.is_file() else [],
             "known_hosts": checker.trusted_keys,
             "client_factory": lambda: _Client(checker),
             "connect_timeout": connect_timeout,
             "keepalive_interval": keepalive_interval,
             "keepalive_count_max": KEEPALIVE_COUNT_MAX,
         }
-        if target.port is not None:
-            options["port"] = target.port
         if target.user is not None:
             options["username"] = target.user
         if target.key_file is not None:
@@ -176,7 +176,9 @@ class HostConnection:
         if target.password is not None:
             options["password"] = target.password
         try:
-            connection = await asyncssh.connect(target.host, **options)  # type: ignore[arg-type]
+            connection = await asyncssh.connect(
+                target.host, target.port if target.port is not None else (),
+                config=[str(target.ssh_config)] if target.ssh_config.is_file() else [], **options)
         except (OSError, asyncssh.Error, ValueError, asyncio.TimeoutError) as error:
             raise RemoteHostError(target.name, _connect_failure(target, checker, error, connect_timeout)) from None
         host = cls(target, connection)

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from expmgr.training.remote.ssh import HostConnection, RemoteHostError, SshTarget
+from expmgr.training.remote.ssh import STDERR_TAIL, HostConnection, RemoteHostError, SshTarget
 from tests.helpers.common import PYTHON, wait_until
 from tests.helpers.ssh_hosts import (CLIENT_KEY_PASSPHRASE, SshHost, SshHosts, ssh_client_home,  # noqa: F401
                                      ssh_host_pair, ssh_hosts, write_ssh_config)
@@ -404,6 +404,27 @@ def test_a_sigkilled_manager_leaves_its_remote_process_reading_eof(ssh_host_pair
     finally:
         manager.kill()
         manager.wait()
+
+
+def test_open_process_stderr_flood_does_not_stall_stdout_and_its_tail_and_exit_status_are_kept(
+        ssh_host_pair, ssh_client_home):
+    host = ssh_host_pair.hosts[1]
+    # Both streams share the channel's window: unread stderr would stop stdout too.
+    program = ("import sys; sys.stderr.write(\"e\" * 4000000 + \"last words\"); sys.stderr.flush(); "
+               "print(\"done\", flush=True); sys.exit(5)")
+
+    async def main() -> tuple[bytes, int | None, str]:
+        connection = await HostConnection.connect(target(ssh_host_pair, host))
+        try:
+            process = await connection.open_process(f"python3 -c '{program}'")
+            line = await asyncio.wait_for(process.stdout.readline(), GONE_TIMEOUT)
+            return line, await process.wait(), process.stderr_tail()
+        finally:
+            await connection.close()
+
+    line, status, tail = asyncio.run(main())
+    assert (line, status) == (b"done\n", 5)
+    assert len(tail) == STDERR_TAIL and tail.endswith("eeelast words")
 
 
 def test_run_output_past_its_limit_is_an_error(ssh_host_pair, ssh_client_home):
