@@ -427,6 +427,31 @@ def test_open_process_stderr_flood_does_not_stall_stdout_and_its_tail_and_exit_s
     assert len(tail) == STDERR_TAIL and tail.endswith("eeelast words")
 
 
+def test_a_host_gone_silent_is_noticed_by_keepalive(ssh_hosts, ssh_client_home, tmp_path):
+    # Every process of the host stopped: no FIN, no answer, as when its network goes away.
+    with ssh_hosts.extra_host("silent") as host:
+        known_hosts = ssh_hosts.write_known_hosts(tmp_path / "known_hosts", [host])
+
+        async def main() -> bool:
+            connection = await HostConnection.connect(target(ssh_hosts, host, known_hosts=known_hosts),
+                                                      keepalive_interval=0.2)
+            stopped = host.processes()
+            for process in stopped:
+                process.suspend()
+            try:
+                await asyncio.wait_for(connection.wait_closed(), GONE_TIMEOUT)
+                return connection.closed
+            finally:
+                for process in stopped:
+                    try:
+                        process.resume()
+                    except psutil.NoSuchProcess:
+                        pass
+                await connection.close()
+
+        assert asyncio.run(main())
+
+
 def test_run_output_past_its_limit_is_an_error(ssh_host_pair, ssh_client_home):
     host = ssh_host_pair.hosts[0]
 
