@@ -2,12 +2,14 @@
 each "host" is Debian's ``sshd`` on a free 127.0.0.1 port, with its own host key, its own
 user (uid, password, home with ``~/.ssh/authorized_keys``) and its own view of the files.
 
-    def test_something(ssh_hosts):
-        host = ssh_hosts.hosts[0]
+    def test_something(ssh_host_pair, ssh_client_home):      # both hosts up; HOME of its own
+        host = ssh_host_pair.hosts[0]
         target = SshTarget(host="127.0.0.1", port=host.port, user=host.user,
-                           key_file=ssh_hosts.client_key, known_hosts=ssh_hosts.known_hosts)
-        host.processes()          # every process running on that host
-        host.kill()               # the host dies: sshd and every process on it, at once
+                           key_file=ssh_host_pair.client_key, known_hosts=ssh_host_pair.known_hosts)
+        ssh_host_pair.machine(host)   # {"host": "127.0.0.1", "port": ..., "user": ..., "sshKeyFile": ...}
+        host.processes()              # every process running on that host
+        host.kill()                   # the host dies: sshd and every process on it, at once
+        host.start()                  # and comes back (same key and home, another port)
 
 How a host is made (needs root: skipped with the reason otherwise):
 
@@ -24,7 +26,10 @@ How a host is made (needs root: skipped with the reason otherwise):
 
 ``SshHosts`` is one session's set: a client key pair (and a copy of it with a passphrase),
 the ``known_hosts`` file with every host's key, and the hosts. ``host.bin_dir`` is first on
-the PATH of the host's sessions: put a program there (a fake ``nvidia-smi``) for that host.
+the PATH of the host's sessions: put a program there (a fake ``nvidia-smi``) for that host;
+its users run HOST_PYTHON (Debian's ``python3``: the test interpreter lies below /root, which
+they cannot read), and files for them go below ``SshHosts.root`` (not in pytest's folders,
+which they do not see). ``extra_host()`` makes a host for one test (a host without Python).
 """
 from __future__ import annotations
 
@@ -266,6 +271,14 @@ class SshHosts:
         self._make_user(host)
         host.bin_dir.mkdir(mode=0o755)
         return host.start()
+
+    def machine(self, host: SshHost, **fields: object) -> dict[str, object]:
+        """The host as an entry of NNI's ``machineList`` (v2 field names), logging in with the
+        client key; ``fields`` add or replace (``password=host.password, sshKeyFile=None``)."""
+        entry: dict[str, object] = {"host": "127.0.0.1", "port": host.port, "user": host.user,
+                                    "sshKeyFile": str(self.client_key)}
+        entry.update(fields)
+        return {key: value for key, value in entry.items() if value is not None}
 
     def write_known_hosts(self, path: Path, hosts: list[SshHost] | None = None) -> Path:
         """Write a known_hosts file with ``hosts``' keys (all by default)."""

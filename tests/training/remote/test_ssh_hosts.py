@@ -35,7 +35,10 @@ def test_two_hosts_each_with_its_own_port_user_home_and_host_key(ssh_host_pair, 
     assert len({first.port, second.port}) == len({first.uid, second.uid}) == 2
     assert first.host_public_key != second.host_public_key
     for host in (first, second):
-        out = asyncio.run(_run(_target(ssh_host_pair, host), "id -u; echo $HOME; echo $PATH"))
+        machine = ssh_host_pair.machine(host)
+        login = SshTarget(host=str(machine["host"]), port=int(str(machine["port"])), user=str(machine["user"]),
+                          key_file=Path(str(machine["sshKeyFile"])), known_hosts=ssh_host_pair.known_hosts)
+        out = asyncio.run(_run(login, "id -u; echo $HOME; echo $PATH"))
         assert out.split() == [str(host.uid), str(host.home), f"{host.bin_dir}:/usr/local/bin:/usr/bin:/bin"]
 
 
