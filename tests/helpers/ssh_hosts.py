@@ -146,6 +146,12 @@ class SshHost:
             return []
         return [p for p in found if _alive(p)]
 
+    def wait_idle(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until only the host's unshare and sshd listener run: every session ended
+        (sshd's processes of a closed connection end a moment after the client is told)."""
+        wait_until(lambda: len(self.processes()) <= 2, timeout,
+                   f"the sessions of host {self.name} to end: {[p.pid for p in self.processes()]}")
+
     def kill(self) -> None:
         """The host dies at once: SIGKILL to its namespace's init ends every process on it.
         Wait until none is left. Safe to call again; ``start()`` brings the host back."""
@@ -379,14 +385,19 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
 
 
 @pytest.fixture
-def ssh_host_pair(ssh_hosts: SshHosts) -> SshHosts:
-    """The session's hosts, each running again if an earlier test killed it."""
+def ssh_host_pair(ssh_hosts: SshHosts) -> Iterator[SshHosts]:
+    """The session's hosts, each running again if an earlier test killed it. After the test,
+    waits until no session of the test is left on them (before the check for processes left
+    behind, which would otherwise catch sshd's processes of a closed connection mid-exit)."""
     for host in ssh_hosts.hosts:
         if host.process is None or host.process.poll() is not None:
             host.process = None
             host.start()
     ssh_hosts.write_known_hosts(ssh_hosts.known_hosts)
-    return ssh_hosts
+    yield ssh_hosts
+    for host in ssh_hosts.hosts:
+        if host.process is not None:
+            host.wait_idle()
 
 
 @pytest.fixture
