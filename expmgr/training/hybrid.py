@@ -50,6 +50,8 @@ class HybridTrainingService(TrainingService):
         answers for its own ended trials, as a service does)."""
         self._next = 0
         """Where the round-robin looks first for the next launch."""
+        self._running = False
+        """Every member started, and the hybrid is not stopped: only then is there room."""
 
     async def start(self) -> None:
         """Start every member at once (a remote one may take seconds to connect). If one
@@ -58,6 +60,7 @@ class HybridTrainingService(TrainingService):
         results = await asyncio.gather(*(member.start() for member in self.members), return_exceptions=True)
         failures = [(name, result) for name, result in zip(self.names, results) if isinstance(result, BaseException)]
         if not failures:
+            self._running = True
             return
         await self.stop(grace_period=0)   # nothing ran yet: what the others started ends now
         name, failure = failures[0]
@@ -67,7 +70,7 @@ class HybridTrainingService(TrainingService):
         raise RuntimeError(f"{name} failed to start") from failure
 
     def has_capacity(self) -> bool:
-        return any(member.has_capacity() for member in self.members)
+        return self._running and any(member.has_capacity() for member in self.members)
 
     def waiting_reason(self) -> str | None:
         """The members' reasons, each named; None when none has one (trials then wait to be
@@ -102,6 +105,7 @@ class HybridTrainingService(TrainingService):
     async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
         """Stop every member at once (each gives its trials the same grace period); all are
         stopped even when one raises, then the first error is raised."""
+        self._running = False
         results = await asyncio.gather(*(member.stop(grace_period, signum) for member in self.members),
                                        return_exceptions=True)
         for result in results:

@@ -177,6 +177,23 @@ def test_a_member_that_cannot_start_is_named_in_one_line_and_the_others_are_stop
     assert message.startswith("trainingService[1]: trialGpuNumber is 2 but trainingService.gpuIndices [0] gives "
                               "1 GPU(s)") and "\n" not in message, message
     assert _our_live_processes() - before == set(), "the member that started (and its watchdog) is stopped"
+    assert not hybrid.service.has_capacity(), "a hybrid that did not start has no room"
+
+
+def test_a_leftover_process_is_ended_by_the_member_that_can_find_it(tmp_path: Path):
+    async def test(h: Hybrid) -> None:
+        leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        try:
+            started = psutil.Process(leftover.pid).create_time()
+            assert not h.service.end_leftover("old", leftover.pid, started + 5), "another process's pid"
+            assert h.service.end_leftover("old", leftover.pid, started)
+            leftover.wait(timeout=DEADLINE)
+        finally:
+            if leftover.poll() is None:
+                leftover.kill()
+                leftover.wait()
+
+    run_hybrid(tmp_path, test)
 
 
 def _hybrid_config(tmp_path: Path, code_dir: Path) -> ExperimentConfig:
