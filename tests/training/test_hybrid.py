@@ -230,6 +230,7 @@ def test_a_hybrid_experiment_is_stored_and_listed_as_local_plus_remote_and_a_mem
         assert store.profile().platform == "local+remote"
     [entry] = Registry(tmp_path / "home").entries()
     assert entry.platform == "local+remote"
+    assert experiment.get_experiment_metadata(experiment.id)["platform"] == "local+remote", "NNI's experiments-info"
     env = {**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
     listed = subprocess.run([sys.executable, "-m", "expmgr.cli", "experiment", "list", "--all", "--json"],
                             env=env, capture_output=True, text=True, timeout=120)
