@@ -142,7 +142,15 @@ def test_a_signal_reaches_the_trial_on_the_member_running_it_and_no_other(tmp_pa
 
 
 def _our_live_processes() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+    """This test process's descendants still running (an ended one not yet reaped is not)."""
+    alive = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                alive.add(process.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
 
 
 def test_stop_ends_every_members_trials_within_the_grace_period_and_leaves_no_process(tmp_path: Path):
