@@ -33,8 +33,9 @@ from tests.helpers.common import REPO
 from tests.helpers.trial_events import Recorder
 
 DEADLINE = 30.0
-ONE_GPU = ResolvedLocalConfig(gpu_indices=(0,), max_trial_number_per_gpu=1)
-"""A member with one slot: one GPU, one trial on it (no nvidia-smi needed: gpuIndices is taken as is)."""
+ONE_GPU = ResolvedLocalConfig(gpu_indices=(0,), max_trial_number_per_gpu=1, use_active_gpu=True)
+"""A member with one slot: one GPU, one trial on it (no nvidia-smi needed: gpuIndices is taken as is;
+what other processes run on it does not count)."""
 HOSTS = ("127.0.0.1", "localhost")
 """Each member's manager host, which a local service names as its trials' host: which member
 told an attempt's start shows in the host it gives."""
