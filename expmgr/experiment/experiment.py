@@ -186,7 +186,7 @@ class Experiment(ExperimentQueries):
                 store = create_store(paths, ExperimentProfile(
                     id=self.id, name=config.experiment_name, config=config.to_dict(),
                     status=ExperimentState.INITIALIZED, error=None, start_time=now, end_time=None,
-                    port=self.port, log_dir=str(paths.root), platform=config.training_service.platform,
+                    port=self.port, log_dir=str(paths.root), platform=config.platform,
                     minimizes=config.minimizes))
                 make_private_files(*paths.database_files)  # SQLite made them 0644 less the umask
             else:
@@ -196,7 +196,7 @@ class Experiment(ExperimentQueries):
             registry = Registry(home)
             registry.add(RegistryEntry(id=self.id, name=config.experiment_name, dir=str(paths.root), port=self.port,
                                        pid=os.getpid(), status=ExperimentState.INITIALIZED, start_time=now,
-                                       platform=config.training_service.platform))
+                                       platform=config.platform))
             self._log_attachment = attach_experiment(self.id, paths.experiment_log, config.log_level,
                                                      limits=config.log_limits)
             for note in config.notes:   # e.g. an NNI v1 config converted: the first lines of experiment.log

@@ -1,6 +1,6 @@
 """Training services: where trial processes run. ``base`` has the interface (process
 control), ``files`` the trial-files port (a trial's output, reports and checkpoint),
-``local`` this machine, ``ray`` a Ray cluster.
+``local`` this machine, ``ray`` a Ray cluster, ``hybrid`` a list of services as one.
 
 May import: ``expmgr.config`` (a service is built from its part of the config),
 ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial); nothing
@@ -8,6 +8,7 @@ from store, dispatcher, engine, server, experiment or cli.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import TYPE_CHECKING, Callable
 
@@ -27,10 +28,22 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
     Built by the factory its platform names (``expmgr.config.PLATFORMS``); a platform with no
-    service yet (remote) or a list of services (hybrid) gets one whose ``start()`` refuses."""
+    service yet (remote) gets one whose ``start()`` refuses. A list of services (NNI's
+    hybrid form) is a ``HybridTrainingService`` over each one's service, built so, each
+    telling ``events`` of its own trials."""
+    if len(config.training_services) == 1:
+        return _service_of(config, events, paths, manager_host)
+    from expmgr.training.hybrid import HybridTrainingService
+    members = [_service_of(dataclasses.replace(config, training_service=section, training_services=(section,)),
+                           events, paths, manager_host) for section in config.training_services]
+    return HybridTrainingService(members, names=[f"trainingService[{index}] ({section.platform})"
+                                                 for index, section in enumerate(config.training_services)])
+
+
+def _service_of(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",
+                manager_host: str) -> TrainingService:
+    """The service of ``config``'s one training service (``config.training_service``)."""
     from expmgr.config import PLATFORMS
-    if len(config.training_services) > 1:
-        return _NotBuilt(f"a list of training services (hybrid: {config.platform})", paths, manager_host)
     platform = PLATFORMS.get(config.training_service.platform)
     if platform is None:
         raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
@@ -43,9 +56,10 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
 
 class _NotBuilt(TrainingService):
     """The one refusal to run trials where the config is read and checked but no service
-    runs them yet (a platform whose ``PLATFORMS`` entry names no service, remote; a list of
-    several services, hybrid): ``start()`` raises a one-line TrainingServiceError, which ends
-    the experiment in ERROR with it before any trial, as any service failing to start."""
+    runs them yet (a platform whose ``PLATFORMS`` entry names no service, remote; also as a
+    member of a list of services, whose start then fails naming it): ``start()`` raises a
+    one-line TrainingServiceError, which ends the experiment in ERROR with it before any
+    trial, as any service failing to start."""
 
     def __init__(self, what: str, paths: "ExperimentPaths", manager_host: str) -> None:
         from expmgr.config import PLATFORMS
@@ -82,12 +96,22 @@ def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:
     """The files of the trials of the experiment at ``paths`` whose trials run on
     ``platform`` (as stored with it): what its service's ``files`` reads, built without the
     service, for readers of a stored experiment (the server, ``expctl log``), by the
-    callable its entry of ``expmgr.config.PLATFORMS`` names."""
+    callable its entry of ``expmgr.config.PLATFORMS`` names. A list of services, stored as
+    ``local+remote``, is read by the one its members share (each keeps its trials' files
+    in the manager's ``trials/<id>/``, as ``HybridTrainingService`` requires)."""
     from expmgr.config import PLATFORMS
-    entry = PLATFORMS.get(platform)
-    if entry is None:
-        raise TrainingServiceError(f"no trial files for platform {platform!r}: expected one of "
+    from expmgr.config._platforms import HYBRID_SEPARATOR   # joins a list's platforms (platforms_label)
+    names = platform.split(HYBRID_SEPARATOR)
+    unknown = [name for name in names if name not in PLATFORMS]
+    if unknown:
+        raise TrainingServiceError(f"no trial files for platform {unknown[0]!r}"
+                                   f"{f' (in {platform!r})' if len(names) > 1 else ''}: expected one of "
                                    f"{', '.join(PLATFORMS)}")
-    module, name = entry.files.split(":")
+    kinds = {PLATFORMS[name].files for name in names}
+    if len(kinds) > 1:
+        raise TrainingServiceError(
+            f"no trial files for platform {platform!r}: its training services keep their trials' files in "
+            f"different ways ({', '.join(f'{name}: {PLATFORMS[name].files}' for name in names)})")
+    module, name = kinds.pop().split(":")
     files: Callable[..., TrialFiles] = getattr(importlib.import_module(module), name)
     return files(paths)

@@ -408,18 +408,18 @@ def test_nnis_published_hybrid_examples_load(tmp_path: Path, monkeypatch: pytest
 
 # -- starting: refused in one line until the remote service is built -----------------------------------
 
-@pytest.mark.parametrize("text, what", [(REMOTE, "the remote training service"),
-                                        (HYBRID, "a list of training services (hybrid: local+remote)")])
-def test_starting_remote_or_hybrid_is_refused_in_one_line(tmp_path: Path, home: Path, text: str, what: str) -> None:
+@pytest.mark.parametrize("text, where", [(REMOTE, ""), (HYBRID, "trainingService[1] (remote): ")])
+def test_starting_remote_or_hybrid_is_refused_in_one_line(tmp_path: Path, home: Path, text: str, where: str) -> None:
     """Built from the factory as any service (the runner gets one), its ``start()`` refuses:
-    the experiment ends in ERROR with that line before any trial."""
+    the experiment ends in ERROR with that line before any trial (a hybrid's names its
+    remote member, whose refusal it is; its local member is stopped)."""
     resolved = load(tmp_path / "config.yml", text)   # the config is read and checked
     service = create_training_service(resolved, events=object(),  # type: ignore[arg-type]
                                       paths=ExperimentPaths(tmp_path / "exp"))
     with pytest.raises(TrainingServiceError) as refused:
         asyncio.run(service.start())
-    assert str(refused.value) == (f"cannot start: {what} is not built yet (its config is read and checked); "
-                                  f"expmgr runs trials on one of: local, ray")
+    assert str(refused.value) == (f"{where}cannot start: the remote training service is not built yet (its config "
+                                  f"is read and checked); expmgr runs trials on one of: local, ray")
     assert not service.has_capacity()
     asyncio.run(service.stop(0))   # nothing to stop: returns
     assert not (tmp_path / "exp").exists(), "nothing was made"

@@ -22,6 +22,7 @@ from expmgr.logreader import LogFile, open_kept, read_blocks
 from expmgr.rotation import dropped_bytes, rotated_files
 from expmgr.training import TrainingService, TrialFilesError, TrialLaunch, create_training_service, trial_files
 from tests.helpers.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
+from tests.helpers.trial_events import Recorder
 
 SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
     "local": {"platform": "local"},
@@ -35,53 +36,6 @@ def service(request: pytest.FixtureRequest) -> str:
     if request.param == "ray":
         SERVICE_CONFIGS["ray"]["address"] = request.getfixturevalue("ray_cluster").address
     return request.param
-
-
-class Recorder:
-    """A TrialEvents listener that keeps what it is told, in order."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, ...]] = []
-
-    def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
-                      pid_started: float | None = None, host: str | None = None) -> None:
-        self.events.append(("started", trial_id, attempt))
-
-    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None,
-                     preempted: bool = False, *, failed: bool = False) -> None:
-        self.events.append(("exited", trial_id, attempt, exit_code, signal))
-
-    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
-        self.events.append(("launch_failed", trial_id, attempt, reason))
-
-    def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
-        self.events.append(("lost", trial_id, attempt, preempted))
-
-    def capacity_changed(self) -> None:
-        self.events.append(("capacity_changed",))
-
-    def service_failed(self, error: str) -> None:
-        self.events.append(("service_failed", error))
-
-    def exit_of(self, trial_id: str) -> tuple[Any, ...] | None:
-        return next((e for e in self.events if e[0] in ("exited", "lost", "launch_failed") and e[1] == trial_id),
-                    None)
-
-    def order_problems(self, stopped: bool) -> list[str]:
-        """Each attempt whose events break the order ``TrialEvents`` states: ``started`` then
-        one of ``exited`` or ``lost``, or ``launch_failed`` alone; nothing after its end.
-        ``stopped``: the service was stopped, so every started attempt has ended."""
-        told: dict[tuple[str, int], list[str]] = {}
-        for event in self.events:
-            if event[0] in ATTEMPT_EVENTS:
-                told.setdefault((event[1], event[2]), []).append(event[0])
-        ends = ([], ["exited"], ["lost"]) if not stopped else (["exited"], ["lost"])
-        return [f"trial {trial_id} attempt {attempt}: {' -> '.join(kinds)}"
-                for (trial_id, attempt), kinds in told.items()
-                if kinds != ["launch_failed"] and not (kinds[0] == "started" and kinds[1:] in ends)]
-
-
-ATTEMPT_EVENTS = ("started", "exited", "lost", "launch_failed")
 
 
 class Context:
