@@ -27,42 +27,37 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import json
 import logging
-import secrets
 import signal
-import string
 import time
 import traceback
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import BUDGET_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.engine import command_checks as checks, reports, writes
-from expmgr.engine.command_checks import UPDATABLE_FIELDS
 from expmgr.engine.deadlines import Deadlines
-from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, algorithm_spec
+from expmgr.engine.dispatching import Dispatcher, DispatcherError, Generated, algorithm_spec
 from expmgr.engine.imports import ImportBatch, send_import
-from expmgr.engine.intake import NOT_NOW, AskAssessor, AttemptReports, unsent_metrics
+from expmgr.engine.intake import AttemptReports
 from expmgr.engine.launching import LaunchPause, trial_launch
 from expmgr.engine.errors import MetricRejected, RefusalKind
+from expmgr.engine.live import LiveAttempt, LiveAttempts
+from expmgr.engine.new_trials import NewTrials
 from expmgr.engine.outcomes import exit_outcome
 from expmgr.engine.progress import Progress
 from expmgr.engine.proposals import Proposals, checkpoint_source_of
+from expmgr.engine.receiving import ReportReceiver
 from expmgr.engine.resume import plan_resume
 from expmgr.engine.strategy import StrategyTrials
+from expmgr.engine.updates import ConfigUpdates, change_line, raises_budget
 from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
-from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
+from expmgr.store import AttemptRecord, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents
+from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
-
-_TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
 
 
 class _StrategyFailed(Exception):
@@ -71,18 +66,6 @@ class _StrategyFailed(Exception):
 
 class _HandlerFailed(Exception):
     """An event handler of the loop raised (a bug of ours); its traceback is the message."""
-
-
-@dataclass
-class _LiveTrial:
-    """A trial whose attempt is running, as the runner tracks it."""
-
-    record: TrialRecord
-    attempt: int
-    token: str
-    reports: AttemptReports
-    """What the attempt reported (stored), and its history for the assessor."""
-    stop_reason: TrialState | None = None
 
 
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,13 +111,12 @@ class TrialRunner:
         self._clock = clock
         self.dispatcher = dispatcher
         self.training = training(self)
-        self._live: dict[str, _LiveTrial] = {}
+        self._live = LiveAttempts(self.training, on_failed=self._handler_failed)
         self._waiting = WaitingTrials()
         self._strategy = StrategyTrials(running=with_strategy)
         self._resumed = resumed
         self._handler_error: str | None = None
-        self._trial_ids: set[str] = set()
-        self._secret = b""  # set by run(): see reports.TRIAL_SECRET_FILE
+        self._new_trials = NewTrials(trial_dir=paths.trial_dir, checkpoint_dir=self.training.files.checkpoint_dir)
         self._writes = WriteQueue(record_outage=store.record_store_outage, on_paused=self._store_paused,
                                   on_resumed=self._store_resumed, on_failed=self._handler_failed)
         """Every store write goes through it: while the store refuses writes (locked,
@@ -143,8 +125,6 @@ class TrialRunner:
         """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
         self._progress = Progress(minimize=config.minimizes)
         self._wake = asyncio.Event()
-        self._space_updates = asyncio.Lock()
-        """Held while the dispatcher is asked to take a new search space."""
         self._imports = asyncio.Lock()
         """Held while an import is sent: frames of several in one turn of the loop would add up to a stall."""
         self._stop_requested = False
@@ -155,6 +135,12 @@ class TrialRunner:
         self._preempted = False
         self._proposals = Proposals(dispatcher, next_sequence_id=store.next_sequence_id(), logger=logger)
         self._deadlines = Deadlines()   # its clock's start is set by run()
+        self._updates = ConfigUpdates(dispatcher, updated=self._updated, apply=self._apply_update,
+                                      space_taken=self._proposals.space_changed)
+        self._receiver = ReportReceiver(
+            self._live, store, self._writes, self.training.files, logger, dispatcher=dispatcher, spawn=self._spawn,
+            on_stored=lambda live: self._deadlines.active(live.trial_id, live.attempt, self._clock()),
+            stop_early=lambda live: self._stop_trial(live, TrialState.EARLY_STOPPED), on_failed=self._handler_failed)
         self._run_id: int | None = None
         self._dead_run: tuple[int, float] | None = None
         """On resume: the run whose manager died (no end recorded), and its last recorded event."""
@@ -169,7 +155,7 @@ class TrialRunner:
         error: str | None = None
         self.store.set_busy_timeout(WRITE_BUSY_TIMEOUT_MS)
         try:
-            self._secret = reports.load_trial_secret(self.paths.root)
+            self._live.secret = reports.load_trial_secret(self.paths.root)
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
             self._deadlines.started = self._clock() - self.store.seconds_run()
             # A run its manager died in has no end: read before this run begins (_restore ends it).
@@ -227,16 +213,15 @@ class TrialRunner:
             self._writes.commit(self.store.end_run, plan.dead_run, plan.died)
             self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
                              time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(plan.died)))
-        self._trial_ids |= plan.trial_ids
+        self._new_trials.taken(plan.trial_ids)
         for requeued in plan.requeued:
             record, open_attempt = requeued.record, requeued.open_attempt
             if open_attempt is not None:  # its manager died under it
                 self._end_leftover_process(open_attempt)
                 attempt = open_attempt.attempt
-                live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt),
-                                  reports=AttemptReports(assessed=self._assessed, attempt=attempt,
-                                                         stored=self.store.metrics(record.trial_id)))
-                self._writes.commit(self._ingest_metrics_file, live)
+                live = self._live.attempt(record, attempt, AttemptReports(
+                    assessed=self._assessed, attempt=attempt, stored=self.store.metrics(record.trial_id)))
+                self._writes.commit(self._receiver.ingest_unsent, live)
                 self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
                                                       TrialState.CRASHED, plan.open_attempt_ends(open_attempt),
                                                       None, None, trial_status=TrialState.WAITING))
@@ -345,15 +330,8 @@ class TrialRunner:
 
     def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
                       parameter_source: str = "algorithm") -> TrialRecord:
-        """A new WAITING trial, stored (its folder is the training service's, made at launch);
-        ``parameter_source`` is NNI's (``_parameter_record``)."""
-        trial_id = self._new_trial_id()
-        self._trial_ids.add(trial_id)
-        if TRIAL_CHECKPOINT_DIR in parameters.values():   # PBT's NNI parameters: the trial's own folder
-            parameters = {name: self.training.files.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
-                          for name, value in parameters.items()}
-        record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
-                             status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
+        """A new WAITING trial, stored (its folder is the training service's, made at launch)."""
+        record = self._new_trials.record(sequence_id, parameters, parameter_source, time.time())
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
@@ -372,38 +350,19 @@ class TrialRunner:
         space is the tuner's to accept too: then this returns an awaitable, done once the
         dispatcher took it, that raises UpdateRefused if the tuner refused it (the old
         space stays, the experiment goes on)."""
-        config = self._updated(field, value)
-        if field == "searchSpace" and self.dispatcher is not None and self.config.tuner is not None:
-            assert config.search_space is not None   # an update gives one
-            return self._update_search_space(config.search_space)
-        self._commit_update(field, config)
-        return None
+        return self._updates.update(field, value)
 
     def _updated(self, field: str, value: Any) -> ResolvedConfig:
         """The config with ``field`` set to ``value``; UpdateRefused when it cannot be."""
         return checks.updated_config(self.config, field, value, exp_id=self.exp_id, state=self.state,
                                      stopping=self._stop_requested)
 
-    async def _update_search_space(self, space: dict[str, Any]) -> None:
-        """Tell the tuner the new (validated) space and wait for its answer; only a space it
-        took becomes the config's. One update at a time, so that they apply in order."""
-        assert self.dispatcher is not None
-        async with self._space_updates:
-            try:
-                await self.dispatcher.update_search_space(space)
-            except DispatcherError as error:
-                raise checks.space_refused(error) from None
-            self._proposals.space_changed()
-            # Made again from the config now: another field may have changed meanwhile.
-            self._commit_update("searchSpace", self._updated("searchSpace", space))
-
-    def _commit_update(self, field: str, config: ResolvedConfig) -> None:
+    def _apply_update(self, field: str, config: ResolvedConfig) -> None:
         self.config = config
-        if self._ending and any(entry.field == field for entry in BUDGET_FIELDS):
+        if self._ending and raises_budget(field):
             self.budget_raised_while_ending = True
-        new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
-        self.logger.info("%s changed to %s", field, json.dumps(new_value))
+        self.logger.info("%s", change_line(field, config))
         if self.state == ExperimentState.NO_MORE_TRIAL and self._proposals.may_ask(self.config):
             self._set_state(ExperimentState.RUNNING)
         self._wake.set()
@@ -468,23 +427,20 @@ class TrialRunner:
         self._wake.set()
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
-        token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, AttemptReports(assessed=self._assessed))
-        launch = trial_launch(record, attempt, token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
-                              manager_host=self.training.manager_host(), port=self.port)
-        try:
-            await self.training.launch(launch)
-        except SystemLaunchError as error:   # not the trial's fault: it waits, launching pauses
-            self._system_kept_from_starting(record.trial_id, attempt, str(error))
-        except TrainingServiceError as error:
-            self._not_started(record.trial_id, attempt, str(error))
+        live = self._live.attempt(record, attempt, AttemptReports(assessed=self._assessed))
+        refused = await self._live.launch(live, trial_launch(
+            record, attempt, live.token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
+            manager_host=self.training.manager_host(), port=self.port))
+        if refused is not None and refused.system:   # not the trial's fault: it waits, launching pauses
+            self._system_kept_from_starting(record.trial_id, attempt, refused.reason)
+        elif refused is not None:
+            self._not_started(record.trial_id, attempt, refused.reason)
 
     def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
         """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""
-        live = self._live.get(trial_id)
-        if live is None or live.attempt != attempt:
+        live = self._live.not_started(trial_id, attempt)
+        if live is None:
             return  # not this attempt (it ended already)
-        del self._live[trial_id]
         self._deadlines.forget(trial_id)
         self.logger.error("trial %s could not start: %s", trial_id, reason)
         now = time.time()
@@ -498,10 +454,9 @@ class TrialRunner:
         read-only disk, no free descriptor): nothing is recorded against it. The trial
         stays WAITING, first in line with the same attempt, counted neither as a failure
         nor as a new trial; launching pauses (said once) and is tried again with backoff."""
-        live = self._live.get(trial_id)
-        if live is None or live.attempt != attempt:
+        live = self._live.not_started(trial_id, attempt)
+        if live is None:
             return  # not this attempt (it ended already)
-        del self._live[trial_id]
         self._deadlines.forget(trial_id)
         self._waiting.requeue(live.record, attempt, first=True)
         if self._launching.failed(reason, self._clock()):
@@ -514,12 +469,6 @@ class TrialRunner:
     def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
         self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
         self._trial_ended(record, TrialState.FAILED, None, has_final=False)
-
-    def _new_trial_id(self) -> str:
-        while True:
-            trial_id = "".join(secrets.choice(_TRIAL_ID_ALPHABET) for _ in range(5))
-            if trial_id not in self._trial_ids and not self.paths.trial_dir(trial_id).exists():
-                return trial_id
 
     # -- limits -------------------------------------------------------------
 
@@ -541,22 +490,12 @@ class TrialRunner:
                                     trial_id, idle_timeout)
             self._stop_trial(self._live[trial_id], reason)
 
-    def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
-        live.stop_reason = reason
-        self._deadlines.forget(live.record.trial_id)   # a trial being stopped has no deadline left
-        self.training.signal(live.record.trial_id, signal.SIGTERM)
-        asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
-                                              live.record.trial_id, live.attempt)
-
-    @_loop_handler
-    def _kill_if_alive(self, trial_id: str, attempt: int) -> None:
-        live = self._live.get(trial_id)
-        if live is not None and live.attempt == attempt:
-            self.training.signal(trial_id, signal.SIGKILL)
+    def _stop_trial(self, live: LiveAttempt, reason: TrialState) -> None:
+        self._deadlines.forget(live.trial_id)   # a trial being stopped has no deadline left
+        self._live.stop(live, reason, grace_period=self.config.trial_grace_period)
 
     async def _stop_trials(self, reason: TrialState) -> None:
-        for live in self._live.values():
-            live.stop_reason = live.stop_reason or reason
+        self._live.stopping_all(reason)
         self._deadlines.clear()
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
         await self.training.stop(self.config.trial_grace_period,
@@ -582,8 +521,7 @@ class TrialRunner:
         """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL after
         ``trialGracePeriod``; with ``kill_now`` (or when asked twice), SIGKILL at once."""
         if kill_now or self._stop_requested:
-            for trial_id in list(self._live):
-                self.training.signal(trial_id, signal.SIGKILL)
+            self._live.kill_all()
         self._stop_requested = True
         self._wake.set()
 
@@ -663,8 +601,8 @@ class TrialRunner:
     @_loop_handler
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
-        live = self._live.get(trial_id)
-        if live is not None and live.attempt == attempt:
+        live = self._live.started(trial_id, attempt, pid=pid, host=host, at=time.time())
+        if live is not None:
             if live.stop_reason is None:   # a trial being stopped has no deadline left
                 self._deadlines.trial_started(trial_id, attempt, self._clock(),
                                               max_trial_duration=self.config.max_trial_duration)
@@ -681,7 +619,7 @@ class TrialRunner:
     @_loop_handler
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
                      preempted: bool = False, *, failed: bool = False) -> None:
-        live = self._live.pop(trial_id)
+        live = self._live.exited(trial_id)
         self._deadlines.forget(trial_id)
         self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted, failed)
         self._wake.set()
@@ -704,13 +642,13 @@ class TrialRunner:
             self._handler_error = f"the training service failed:\n{error}"
         self._wake.set()
 
-    def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None,
+    def _conclude_exit(self, live: LiveAttempt, ended: float, exit_code: int | None, signum: int | None,
                        preempted: bool = False, failed: bool = False) -> None:
         """Store the reports the attempt could not send, then its end (outcomes.py decides
         which); queued as one write while the store refuses writes (the lines already
         stored are skipped)."""
         trial_id, attempt = live.record.trial_id, live.attempt
-        self._ingest_metrics_file(live)
+        self._receiver.ingest_unsent(live)
         outcome = exit_outcome(exit_code, signum, stop_reason=live.stop_reason, preempted=preempted, failed=failed,
                                stopping=self._stop_requested,
                                marked_preempting=lambda: self.training.files.marked_preempting(trial_id, attempt),
@@ -754,7 +692,7 @@ class TrialRunner:
         trial's line in metrics.jsonl is stored when the trial ends).
         """
         try:
-            self._receive_metric(trial_id, token, report)
+            self._receiver.receive(trial_id, token, report)
         except MetricRejected:
             raise
         except Exception:
@@ -762,62 +700,7 @@ class TrialRunner:
             raise MetricRejected(RefusalKind.FAILED,
                                  "the manager failed on this report; the experiment ends in ERROR") from None
 
-    def _receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
-        live = self._live.get(trial_id)
-        metric = reports.posted_report(trial_id, token, report, running=None if live is None else (live.attempt,
-                                                                                                    live.token))
-        assert live is not None
-        if not live.reports.is_new(metric.sequence):
-            return  # seen before: reports are idempotent
-        if self._writes.unwritable is not None or self._writes:
-            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(self._writes.unwritable or "earlier writes wait"))
-        try:
-            self._accept_metric(live, metric)
-        except StoreUnavailable as error:
-            self._writes.refused(error)
-            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(error.reason)) from None
-
-    def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
-        """Store the metric (StoreUnavailable if the store refuses it: then it is not
-        seen, and its line in metrics.jsonl is read again later)."""
-        if not live.reports.is_new(metric.sequence):
-            return  # seen before: reports are idempotent
-        # Counted as seen only once committed (the store's refusal raises before).
-        decision = live.reports.stored(metric, newly=self.store.add_metric(metric))
-        self._deadlines.active(live.record.trial_id, live.attempt, self._clock())
-        if isinstance(decision, AskAssessor) and live.stop_reason is None:
-            self._spawn(self._assess(live, decision.history))
-
     @property
     def _assessed(self) -> bool:
         """Whether an assessor judges the trials' intermediate results."""
         return self.dispatcher is not None and self.config.assessor is not None
-
-    async def _assess(self, live: _LiveTrial, history: Sequence[Any]) -> None:
-        try:
-            await self._assess_now(live, history)
-        except Exception:
-            self._handler_failed("_assess")
-
-    async def _assess_now(self, live: _LiveTrial, history: Sequence[Any]) -> None:
-        assert self.dispatcher is not None
-        try:
-            assessment = await self.dispatcher.assess(live.record.trial_id, history)
-        except DispatcherError:
-            return  # the loop sees the dispatcher's failure
-        # Only the attempt assessed is stopped (a resume's dead attempt is assessed too).
-        if assessment is Assessment.STOP and live.stop_reason is None and self._live.get(live.record.trial_id) is live:
-            self.logger.info("the assessor stops trial %s early", live.record.trial_id)
-            self._stop_trial(live, TrialState.EARLY_STOPPED)
-
-    def _ingest_metrics_file(self, live: _LiveTrial) -> None:
-        """Pick up reports the trial wrote but could not send (the service reads them, from
-        metrics.jsonl); a bad line is warned about once, naming it, in experiment.log and
-        the trial's log (intake.unsent_metrics)."""
-        trial_id, files = live.record.trial_id, self.training.files
-
-        def skipped(number: int, reason: str) -> None:
-            self.logger.warning("trial %s: %s", trial_id, files.note_skipped(trial_id, number, reason))
-        for metric in unsent_metrics(files.unsent_reports(trial_id), trial_id, live.attempt, live.token, live.reports,
-                                     on_skipped=skipped):
-            self._accept_metric(live, metric)
