@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from expmgr.engine.reports import attempt_token
 from expmgr.engine.intake import AttemptReports
 from expmgr.states import TrialState
-from expmgr.store import TrialRecord
+from expmgr.store import AttemptRecord, TrialRecord
 from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialLaunch
 
 
@@ -138,10 +138,19 @@ class LiveAttempts:
         except Exception:
             self._on_failed("_kill_if_alive")
 
-    def stopping_all(self, reason: TrialState) -> None:
-        """Every attempt is being stopped: those not stopped already for a reason of theirs end as ``reason``."""
+    async def stop_all(self, reason: TrialState, *, grace_period: float, signum: int) -> None:
+        """Stop every attempt (those not stopped already for a reason of theirs end as
+        ``reason``): ``signum`` now, SIGKILL after ``grace_period`` s (the training service's)."""
         for live in self._live.values():
             live.stop_reason = live.stop_reason or reason
+        await self._service.stop(grace_period, signum)
+
+    def end_leftover(self, attempt: AttemptRecord) -> bool:
+        """On resume: end the process of an attempt that outlived its manager (found by pid
+        and start time, never by name); True if there was one."""
+        pid, pid_started = attempt.pid, attempt.pid_started
+        return (pid is not None and pid_started is not None
+                and self._service.end_leftover(attempt.trial_id, pid, pid_started))
 
     def kill_all(self) -> None:
         """SIGKILL every live attempt now."""

@@ -11,16 +11,13 @@ Everything here runs on the manager's event loop::
     final_state = await runner.run()        # from another task: runner.request_stop()
 
 The decisions are its collaborators', each owning its state and returning an answer
-(as Ray Tune's schedulers do); they never import the runner: checking reports
-(``reports.py``), an attempt's reports and what each asks (``intake.py``), the tuner's
-sequence ids, budget and what it is told (``proposals.py``), deadlines (``deadlines.py``),
-how an exit ends an attempt (``outcomes.py``), the resume plan (``resume.py``), the checks
-of users' commands (``command_checks.py``), the progress line (``progress.py``), what the
-dispatcher answers (``dispatching.py``), pausing launches (``launching.py``) and queueing
-the writes the store refuses (``writes.py``). This module keeps the loop and applies
-what they decide to the live trials, the queues, the store and the training service; it
-is still over ~600 lines because starting and stopping the live attempts (and their
-events) is here too, the next part to give to a collaborator (as Tune's executor).
+(as Ray Tune's schedulers do); they never import the runner (tests/test_layers.py):
+the live attempts, started and stopped through the training service (``live.py``, as
+Tune's executor), taking reports in (``receiving.py``, ``intake.py``, ``reports.py``),
+the tuner's sequence ids and budget (``proposals.py``), new trials (``new_trials.py``),
+deadlines, exits (``outcomes.py``), the resume plan, config updates (``updates.py``),
+command checks, the launch queue (``waiting.py``), pausing launches and queued writes.
+This module keeps the loop, the training service's events, and applies what they decide.
 """
 from __future__ import annotations
 
@@ -35,15 +32,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from expmgr.layout import ExperimentPaths
 from expmgr.engine import command_checks as checks, reports, writes
-from expmgr.engine.deadlines import Deadlines
-from expmgr.engine.dispatching import Dispatcher, DispatcherError, Generated, algorithm_spec
+from expmgr.engine.deadlines import Deadlines, overdue_line
+from expmgr.engine.dispatching import Dispatcher, algorithm_spec
 from expmgr.engine.imports import ImportBatch, send_import
 from expmgr.engine.intake import AttemptReports
 from expmgr.engine.launching import LaunchPause, trial_launch
 from expmgr.engine.errors import MetricRejected, RefusalKind
 from expmgr.engine.live import LiveAttempt, LiveAttempts
 from expmgr.engine.new_trials import NewTrials
-from expmgr.engine.outcomes import exit_outcome
+from expmgr.engine.outcomes import (HandlerFailed, StrategyFailed, cancel_reason, exit_outcome, failure_text,
+                                    final_state)
 from expmgr.engine.progress import Progress
 from expmgr.engine.proposals import Proposals, checkpoint_source_of
 from expmgr.engine.receiving import ReportReceiver
@@ -52,20 +50,12 @@ from expmgr.engine.strategy import StrategyTrials
 from expmgr.engine.updates import ConfigUpdates, change_line, raises_budget
 from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
-from expmgr.store import AttemptRecord, TrialRecord, WritableStore
+from expmgr.store import TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents
+from expmgr.training.base import TrainingService, TrialEvents
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
-
-
-class _StrategyFailed(Exception):
-    """The strategy raised; its traceback is the message."""
-
-
-class _HandlerFailed(Exception):
-    """An event handler of the loop raised (a bug of ours); its traceback is the message."""
 
 
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -164,16 +154,8 @@ class TrialRunner:
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
             await self._loop()
-        except DispatcherError as failure:
-            error = f"the tuner failed:\n{failure}"
-        except _StrategyFailed as failure:
-            error = f"the strategy failed:\n{failure}"
-        except _HandlerFailed as failure:
-            error = str(failure)
-        except TrainingServiceError as failure:
-            error = str(failure)
-        except Exception:  # a bug of ours: the experiment must still end cleanly
-            error = traceback.format_exc()
+        except Exception as failure:  # the tuner, the strategy, a handler, the service, or a bug of ours
+            error = failure_text(failure)
         return await self._finish(error)
 
     def _spawn(self, coroutine: Any) -> asyncio.Task:
@@ -217,7 +199,9 @@ class TrialRunner:
         for requeued in plan.requeued:
             record, open_attempt = requeued.record, requeued.open_attempt
             if open_attempt is not None:  # its manager died under it
-                self._end_leftover_process(open_attempt)
+                if self._live.end_leftover(open_attempt):
+                    self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
+                                        record.trial_id, open_attempt.pid)
                 attempt = open_attempt.attempt
                 live = self._live.attempt(record, attempt, AttemptReports(
                     assessed=self._assessed, attempt=attempt, stored=self.store.metrics(record.trial_id)))
@@ -234,13 +218,6 @@ class TrialRunner:
         if plan.history and self.dispatcher is not None:
             self.dispatcher.replay_results(plan.history)
 
-    def _end_leftover_process(self, attempt: AttemptRecord) -> None:
-        """A trial process that outlived its manager is ended by the training service
-        (found by pid and start time, never by name)."""
-        trial_id, pid, pid_started = attempt.trial_id, attempt.pid, attempt.pid_started
-        if pid is not None and pid_started is not None and self.training.end_leftover(trial_id, pid, pid_started):
-            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed", trial_id, pid)
-
     async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()
         self._wake.set()
@@ -251,9 +228,9 @@ class TrialRunner:
             if self.dispatcher is not None and self.dispatcher.failure is not None:
                 raise self.dispatcher.failure
             if self._strategy.error is not None:
-                raise _StrategyFailed(self._strategy.error)
+                raise StrategyFailed(self._strategy.error)
             if self._handler_error is not None:
-                raise _HandlerFailed(self._handler_error)
+                raise HandlerFailed(self._handler_error)
             if self._stop_requested:
                 return
             now = self._clock()
@@ -295,16 +272,12 @@ class TrialRunner:
         while self._waiting and self._has_free_slot():   # retries and requeued trials first
             await self._launch_attempt(*self._waiting.next())
         while self._proposals.may_ask(self.config) and (self._has_free_slot() or self._may_create_waiting()):
-            assert self.dispatcher is not None
-            sequence_id, asked = self._proposals.reserve()
-            # Asked only now: the tuner has seen every result that came in (a dispatcher may
-            # have computed these ahead only for a tuner that declares results change nothing).
-            answer = await self.dispatcher.generate(sequence_id)
-            if self._stop_requested or not isinstance(answer, Generated):
-                self._proposals.release(sequence_id)
-                if not self._stop_requested and self._proposals.declined(answer, asked):
-                    continue  # a trial ended meanwhile: what the tuner waited for may have come
+            proposal = await self._proposals.ask(stopping=lambda: self._stop_requested)
+            if isinstance(proposal, bool):   # True: a trial ended meanwhile: what the tuner waited for may have come
+                if proposal:
+                    continue
                 return
+            sequence_id, answer = proposal
             checkpoint_source = checkpoint_source_of(answer.checkpoint_from, self.store.trial_by_sequence)
             record = self._create_trial(sequence_id, answer.parameters)
             if checkpoint_source is not None:
@@ -431,39 +404,32 @@ class TrialRunner:
         refused = await self._live.launch(live, trial_launch(
             record, attempt, live.token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
             manager_host=self.training.manager_host(), port=self.port))
-        if refused is not None and refused.system:   # not the trial's fault: it waits, launching pauses
-            self._system_kept_from_starting(record.trial_id, attempt, refused.reason)
-        elif refused is not None:
-            self._not_started(record.trial_id, attempt, refused.reason)
+        if refused is not None:
+            self._not_started(record.trial_id, attempt, refused.reason, system=refused.system)
 
-    def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
-        """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""
+    def _not_started(self, trial_id: str, attempt: int, reason: str, *, system: bool) -> None:
+        """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED;
+        or (``system``) for a reason outside the trial (a full or read-only disk, no free
+        descriptor): nothing is recorded against it. The trial stays WAITING, first in line
+        with the same attempt, counted neither as a failure nor as a new trial; launching
+        pauses (said once) and is tried again with backoff."""
         live = self._live.not_started(trial_id, attempt)
         if live is None:
             return  # not this attempt (it ended already)
         self._deadlines.forget(trial_id)
-        self.logger.error("trial %s could not start: %s", trial_id, reason)
-        now = time.time()
-        self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
-        self._waiting.started(trial_id)
-        self._writes.commit(self._launch_failed, live.record, attempt, now)
-        self._wake.set()
-
-    def _system_kept_from_starting(self, trial_id: str, attempt: int, reason: str) -> None:
-        """The attempt could not be started for a reason outside the trial (a full or
-        read-only disk, no free descriptor): nothing is recorded against it. The trial
-        stays WAITING, first in line with the same attempt, counted neither as a failure
-        nor as a new trial; launching pauses (said once) and is tried again with backoff."""
-        live = self._live.not_started(trial_id, attempt)
-        if live is None:
-            return  # not this attempt (it ended already)
-        self._deadlines.forget(trial_id)
-        self._waiting.requeue(live.record, attempt, first=True)
-        if self._launching.failed(reason, self._clock()):
-            self.logger.warning("%s", self.launching_paused)
-            self._on_store_unwritable(self.launching_paused)
+        if system:
+            self._waiting.requeue(live.record, attempt, first=True)
+            if self._launching.failed(reason, self._clock()):
+                self.logger.warning("%s", self.launching_paused)
+                self._on_store_unwritable(self.launching_paused)
+            else:
+                self.logger.debug("trial %s still cannot start: %s", trial_id, reason)
         else:
-            self.logger.debug("trial %s still cannot start: %s", trial_id, reason)
+            self.logger.error("trial %s could not start: %s", trial_id, reason)
+            now = time.time()
+            self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
+            self._waiting.started(trial_id)
+            self._writes.commit(self._launch_failed, live.record, attempt, now)
         self._wake.set()
 
     def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
@@ -474,20 +440,15 @@ class TrialRunner:
 
     def _seconds_to_next_deadline(self) -> float | None:
         now = self._clock()
-        retry = [self._launching.next_try] if self._launching.reason is not None and self._waiting.requeued and \
-            self._launching.next_try > now else []   # once past, a slot freeing wakes the loop
-        return self._deadlines.seconds_to_next(now, self.config, also=retry)
+        return self._deadlines.seconds_to_next(now, self.config,
+                                               also=self._launching.retry_at(now, bool(self._waiting.requeued)))
 
     def _enforce_trial_deadlines(self, now: float) -> None:
         idle_timeout = self.config.trial_idle_timeout
         def last_output_time(trial_id: str) -> float:   # read only when an idle deadline comes
             return self.training.files.last_output_time(trial_id)
         for trial_id, reason in self._deadlines.overdue(now, idle_timeout, last_output_time):
-            if reason == TrialState.EARLY_STOPPED:
-                self.logger.info("trial %s ran past maxTrialDuration; stopping it", trial_id)
-            else:
-                self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
-                                    trial_id, idle_timeout)
+            self.logger.log(*overdue_line(trial_id, reason, idle_timeout))
             self._stop_trial(self._live[trial_id], reason)
 
     def _stop_trial(self, live: LiveAttempt, reason: TrialState) -> None:
@@ -495,11 +456,10 @@ class TrialRunner:
         self._live.stop(live, reason, grace_period=self.config.trial_grace_period)
 
     async def _stop_trials(self, reason: TrialState) -> None:
-        self._live.stopping_all(reason)
         self._deadlines.clear()
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
-        await self.training.stop(self.config.trial_grace_period,
-                                 signal.SIGUSR1 if self._preempted else signal.SIGTERM)
+        await self._live.stop_all(reason, grace_period=self.config.trial_grace_period,
+                                  signum=signal.SIGUSR1 if self._preempted else signal.SIGTERM)
 
     # -- stopping -------------------------------------------------------------
 
@@ -529,7 +489,7 @@ class TrialRunner:
         self._ending = True
         if self._stop_requested and error is None:
             self._set_state(ExperimentState.STOPPING)
-        reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED
+        reason = cancel_reason(error, self._stop_requested)
         await self._stop_trials(reason)
         for record in self._waiting.take_all():
             self._writes.commit(self._never_run, record, reason, time.time())
@@ -541,21 +501,13 @@ class TrialRunner:
             error = self._handler_error
         if error is not None:
             self.logger.error("experiment failed: %s", error)
-            final = ExperimentState.ERROR
-        elif self._stop_requested:
-            final = ExperimentState.STOPPED
-        else:
-            final = ExperimentState.DONE
+        final = final_state(error, self._stop_requested)
         self._set_state(final, error=error, end_time=time.time())
         self._writes.commit(self._end_run, time.time())
         unrecorded = not await self._writes.drain(write_deadline)
         self._writes.close()
         if unrecorded:
-            self.logger.error(
-                "the experiment ended %s, but %s could not be written for %gs (%s): its last %d change(s) "
-                "(trial and experiment states, results) are not recorded there; the trials' reports are kept "
-                "in their metrics.jsonl", final.value, self.store.path, writes.FINAL_WRITE_PATIENCE,
-                self._writes.unwritable, len(self._writes))
+            self.logger.error("%s", self._writes.unrecorded(final.value, str(self.store.path)))
         return final
 
     def _never_run(self, record: TrialRecord, reason: TrialState, end_time: float) -> None:
@@ -626,10 +578,7 @@ class TrialRunner:
 
     @_loop_handler
     def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
-        if system:
-            self._system_kept_from_starting(trial_id, attempt, reason)
-        else:
-            self._not_started(trial_id, attempt, reason)
+        self._not_started(trial_id, attempt, reason, system=system)
 
     @_loop_handler
     def capacity_changed(self) -> None:
