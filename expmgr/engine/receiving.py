@@ -34,7 +34,8 @@ class ReportReceiver:
                  stop_early: Callable[[LiveAttempt], None], on_failed: Callable[[str], None]) -> None:
         """``spawn`` runs an assessment as a task; ``on_stored(attempt)``: a report of it was
         stored (it is active); ``stop_early(attempt)``: the assessor stops it;
-        ``on_failed(name)``: an assessment task raised (called inside the except block)."""
+        ``on_failed(name)``: taking a report or an assessment task raised (a bug of ours;
+        called inside the except block)."""
         self._live, self._store, self._writes, self._files, self._logger = live, store, writes, files, logger
         self._dispatcher = dispatcher
         self._spawn, self._on_stored, self._stop_early, self._on_failed = spawn, on_stored, stop_early, on_failed
@@ -42,7 +43,18 @@ class ReportReceiver:
     def receive(self, trial_id: str, token: str | None, report: Any) -> None:
         """Store a report POSTed by a running attempt. Raises MetricRejected: FORBIDDEN for a
         wrong token, INVALID for a bad field, CONFLICT for another attempt, UNAVAILABLE when
-        the store cannot take it now (the trial's line in metrics.jsonl is stored when it ends)."""
+        the store cannot take it now (the trial's line in metrics.jsonl is stored when it
+        ends), FAILED when we failed on it (a bug of ours: the experiment ends in ERROR)."""
+        try:
+            self._receive(trial_id, token, report)
+        except MetricRejected:
+            raise
+        except Exception:
+            self._on_failed("receive_metric")
+            raise MetricRejected(RefusalKind.FAILED,
+                                 "the manager failed on this report; the experiment ends in ERROR") from None
+
+    def _receive(self, trial_id: str, token: str | None, report: Any) -> None:
         live = self._live.get(trial_id)
         metric = reports.posted_report(trial_id, token, report,
                                        running=None if live is None else (live.attempt, live.token))

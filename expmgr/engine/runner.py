@@ -37,7 +37,6 @@ from expmgr.engine.dispatching import Dispatcher, algorithm_spec
 from expmgr.engine.imports import ImportBatch, send_import
 from expmgr.engine.intake import AttemptReports
 from expmgr.engine.launching import LaunchPause, trial_launch
-from expmgr.engine.errors import MetricRejected, RefusalKind
 from expmgr.engine.live import LiveAttempt, LiveAttempts
 from expmgr.engine.new_trials import NewTrials
 from expmgr.engine.outcomes import (HandlerFailed, StrategyFailed, cancel_reason, exit_outcome, failure_text,
@@ -634,20 +633,9 @@ class TrialRunner:
     # -- metrics ----------------------------------------------------------------
 
     def receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
-        """Store a report POSTed by a running trial and tell the tuner or assessor.
-
-        Raises MetricRejected: FORBIDDEN for a wrong token, INVALID for a bad field,
-        CONFLICT for another attempt, UNAVAILABLE when the store cannot take it now (the
-        trial's line in metrics.jsonl is stored when the trial ends).
-        """
-        try:
-            self._receiver.receive(trial_id, token, report)
-        except MetricRejected:
-            raise
-        except Exception:
-            self._handler_failed("receive_metric")
-            raise MetricRejected(RefusalKind.FAILED,
-                                 "the manager failed on this report; the experiment ends in ERROR") from None
+        """Store a report POSTed by a running trial and tell the assessor. Raises
+        MetricRejected (receiving.ReportReceiver.receive says which kind when)."""
+        self._receiver.receive(trial_id, token, report)
 
     @property
     def _assessed(self) -> bool:

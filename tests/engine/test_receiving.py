@@ -175,3 +175,17 @@ def test_the_assessors_stop_is_handed_back_only_for_the_attempt_it_judged_while_
         assert setup.stopped == [live] and setup.live.get("a") is later
     run(test)
 
+
+
+def test_a_bug_of_ours_on_a_report_fails_the_report_and_is_told(tmp_path):
+    async def test() -> None:
+        setup = Setup(tmp_path)
+        live = await setup.running()
+
+        def broken(metric: MetricRecord) -> bool:
+            raise ValueError("a bug of ours")
+        setup.store.add_metric = broken  # type: ignore[method-assign]
+        with pytest.raises(MetricRejected) as refused:
+            setup.receiver.receive("a", live.token, report(0))
+        assert refused.value.kind == RefusalKind.FAILED and setup.failures == ["receive_metric"]
+    run(test)
