@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from expmgr.engine.reports import attempt_token
@@ -72,9 +72,6 @@ class LiveAttempts:
 
     def __len__(self) -> int:
         return len(self._live)
-
-    def __iter__(self) -> Iterator[LiveAttempt]:
-        return iter(list(self._live.values()))
 
     def __getitem__(self, trial_id: str) -> LiveAttempt:
         return self._live[trial_id]
