@@ -14,6 +14,7 @@ Times are the runner's clock (a test's own clock).
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -97,3 +98,10 @@ class Deadlines:
                 if now >= clocks.last_activity + idle_timeout:
                     found.append((trial_id, TrialState.CRASHED))
         return found
+
+
+def overdue_line(trial_id: str, reason: TrialState, idle_timeout: float | None) -> tuple[int, str]:
+    """The log level and line that say an overdue trial (``Deadlines.overdue``) is stopped."""
+    if reason == TrialState.EARLY_STOPPED:
+        return logging.INFO, f"trial {trial_id} ran past maxTrialDuration; stopping it"
+    return logging.WARNING, f"trial {trial_id} was silent for {idle_timeout:g}s (trialIdleTimeout); stopping it as crashed"

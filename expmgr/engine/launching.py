@@ -57,6 +57,11 @@ class LaunchPause:
         paused, self.reason = self.reason is not None, None
         return paused
 
+    def retry_at(self, now: float, anything_waits: bool) -> list[float]:
+        """When the loop must wake to try a launch again: the next try while paused, if a
+        trial waits and it is still to come (once past, a slot freeing wakes the loop)."""
+        return [self.next_try] if self.reason is not None and anything_waits and self.next_try > now else []
+
     def notice(self, store: str, store_unwritable: str | None) -> str | None:
         """What users are told while launching is paused, or None: the store (``store``, its
         path) cannot be written (``store_unwritable`` says why), or trials cannot be started

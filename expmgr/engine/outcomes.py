@@ -9,14 +9,29 @@ while ``maxTrialRetries`` allows; never once the experiment stops::
                            stopping=False, marked_preempting=lambda: files.marked_preempting(trial_id, 1),
                            failed_attempts=lambda: store.failed_attempts(trial_id), max_retries=2)
     if outcome.again: ...                     # requeue (outcome.first: before the others)
+
+And how the experiment ends: its trials still running or waiting end as
+``cancel_reason(error, stopping)``, the experiment as ``final_state(error, stopping)``,
+with ``failure_text(exception)`` as its error when the loop raised.
 """
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from expmgr.states import TrialState
+from expmgr.engine.dispatching import DispatcherError
+from expmgr.states import ExperimentState, TrialState
+from expmgr.training.base import TrainingServiceError
+
+
+class StrategyFailed(Exception):
+    """The strategy raised; its traceback is the message."""
+
+
+class HandlerFailed(Exception):
+    """An event handler of the loop raised (a bug of ours); its traceback is the message."""
 
 
 @dataclass(frozen=True)
@@ -68,3 +83,28 @@ def exit_outcome(exit_code: int | None, signum: int | None, *, stop_reason: Tria
     again = (status in (TrialState.FAILED, TrialState.CRASHED) and not stopping
              and failed_attempts() < max_retries)
     return ExitOutcome(status, again)
+
+
+def cancel_reason(error: str | None, stopping: bool) -> TrialState:
+    """How the trials still running or waiting end with the experiment: USER_CANCELED when
+    a user stopped it, SYS_CANCELED when it ended by itself or failed (``error``)."""
+    return TrialState.USER_CANCELED if error is None and stopping else TrialState.SYS_CANCELED
+
+
+def final_state(error: str | None, stopping: bool) -> ExperimentState:
+    """ERROR when it failed (``error``), STOPPED when a stop was asked for, DONE otherwise."""
+    if error is not None:
+        return ExperimentState.ERROR
+    return ExperimentState.STOPPED if stopping else ExperimentState.DONE
+
+
+def failure_text(failure: Exception) -> str:
+    """The experiment's error when its loop raised ``failure``: what failed and its
+    traceback (ours, when the exception is a bug of ours). Called in its except block."""
+    if isinstance(failure, DispatcherError):
+        return f"the tuner failed:\n{failure}"
+    if isinstance(failure, StrategyFailed):
+        return f"the strategy failed:\n{failure}"
+    if isinstance(failure, (HandlerFailed, TrainingServiceError)):
+        return str(failure)
+    return traceback.format_exc()   # a bug of ours: the experiment must still end cleanly

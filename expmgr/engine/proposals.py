@@ -4,12 +4,10 @@ what the tuner (and the assessor) hear when a trial ends::
 
     proposals = Proposals(dispatcher, next_sequence_id=store.next_sequence_id(), logger=logger)
     while proposals.may_ask(config):
-        sequence_id, asked = proposals.reserve()
-        answer = await dispatcher.generate(sequence_id)
-        if not isinstance(answer, Generated):
-            proposals.release(sequence_id)
-            if proposals.declined(answer, asked): continue    # a trial ended meanwhile: ask again
-            break
+        proposal = await proposals.ask(stopping=lambda: False)
+        if proposal is True: continue          # declined, but a trial ended meanwhile: ask again
+        if proposal is False: break            # it waits for results, or has no more
+        sequence_id, generated = proposal      # create the trial
     proposals.trial_ended(record, TrialState.SUCCEEDED, 0.9, has_final=True, strategy_trial=False, assessed=False)
     source = checkpoint_source_of(answer.checkpoint_from, store.trial_by_sequence)   # PBT's exploit
 """
@@ -19,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from expmgr.engine.dispatching import Dispatcher, DispatcherError, GenerateAnswer, TunerWaits
+from expmgr.engine.dispatching import Dispatcher, DispatcherError, GenerateAnswer, Generated, TunerWaits
 from expmgr.metrics import metric_number
 from expmgr.states import TrialState
 from expmgr.store import TrialRecord
@@ -68,6 +66,20 @@ class Proposals:
         self.submitted -= 1
         if self._next_sequence_id == sequence_id + 1:
             self._next_sequence_id = sequence_id
+
+    async def ask(self, *, stopping: Callable[[], bool]) -> tuple[int, Generated] | bool:
+        """Ask the tuner for the next trial: its sequence id and the tuner's proposal; else
+        (its reservation undone) True to ask again at once, False to stop asking this turn
+        (the tuner waits or has no more, or ``stopping()``: the experiment stops)."""
+        assert self._dispatcher is not None   # may_ask says no without a tuner
+        sequence_id, asked = self.reserve()
+        # Asked only now: the tuner has seen every result that came in (a dispatcher may
+        # have computed these ahead only for a tuner that declares results change nothing).
+        answer = await self._dispatcher.generate(sequence_id)
+        if stopping() or not isinstance(answer, Generated):
+            self.release(sequence_id)
+            return not stopping() and self.declined(answer, asked)
+        return sequence_id, answer
 
     def declined(self, answer: GenerateAnswer, asked: int) -> bool:
         """The tuner gave no trial when asked (at mark ``asked``): it waits for running trials

@@ -11,78 +11,50 @@ Everything here runs on the manager's event loop::
     final_state = await runner.run()        # from another task: runner.request_stop()
 
 The decisions are its collaborators', each owning its state and returning an answer
-(as Ray Tune's schedulers do); they never import the runner: checking reports
-(``reports.py``), an attempt's reports and what each asks (``intake.py``), the tuner's
-sequence ids, budget and what it is told (``proposals.py``), deadlines (``deadlines.py``),
-how an exit ends an attempt (``outcomes.py``), the resume plan (``resume.py``), the checks
-of users' commands (``command_checks.py``), the progress line (``progress.py``), what the
-dispatcher answers (``dispatching.py``), pausing launches (``launching.py``) and queueing
-the writes the store refuses (``writes.py``). This module keeps the loop and applies
-what they decide to the live trials, the queues, the store and the training service; it
-is still over ~600 lines because starting and stopping the live attempts (and their
-events) is here too, the next part to give to a collaborator (as Tune's executor).
+(as Ray Tune's schedulers do); they never import the runner (tests/test_layers.py):
+the live attempts, started and stopped through the training service (``live.py``, as
+Tune's executor), taking reports in (``receiving.py``, ``intake.py``, ``reports.py``),
+the tuner's sequence ids and budget (``proposals.py``), new trials (``new_trials.py``),
+deadlines, exits (``outcomes.py``), the resume plan, config updates (``updates.py``),
+command checks, the launch queue (``waiting.py``), pausing launches and queued writes.
+This module keeps the loop, the training service's events, and applies what they decide.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import functools
-import json
 import logging
-import secrets
 import signal
-import string
 import time
 import traceback
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from expmgr.algorithms.tuner import TRIAL_CHECKPOINT_DIR
-from expmgr.config import BUDGET_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.engine import command_checks as checks, reports, writes
-from expmgr.engine.command_checks import UPDATABLE_FIELDS
-from expmgr.engine.deadlines import Deadlines
-from expmgr.engine.dispatching import Assessment, Dispatcher, DispatcherError, Generated, algorithm_spec
+from expmgr.engine.deadlines import Deadlines, overdue_line
+from expmgr.engine.dispatching import Dispatcher, algorithm_spec
 from expmgr.engine.imports import ImportBatch, send_import
-from expmgr.engine.intake import NOT_NOW, AskAssessor, AttemptReports, unsent_metrics
+from expmgr.engine.intake import AttemptReports
 from expmgr.engine.launching import LaunchPause, trial_launch
-from expmgr.engine.errors import MetricRejected, RefusalKind
-from expmgr.engine.outcomes import exit_outcome
+from expmgr.engine.live import LiveAttempt, LiveAttempts
+from expmgr.engine.new_trials import NewTrials
+from expmgr.engine.outcomes import (HandlerFailed, StrategyFailed, cancel_reason, exit_outcome, failure_text,
+                                    final_state)
 from expmgr.engine.progress import Progress
 from expmgr.engine.proposals import Proposals, checkpoint_source_of
+from expmgr.engine.receiving import ReportReceiver
 from expmgr.engine.resume import plan_resume
 from expmgr.engine.strategy import StrategyTrials
+from expmgr.engine.updates import ConfigUpdates, change_line, raises_budget
 from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
-from expmgr.store import AttemptRecord, MetricRecord, StoreUnavailable, TrialRecord, WritableStore
+from expmgr.store import TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
-from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialEvents
+from expmgr.training.base import TrainingService, TrialEvents
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig
-
-_TRIAL_ID_ALPHABET = string.ascii_letters + string.digits
-
-
-class _StrategyFailed(Exception):
-    """The strategy raised; its traceback is the message."""
-
-
-class _HandlerFailed(Exception):
-    """An event handler of the loop raised (a bug of ours); its traceback is the message."""
-
-
-@dataclass
-class _LiveTrial:
-    """A trial whose attempt is running, as the runner tracks it."""
-
-    record: TrialRecord
-    attempt: int
-    token: str
-    reports: AttemptReports
-    """What the attempt reported (stored), and its history for the assessor."""
-    stop_reason: TrialState | None = None
 
 
 def _loop_handler(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,13 +100,12 @@ class TrialRunner:
         self._clock = clock
         self.dispatcher = dispatcher
         self.training = training(self)
-        self._live: dict[str, _LiveTrial] = {}
+        self._live = LiveAttempts(self.training, on_failed=self._handler_failed)
         self._waiting = WaitingTrials()
         self._strategy = StrategyTrials(running=with_strategy)
         self._resumed = resumed
         self._handler_error: str | None = None
-        self._trial_ids: set[str] = set()
-        self._secret = b""  # set by run(): see reports.TRIAL_SECRET_FILE
+        self._new_trials = NewTrials(trial_dir=paths.trial_dir, checkpoint_dir=self.training.files.checkpoint_dir)
         self._writes = WriteQueue(record_outage=store.record_store_outage, on_paused=self._store_paused,
                                   on_resumed=self._store_resumed, on_failed=self._handler_failed)
         """Every store write goes through it: while the store refuses writes (locked,
@@ -143,8 +114,6 @@ class TrialRunner:
         """Paused while trials cannot be started for the system's reason (SystemLaunchError)."""
         self._progress = Progress(minimize=config.minimizes)
         self._wake = asyncio.Event()
-        self._space_updates = asyncio.Lock()
-        """Held while the dispatcher is asked to take a new search space."""
         self._imports = asyncio.Lock()
         """Held while an import is sent: frames of several in one turn of the loop would add up to a stall."""
         self._stop_requested = False
@@ -155,6 +124,12 @@ class TrialRunner:
         self._preempted = False
         self._proposals = Proposals(dispatcher, next_sequence_id=store.next_sequence_id(), logger=logger)
         self._deadlines = Deadlines()   # its clock's start is set by run()
+        self._updates = ConfigUpdates(dispatcher, updated=self._updated, apply=self._apply_update,
+                                      space_taken=self._proposals.space_changed)
+        self._receiver = ReportReceiver(
+            self._live, store, self._writes, self.training.files, logger, dispatcher=dispatcher, spawn=self._spawn,
+            on_stored=lambda live: self._deadlines.active(live.trial_id, live.attempt, self._clock()),
+            stop_early=lambda live: self._stop_trial(live, TrialState.EARLY_STOPPED), on_failed=self._handler_failed)
         self._run_id: int | None = None
         self._dead_run: tuple[int, float] | None = None
         """On resume: the run whose manager died (no end recorded), and its last recorded event."""
@@ -169,7 +144,7 @@ class TrialRunner:
         error: str | None = None
         self.store.set_busy_timeout(WRITE_BUSY_TIMEOUT_MS)
         try:
-            self._secret = reports.load_trial_secret(self.paths.root)
+            self._live.secret = reports.load_trial_secret(self.paths.root)
             # maxExperimentDuration counts the time earlier runs (before a resume) took too.
             self._deadlines.started = self._clock() - self.store.seconds_run()
             # A run its manager died in has no end: read before this run begins (_restore ends it).
@@ -178,16 +153,8 @@ class TrialRunner:
             await self._start_components()
             self._set_state(ExperimentState.RUNNING)
             await self._loop()
-        except DispatcherError as failure:
-            error = f"the tuner failed:\n{failure}"
-        except _StrategyFailed as failure:
-            error = f"the strategy failed:\n{failure}"
-        except _HandlerFailed as failure:
-            error = str(failure)
-        except TrainingServiceError as failure:
-            error = str(failure)
-        except Exception:  # a bug of ours: the experiment must still end cleanly
-            error = traceback.format_exc()
+        except Exception as failure:  # the tuner, the strategy, a handler, the service, or a bug of ours
+            error = failure_text(failure)
         return await self._finish(error)
 
     def _spawn(self, coroutine: Any) -> asyncio.Task:
@@ -227,16 +194,17 @@ class TrialRunner:
             self._writes.commit(self.store.end_run, plan.dead_run, plan.died)
             self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
                              time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(plan.died)))
-        self._trial_ids |= plan.trial_ids
+        self._new_trials.taken(plan.trial_ids)
         for requeued in plan.requeued:
             record, open_attempt = requeued.record, requeued.open_attempt
             if open_attempt is not None:  # its manager died under it
-                self._end_leftover_process(open_attempt)
+                if self._live.end_leftover(open_attempt):
+                    self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
+                                        record.trial_id, open_attempt.pid)
                 attempt = open_attempt.attempt
-                live = _LiveTrial(record, attempt, reports.attempt_token(self._secret, record.trial_id, attempt),
-                                  reports=AttemptReports(assessed=self._assessed, attempt=attempt,
-                                                         stored=self.store.metrics(record.trial_id)))
-                self._writes.commit(self._ingest_metrics_file, live)
+                live = self._live.attempt(record, attempt, AttemptReports(
+                    assessed=self._assessed, attempt=attempt, stored=self.store.metrics(record.trial_id)))
+                self._writes.commit(self._receiver.ingest_unsent, live)
                 self._writes.commit(functools.partial(self.store.end_attempt, record.trial_id, attempt,
                                                       TrialState.CRASHED, plan.open_attempt_ends(open_attempt),
                                                       None, None, trial_status=TrialState.WAITING))
@@ -249,13 +217,6 @@ class TrialRunner:
         if plan.history and self.dispatcher is not None:
             self.dispatcher.replay_results(plan.history)
 
-    def _end_leftover_process(self, attempt: AttemptRecord) -> None:
-        """A trial process that outlived its manager is ended by the training service
-        (found by pid and start time, never by name)."""
-        trial_id, pid, pid_started = attempt.trial_id, attempt.pid, attempt.pid_started
-        if pid is not None and pid_started is not None and self.training.end_leftover(trial_id, pid, pid_started):
-            self.logger.warning("trial %s: its process %d outlived the last run; its group was killed", trial_id, pid)
-
     async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()
         self._wake.set()
@@ -266,9 +227,9 @@ class TrialRunner:
             if self.dispatcher is not None and self.dispatcher.failure is not None:
                 raise self.dispatcher.failure
             if self._strategy.error is not None:
-                raise _StrategyFailed(self._strategy.error)
+                raise StrategyFailed(self._strategy.error)
             if self._handler_error is not None:
-                raise _HandlerFailed(self._handler_error)
+                raise HandlerFailed(self._handler_error)
             if self._stop_requested:
                 return
             now = self._clock()
@@ -310,16 +271,12 @@ class TrialRunner:
         while self._waiting and self._has_free_slot():   # retries and requeued trials first
             await self._launch_attempt(*self._waiting.next())
         while self._proposals.may_ask(self.config) and (self._has_free_slot() or self._may_create_waiting()):
-            assert self.dispatcher is not None
-            sequence_id, asked = self._proposals.reserve()
-            # Asked only now: the tuner has seen every result that came in (a dispatcher may
-            # have computed these ahead only for a tuner that declares results change nothing).
-            answer = await self.dispatcher.generate(sequence_id)
-            if self._stop_requested or not isinstance(answer, Generated):
-                self._proposals.release(sequence_id)
-                if not self._stop_requested and self._proposals.declined(answer, asked):
-                    continue  # a trial ended meanwhile: what the tuner waited for may have come
+            proposal = await self._proposals.ask(stopping=lambda: self._stop_requested)
+            if isinstance(proposal, bool):   # True: a trial ended meanwhile: what the tuner waited for may have come
+                if proposal:
+                    continue
                 return
+            sequence_id, answer = proposal
             checkpoint_source = checkpoint_source_of(answer.checkpoint_from, self.store.trial_by_sequence)
             record = self._create_trial(sequence_id, answer.parameters)
             if checkpoint_source is not None:
@@ -345,15 +302,8 @@ class TrialRunner:
 
     def _create_trial(self, sequence_id: int, parameters: dict[str, Any],
                       parameter_source: str = "algorithm") -> TrialRecord:
-        """A new WAITING trial, stored (its folder is the training service's, made at launch);
-        ``parameter_source`` is NNI's (``_parameter_record``)."""
-        trial_id = self._new_trial_id()
-        self._trial_ids.add(trial_id)
-        if TRIAL_CHECKPOINT_DIR in parameters.values():   # PBT's NNI parameters: the trial's own folder
-            parameters = {name: self.training.files.checkpoint_dir(trial_id) if value == TRIAL_CHECKPOINT_DIR else value
-                          for name, value in parameters.items()}
-        record = TrialRecord(trial_id=trial_id, sequence_id=sequence_id, parameters=parameters,
-                             status=TrialState.WAITING, submit_time=time.time(), parameter_source=parameter_source)
+        """A new WAITING trial, stored (its folder is the training service's, made at launch)."""
+        record = self._new_trials.record(sequence_id, parameters, parameter_source, time.time())
         self._writes.commit(self.store.add_trial, record)  # queued if refused: its launch's writes come after it
         return record
 
@@ -372,38 +322,19 @@ class TrialRunner:
         space is the tuner's to accept too: then this returns an awaitable, done once the
         dispatcher took it, that raises UpdateRefused if the tuner refused it (the old
         space stays, the experiment goes on)."""
-        config = self._updated(field, value)
-        if field == "searchSpace" and self.dispatcher is not None and self.config.tuner is not None:
-            assert config.search_space is not None   # an update gives one
-            return self._update_search_space(config.search_space)
-        self._commit_update(field, config)
-        return None
+        return self._updates.update(field, value)
 
     def _updated(self, field: str, value: Any) -> ResolvedConfig:
         """The config with ``field`` set to ``value``; UpdateRefused when it cannot be."""
         return checks.updated_config(self.config, field, value, exp_id=self.exp_id, state=self.state,
                                      stopping=self._stop_requested)
 
-    async def _update_search_space(self, space: dict[str, Any]) -> None:
-        """Tell the tuner the new (validated) space and wait for its answer; only a space it
-        took becomes the config's. One update at a time, so that they apply in order."""
-        assert self.dispatcher is not None
-        async with self._space_updates:
-            try:
-                await self.dispatcher.update_search_space(space)
-            except DispatcherError as error:
-                raise checks.space_refused(error) from None
-            self._proposals.space_changed()
-            # Made again from the config now: another field may have changed meanwhile.
-            self._commit_update("searchSpace", self._updated("searchSpace", space))
-
-    def _commit_update(self, field: str, config: ResolvedConfig) -> None:
+    def _apply_update(self, field: str, config: ResolvedConfig) -> None:
         self.config = config
-        if self._ending and any(entry.field == field for entry in BUDGET_FIELDS):
+        if self._ending and raises_budget(field):
             self.budget_raised_while_ending = True
-        new_value = getattr(self.config, UPDATABLE_FIELDS[field])
         self.store.set_config(self.config.to_dict())
-        self.logger.info("%s changed to %s", field, json.dumps(new_value))
+        self.logger.info("%s", change_line(field, config))
         if self.state == ExperimentState.NO_MORE_TRIAL and self._proposals.may_ask(self.config):
             self._set_state(ExperimentState.RUNNING)
         self._wake.set()
@@ -468,99 +399,66 @@ class TrialRunner:
         self._wake.set()
 
     async def _launch_attempt(self, record: TrialRecord, attempt: int) -> None:
-        token = reports.attempt_token(self._secret, record.trial_id, attempt)
-        self._live[record.trial_id] = _LiveTrial(record, attempt, token, AttemptReports(assessed=self._assessed))
-        launch = trial_launch(record, attempt, token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
-                              manager_host=self.training.manager_host(), port=self.port)
-        try:
-            await self.training.launch(launch)
-        except SystemLaunchError as error:   # not the trial's fault: it waits, launching pauses
-            self._system_kept_from_starting(record.trial_id, attempt, str(error))
-        except TrainingServiceError as error:
-            self._not_started(record.trial_id, attempt, str(error))
+        live = self._live.attempt(record, attempt, AttemptReports(assessed=self._assessed))
+        refused = await self._live.launch(live, trial_launch(
+            record, attempt, live.token, self.config, exp_id=self.exp_id, url_prefix=self.url_prefix,
+            manager_host=self.training.manager_host(), port=self.port))
+        if refused is not None:
+            self._not_started(record.trial_id, attempt, refused.reason, system=refused.system)
 
-    def _not_started(self, trial_id: str, attempt: int, reason: str) -> None:
-        """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED."""
-        live = self._live.get(trial_id)
-        if live is None or live.attempt != attempt:
+    def _not_started(self, trial_id: str, attempt: int, reason: str, *, system: bool) -> None:
+        """The attempt could not be started (at launch, or later: trial_launch_failed): FAILED;
+        or (``system``) for a reason outside the trial (a full or read-only disk, no free
+        descriptor): nothing is recorded against it. The trial stays WAITING, first in line
+        with the same attempt, counted neither as a failure nor as a new trial; launching
+        pauses (said once) and is tried again with backoff."""
+        live = self._live.not_started(trial_id, attempt)
+        if live is None:
             return  # not this attempt (it ended already)
-        del self._live[trial_id]
         self._deadlines.forget(trial_id)
-        self.logger.error("trial %s could not start: %s", trial_id, reason)
-        now = time.time()
-        self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
-        self._waiting.started(trial_id)
-        self._writes.commit(self._launch_failed, live.record, attempt, now)
-        self._wake.set()
-
-    def _system_kept_from_starting(self, trial_id: str, attempt: int, reason: str) -> None:
-        """The attempt could not be started for a reason outside the trial (a full or
-        read-only disk, no free descriptor): nothing is recorded against it. The trial
-        stays WAITING, first in line with the same attempt, counted neither as a failure
-        nor as a new trial; launching pauses (said once) and is tried again with backoff."""
-        live = self._live.get(trial_id)
-        if live is None or live.attempt != attempt:
-            return  # not this attempt (it ended already)
-        del self._live[trial_id]
-        self._deadlines.forget(trial_id)
-        self._waiting.requeue(live.record, attempt, first=True)
-        if self._launching.failed(reason, self._clock()):
-            self.logger.warning("%s", self.launching_paused)
-            self._on_store_unwritable(self.launching_paused)
+        if system:
+            self._waiting.requeue(live.record, attempt, first=True)
+            if self._launching.failed(reason, self._clock()):
+                self.logger.warning("%s", self.launching_paused)
+                self._on_store_unwritable(self.launching_paused)
+            else:
+                self.logger.debug("trial %s still cannot start: %s", trial_id, reason)
         else:
-            self.logger.debug("trial %s still cannot start: %s", trial_id, reason)
+            self.logger.error("trial %s could not start: %s", trial_id, reason)
+            now = time.time()
+            self._writes.commit(self.store.start_attempt, trial_id, attempt, now)
+            self._waiting.started(trial_id)
+            self._writes.commit(self._launch_failed, live.record, attempt, now)
         self._wake.set()
 
     def _launch_failed(self, record: TrialRecord, attempt: int, now: float) -> None:
         self.store.end_attempt(record.trial_id, attempt, TrialState.FAILED, now, None, None)
         self._trial_ended(record, TrialState.FAILED, None, has_final=False)
 
-    def _new_trial_id(self) -> str:
-        while True:
-            trial_id = "".join(secrets.choice(_TRIAL_ID_ALPHABET) for _ in range(5))
-            if trial_id not in self._trial_ids and not self.paths.trial_dir(trial_id).exists():
-                return trial_id
-
     # -- limits -------------------------------------------------------------
 
     def _seconds_to_next_deadline(self) -> float | None:
         now = self._clock()
-        retry = [self._launching.next_try] if self._launching.reason is not None and self._waiting.requeued and \
-            self._launching.next_try > now else []   # once past, a slot freeing wakes the loop
-        return self._deadlines.seconds_to_next(now, self.config, also=retry)
+        return self._deadlines.seconds_to_next(now, self.config,
+                                               also=self._launching.retry_at(now, bool(self._waiting.requeued)))
 
     def _enforce_trial_deadlines(self, now: float) -> None:
         idle_timeout = self.config.trial_idle_timeout
         def last_output_time(trial_id: str) -> float:   # read only when an idle deadline comes
             return self.training.files.last_output_time(trial_id)
         for trial_id, reason in self._deadlines.overdue(now, idle_timeout, last_output_time):
-            if reason == TrialState.EARLY_STOPPED:
-                self.logger.info("trial %s ran past maxTrialDuration; stopping it", trial_id)
-            else:
-                self.logger.warning("trial %s was silent for %gs (trialIdleTimeout); stopping it as crashed",
-                                    trial_id, idle_timeout)
+            self.logger.log(*overdue_line(trial_id, reason, idle_timeout))
             self._stop_trial(self._live[trial_id], reason)
 
-    def _stop_trial(self, live: _LiveTrial, reason: TrialState) -> None:
-        live.stop_reason = reason
-        self._deadlines.forget(live.record.trial_id)   # a trial being stopped has no deadline left
-        self.training.signal(live.record.trial_id, signal.SIGTERM)
-        asyncio.get_running_loop().call_later(self.config.trial_grace_period, self._kill_if_alive,
-                                              live.record.trial_id, live.attempt)
-
-    @_loop_handler
-    def _kill_if_alive(self, trial_id: str, attempt: int) -> None:
-        live = self._live.get(trial_id)
-        if live is not None and live.attempt == attempt:
-            self.training.signal(trial_id, signal.SIGKILL)
+    def _stop_trial(self, live: LiveAttempt, reason: TrialState) -> None:
+        self._deadlines.forget(live.trial_id)   # a trial being stopped has no deadline left
+        self._live.stop(live, reason, grace_period=self.config.trial_grace_period)
 
     async def _stop_trials(self, reason: TrialState) -> None:
-        for live in self._live.values():
-            live.stop_reason = live.stop_reason or reason
         self._deadlines.clear()
         # A preemption tells trials with SIGUSR1 (the cluster's notice), so they can checkpoint.
-        await self.training.stop(self.config.trial_grace_period,
-                                 signal.SIGUSR1 if self._preempted else signal.SIGTERM)
+        await self._live.stop_all(reason, grace_period=self.config.trial_grace_period,
+                                  signum=signal.SIGUSR1 if self._preempted else signal.SIGTERM)
 
     # -- stopping -------------------------------------------------------------
 
@@ -582,8 +480,7 @@ class TrialRunner:
         """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL after
         ``trialGracePeriod``; with ``kill_now`` (or when asked twice), SIGKILL at once."""
         if kill_now or self._stop_requested:
-            for trial_id in list(self._live):
-                self.training.signal(trial_id, signal.SIGKILL)
+            self._live.kill_all()
         self._stop_requested = True
         self._wake.set()
 
@@ -591,7 +488,7 @@ class TrialRunner:
         self._ending = True
         if self._stop_requested and error is None:
             self._set_state(ExperimentState.STOPPING)
-        reason = TrialState.USER_CANCELED if error is None and self._stop_requested else TrialState.SYS_CANCELED
+        reason = cancel_reason(error, self._stop_requested)
         await self._stop_trials(reason)
         for record in self._waiting.take_all():
             self._writes.commit(self._never_run, record, reason, time.time())
@@ -603,21 +500,13 @@ class TrialRunner:
             error = self._handler_error
         if error is not None:
             self.logger.error("experiment failed: %s", error)
-            final = ExperimentState.ERROR
-        elif self._stop_requested:
-            final = ExperimentState.STOPPED
-        else:
-            final = ExperimentState.DONE
+        final = final_state(error, self._stop_requested)
         self._set_state(final, error=error, end_time=time.time())
         self._writes.commit(self._end_run, time.time())
         unrecorded = not await self._writes.drain(write_deadline)
         self._writes.close()
         if unrecorded:
-            self.logger.error(
-                "the experiment ended %s, but %s could not be written for %gs (%s): its last %d change(s) "
-                "(trial and experiment states, results) are not recorded there; the trials' reports are kept "
-                "in their metrics.jsonl", final.value, self.store.path, writes.FINAL_WRITE_PATIENCE,
-                self._writes.unwritable, len(self._writes))
+            self.logger.error("%s", self._writes.unrecorded(final.value, str(self.store.path)))
         return final
 
     def _never_run(self, record: TrialRecord, reason: TrialState, end_time: float) -> None:
@@ -663,8 +552,8 @@ class TrialRunner:
     @_loop_handler
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
-        live = self._live.get(trial_id)
-        if live is not None and live.attempt == attempt:
+        live = self._live.started(trial_id, attempt, pid=pid, host=host, at=time.time())
+        if live is not None:
             if live.stop_reason is None:   # a trial being stopped has no deadline left
                 self._deadlines.trial_started(trial_id, attempt, self._clock(),
                                               max_trial_duration=self.config.max_trial_duration)
@@ -681,17 +570,14 @@ class TrialRunner:
     @_loop_handler
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signum: int | None,
                      preempted: bool = False, *, failed: bool = False) -> None:
-        live = self._live.pop(trial_id)
+        live = self._live.exited(trial_id)
         self._deadlines.forget(trial_id)
         self._writes.commit(self._conclude_exit, live, time.time(), exit_code, signum, preempted, failed)
         self._wake.set()
 
     @_loop_handler
     def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
-        if system:
-            self._system_kept_from_starting(trial_id, attempt, reason)
-        else:
-            self._not_started(trial_id, attempt, reason)
+        self._not_started(trial_id, attempt, reason, system=system)
 
     @_loop_handler
     def capacity_changed(self) -> None:
@@ -704,13 +590,13 @@ class TrialRunner:
             self._handler_error = f"the training service failed:\n{error}"
         self._wake.set()
 
-    def _conclude_exit(self, live: _LiveTrial, ended: float, exit_code: int | None, signum: int | None,
+    def _conclude_exit(self, live: LiveAttempt, ended: float, exit_code: int | None, signum: int | None,
                        preempted: bool = False, failed: bool = False) -> None:
         """Store the reports the attempt could not send, then its end (outcomes.py decides
         which); queued as one write while the store refuses writes (the lines already
         stored are skipped)."""
         trial_id, attempt = live.record.trial_id, live.attempt
-        self._ingest_metrics_file(live)
+        self._receiver.ingest_unsent(live)
         outcome = exit_outcome(exit_code, signum, stop_reason=live.stop_reason, preempted=preempted, failed=failed,
                                stopping=self._stop_requested,
                                marked_preempting=lambda: self.training.files.marked_preempting(trial_id, attempt),
@@ -747,77 +633,11 @@ class TrialRunner:
     # -- metrics ----------------------------------------------------------------
 
     def receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
-        """Store a report POSTed by a running trial and tell the tuner or assessor.
-
-        Raises MetricRejected: FORBIDDEN for a wrong token, INVALID for a bad field,
-        CONFLICT for another attempt, UNAVAILABLE when the store cannot take it now (the
-        trial's line in metrics.jsonl is stored when the trial ends).
-        """
-        try:
-            self._receive_metric(trial_id, token, report)
-        except MetricRejected:
-            raise
-        except Exception:
-            self._handler_failed("receive_metric")
-            raise MetricRejected(RefusalKind.FAILED,
-                                 "the manager failed on this report; the experiment ends in ERROR") from None
-
-    def _receive_metric(self, trial_id: str, token: str | None, report: Any) -> None:
-        live = self._live.get(trial_id)
-        metric = reports.posted_report(trial_id, token, report, running=None if live is None else (live.attempt,
-                                                                                                    live.token))
-        assert live is not None
-        if not live.reports.is_new(metric.sequence):
-            return  # seen before: reports are idempotent
-        if self._writes.unwritable is not None or self._writes:
-            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(self._writes.unwritable or "earlier writes wait"))
-        try:
-            self._accept_metric(live, metric)
-        except StoreUnavailable as error:
-            self._writes.refused(error)
-            raise MetricRejected(RefusalKind.UNAVAILABLE, NOT_NOW.format(error.reason)) from None
-
-    def _accept_metric(self, live: _LiveTrial, metric: MetricRecord) -> None:
-        """Store the metric (StoreUnavailable if the store refuses it: then it is not
-        seen, and its line in metrics.jsonl is read again later)."""
-        if not live.reports.is_new(metric.sequence):
-            return  # seen before: reports are idempotent
-        # Counted as seen only once committed (the store's refusal raises before).
-        decision = live.reports.stored(metric, newly=self.store.add_metric(metric))
-        self._deadlines.active(live.record.trial_id, live.attempt, self._clock())
-        if isinstance(decision, AskAssessor) and live.stop_reason is None:
-            self._spawn(self._assess(live, decision.history))
+        """Store a report POSTed by a running trial and tell the assessor. Raises
+        MetricRejected (receiving.ReportReceiver.receive says which kind when)."""
+        self._receiver.receive(trial_id, token, report)
 
     @property
     def _assessed(self) -> bool:
         """Whether an assessor judges the trials' intermediate results."""
         return self.dispatcher is not None and self.config.assessor is not None
-
-    async def _assess(self, live: _LiveTrial, history: Sequence[Any]) -> None:
-        try:
-            await self._assess_now(live, history)
-        except Exception:
-            self._handler_failed("_assess")
-
-    async def _assess_now(self, live: _LiveTrial, history: Sequence[Any]) -> None:
-        assert self.dispatcher is not None
-        try:
-            assessment = await self.dispatcher.assess(live.record.trial_id, history)
-        except DispatcherError:
-            return  # the loop sees the dispatcher's failure
-        # Only the attempt assessed is stopped (a resume's dead attempt is assessed too).
-        if assessment is Assessment.STOP and live.stop_reason is None and self._live.get(live.record.trial_id) is live:
-            self.logger.info("the assessor stops trial %s early", live.record.trial_id)
-            self._stop_trial(live, TrialState.EARLY_STOPPED)
-
-    def _ingest_metrics_file(self, live: _LiveTrial) -> None:
-        """Pick up reports the trial wrote but could not send (the service reads them, from
-        metrics.jsonl); a bad line is warned about once, naming it, in experiment.log and
-        the trial's log (intake.unsent_metrics)."""
-        trial_id, files = live.record.trial_id, self.training.files
-
-        def skipped(number: int, reason: str) -> None:
-            self.logger.warning("trial %s: %s", trial_id, files.note_skipped(trial_id, number, reason))
-        for metric in unsent_metrics(files.unsent_reports(trial_id), trial_id, live.attempt, live.token, live.reports,
-                                     on_skipped=skipped):
-            self._accept_metric(live, metric)

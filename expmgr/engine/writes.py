@@ -118,6 +118,13 @@ class WriteQueue:
             self._on_resumed()
         return True
 
+    def unrecorded(self, ended: str, store: str) -> str:
+        """What experiment.log says when the experiment ended (``ended``: its state) with
+        writes still queued after ``FINAL_WRITE_PATIENCE``; ``store``: the store's path."""
+        return (f"the experiment ended {ended}, but {store} could not be written for {FINAL_WRITE_PATIENCE:g}s "
+                f"({self._unwritable}): its last {len(self)} change(s) (trial and experiment states, results) "
+                "are not recorded there; the trials' reports are kept in their metrics.jsonl")
+
     def close(self) -> None:
         """Stop retrying in the background (what is left stays queued)."""
         if self._retrier is not None:

@@ -70,3 +70,12 @@ def test_the_loop_sleeps_until_the_nearest_deadline_of_any_kind(tmp_path):
     assert deadlines.seconds_to_next(25.0, config) == 15.0                         # a's maxTrialDuration (40)
     assert deadlines.seconds_to_next(25.0, config, also=[26.5]) == 1.5             # the runner's own
     assert deadlines.seconds_to_next(500.0, config) == 0.0                         # past: at once
+
+
+def test_the_line_said_names_the_limit_a_trial_passed():
+    import logging
+    from expmgr.engine.deadlines import overdue_line
+    assert overdue_line("a", TrialState.EARLY_STOPPED, None) == (
+        logging.INFO, "trial a ran past maxTrialDuration; stopping it")
+    assert overdue_line("b", TrialState.CRASHED, 5.0) == (
+        logging.WARNING, "trial b was silent for 5s (trialIdleTimeout); stopping it as crashed")

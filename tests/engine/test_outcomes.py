@@ -64,3 +64,26 @@ def test_the_log_line_says_how_it_ended_and_warns_of_failures_and_preemptions():
     assert outcome(None, 9).describe("t1", 2, None, 9) == (logging.WARNING, "trial t1 CRASHED (signal 9)")
     assert outcome(143, marked=True, stopping=True).describe("t1", 1, 143, None) == \
         (logging.WARNING, "trial t1 attempt 1 PREEMPTED; a resume runs it again first")
+
+
+def test_the_experiment_ends_stopped_done_or_in_error_and_its_trials_as_canceled_by_whom():
+    from expmgr.engine.outcomes import cancel_reason, final_state
+    from expmgr.states import ExperimentState
+    assert (final_state(None, True), cancel_reason(None, True)) == (ExperimentState.STOPPED, TrialState.USER_CANCELED)
+    assert (final_state(None, False), cancel_reason(None, False)) == (ExperimentState.DONE, TrialState.SYS_CANCELED)
+    assert (final_state("boom", True), cancel_reason("boom", True)) == (ExperimentState.ERROR, TrialState.SYS_CANCELED)
+
+
+def test_the_experiments_error_says_what_failed():
+    from expmgr.engine.dispatching import DispatcherError
+    from expmgr.engine.outcomes import HandlerFailed, StrategyFailed, failure_text
+    from expmgr.training.base import TrainingServiceError
+    assert failure_text(DispatcherError("Traceback: tuner")) == "the tuner failed:\nTraceback: tuner"
+    assert failure_text(StrategyFailed("Traceback: strategy")) == "the strategy failed:\nTraceback: strategy"
+    assert failure_text(HandlerFailed("the manager's x failed")) == "the manager's x failed"
+    assert failure_text(TrainingServiceError("the service broke")) == "the service broke"
+    try:
+        raise KeyError("ours")
+    except KeyError as bug:
+        text = failure_text(bug)
+    assert text.startswith("Traceback") and "KeyError: 'ours'" in text

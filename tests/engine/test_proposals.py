@@ -112,3 +112,30 @@ def test_a_checkpoint_source_is_a_trial_the_tuner_names_by_its_parameter_id():
         with pytest.raises(DispatcherError, match=f"the tuner named parameter id {unknown!r} as a checkpoint source, "
                                                   "but no trial has it"):
             checkpoint_source_of(unknown, trials.get)
+
+
+class Generating(Told):
+    """Answers each ``generate`` with the next of ``answers``."""
+
+    def __init__(self, *answers: Any) -> None:
+        super().__init__()
+        self.answers = list(answers)
+        self.asked: list[int] = []
+
+    async def generate(self, parameter_id: int) -> Any:
+        self.asked.append(parameter_id)
+        return self.answers.pop(0)
+
+
+def test_asking_gives_the_proposal_with_its_sequence_id_or_says_whether_to_ask_again(tmp_path: Path):
+    import asyncio
+    from expmgr.engine.dispatching import Generated
+    proposal = Generated({"x": 0})
+    tuner_side = Generating(proposal, NoMoreTrials())
+    tuner = proposals(tuner_side)
+    assert asyncio.run(tuner.ask(stopping=lambda: False)) == (0, proposal)
+    assert asyncio.run(tuner.ask(stopping=lambda: False)) is False   # no more: its id is released
+    assert tuner.submitted == 1 and tuner.no_more_trials and tuner_side.asked == [0, 1]
+    stopping = proposals(Generating(proposal))
+    assert asyncio.run(stopping.ask(stopping=lambda: True)) is False, "the experiment stops: the trial is not made"
+    assert stopping.submitted == 0

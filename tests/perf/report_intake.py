@@ -47,6 +47,7 @@ class QuietService:
     def __init__(self, events: TrialEvents) -> None:
         self.events = events
         self.launched: list[TrialLaunch] = []
+        self.files = NoTrialFiles()
 
     async def start(self) -> None:
         pass
@@ -72,6 +73,10 @@ class QuietService:
     def manager_host(self) -> str:
         return "127.0.0.1"
 
+
+class NoTrialFiles:
+    """The trials' files as the runner reads them: none (duck-typed, as the service)."""
+
     def last_output_time(self, trial_id: str) -> float:
         return 0.0
 
@@ -80,6 +85,9 @@ class QuietService:
 
     def unsent_reports(self, trial_id: str) -> list[tuple[int, bytes | None]]:
         return []
+
+    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
+        return reason
 
     def checkpoint_dir(self, trial_id: str) -> str:
         return f"/nowhere/{trial_id}"
@@ -152,7 +160,8 @@ async def one_round(folder: Path, reports: int, window: int) -> tuple[float, flo
     paths.create()
     store = create_store(paths, ExperimentProfile(
         id="bench", name=None, config=config.to_dict(), status=ExperimentState.INITIALIZED, error=None,
-        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root)))
+        start_time=time.time(), end_time=None, port=None, log_dir=str(paths.root),
+        platform="local", minimizes=config.minimizes))
     services: list[QuietService] = []
     dispatcher = KeepingDispatcher()
     logger = logging.getLogger("report-intake-bench")
