@@ -195,8 +195,10 @@ PLATFORMS: dict[str, Platform] = {platform.name: platform for platform in (
              service="expmgr.training.local:create_local_service", nni=True),
     Platform("ray", RayConfig, ResolvedRayConfig, _resolve_ray, check="_ray_service",
              service="expmgr.training.ray:create_ray_service", nni=False),
+    # Its trials' files are the manager's copies (the hosts' agents send them as written).
     Platform("remote", RemoteConfig, ResolvedRemoteConfig, _resolve_remote, check="_remote_service",
-             service=None, nni=True),
+             service="expmgr.training.remote.service:create_remote_service", nni=True,
+             files="expmgr.training.remote.files:RemoteTrialFiles"),
 )}
 """Every platform expmgr runs trials on, by name, in the order error messages list them."""
 

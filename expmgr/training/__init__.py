@@ -1,6 +1,6 @@
 """Training services: where trial processes run. ``base`` has the interface (process
 control), ``files`` the trial-files port (a trial's output, reports and checkpoint),
-``local`` this machine, ``ray`` a Ray cluster.
+``local`` this machine, ``ray`` a Ray cluster, ``remote`` machines reached by SSH.
 
 May import: ``expmgr.config`` (a service is built from its part of the config),
 ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial); nothing
@@ -27,7 +27,7 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
     Built by the factory its platform names (``expmgr.config.PLATFORMS``); a platform with no
-    service yet (remote) or a list of services (hybrid) gets one whose ``start()`` refuses."""
+    service yet or a list of services (hybrid) gets one whose ``start()`` refuses."""
     from expmgr.config import PLATFORMS
     if len(config.training_services) > 1:
         return _NotBuilt(f"a list of training services (hybrid: {config.platform})", paths, manager_host)
@@ -43,7 +43,7 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
 
 class _NotBuilt(TrainingService):
     """The one refusal to run trials where the config is read and checked but no service
-    runs them yet (a platform whose ``PLATFORMS`` entry names no service, remote; a list of
+    runs them yet (a platform whose ``PLATFORMS`` entry names no service; a list of
     several services, hybrid): ``start()`` raises a one-line TrainingServiceError, which ends
     the experiment in ERROR with it before any trial, as any service failing to start."""
 

@@ -406,10 +406,9 @@ def test_nnis_published_hybrid_examples_load(tmp_path: Path, monkeypatch: pytest
         assert remote.machines == (ResolvedRemoteMachine(host="10.1.1.1", user="xxx", password="xxx"),), name
 
 
-# -- starting: refused in one line until the remote service is built -----------------------------------
+# -- starting: hybrid refused in one line until it is built (remote runs: tests/training/remote/) -------
 
-@pytest.mark.parametrize("text, what", [(REMOTE, "the remote training service"),
-                                        (HYBRID, "a list of training services (hybrid: local+remote)")])
+@pytest.mark.parametrize("text, what", [(HYBRID, "a list of training services (hybrid: local+remote)")])
 def test_starting_remote_or_hybrid_is_refused_in_one_line(tmp_path: Path, home: Path, text: str, what: str) -> None:
     """Built from the factory as any service (the runner gets one), its ``start()`` refuses:
     the experiment ends in ERROR with that line before any trial."""
@@ -419,7 +418,7 @@ def test_starting_remote_or_hybrid_is_refused_in_one_line(tmp_path: Path, home: 
     with pytest.raises(TrainingServiceError) as refused:
         asyncio.run(service.start())
     assert str(refused.value) == (f"cannot start: {what} is not built yet (its config is read and checked); "
-                                  f"expmgr runs trials on one of: local, ray")
+                                  f"expmgr runs trials on one of: local, ray, remote")
     assert not service.has_capacity()
     asyncio.run(service.stop(0))   # nothing to stop: returns
     assert not (tmp_path / "exp").exists(), "nothing was made"
