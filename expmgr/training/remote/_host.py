@@ -4,7 +4,7 @@ ports forwarded from its loopback to the manager, its agent and the attempts run
 
     host = RemoteHost(machine, experiment_id="abc123", events=listener, folder_of=files.folder_of)
     await host.connect(code_directory)     # RemoteHostError (one line, names the host)
-    port = await host.report_port(8080)    # the host's 127.0.0.1:port -> the manager's 8080
+    port = await host.report_port("127.0.0.1", 8080)   # the host's 127.0.0.1:port -> the server
     await host.client.launch(HostLaunch(...))
     await host.close(timeout=10.0)
 
@@ -26,6 +26,7 @@ from typing import Callable
 from expmgr.config import ResolvedRemoteMachine
 from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training.remote._report_relay import relay_report
 from expmgr.training.remote.agent_client import AgentClient, AttemptEvents
 from expmgr.training.remote.runtime import agent_command, runtime_files
 from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHostError, RemoteProcess, SshTarget,
@@ -74,7 +75,7 @@ class RemoteHost:
         self.folder = ""
         """The experiment's folder on the host (absolute), once connected."""
         self._code_folders: dict[Path, str] = {}
-        self._report_ports: dict[int, int] = {}
+        self._report_ports: dict[tuple[str, int], int] = {}
         self._lock = asyncio.Lock()
         self.running: set[str] = set()
         """Trial ids of the attempts launched here and not ended."""
@@ -119,12 +120,15 @@ class RemoteHost:
                 self._code_folders[code_directory] = remote
             return self._code_folders[code_directory]
 
-    async def report_port(self, manager_port: int) -> int:
-        """The port of the host's loopback forwarded to the manager's ``manager_port``."""
+    async def report_port(self, manager_host: str, manager_port: int) -> int:
+        """The port of the host's loopback whose reports reach the manager's server at
+        ``manager_host:manager_port`` (``_report_relay``)."""
         async with self._lock:
-            if manager_port not in self._report_ports:
-                self._report_ports[manager_port] = await self._connection().forward_remote_port(manager_port)
-            return self._report_ports[manager_port]
+            key = (manager_host, manager_port)
+            if key not in self._report_ports:
+                self._report_ports[key] = await self._connection().serve_remote_port(
+                    lambda reader, writer: relay_report(reader, writer, manager_host, manager_port))
+            return self._report_ports[key]
 
     def trial_folder(self, trial_id: str) -> str:
         return f"{self.folder}/trials/{trial_id}"

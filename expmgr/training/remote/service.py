@@ -127,7 +127,8 @@ class RemoteTrainingService(TrainingService):
             raise launch_error(trial.trial_id, error, in_trial_folder=True) from error
         try:
             manager_port = trial.env.get(trial_api.ENV_MANAGER_PORT)
-            report_port = await host.report_port(int(manager_port)) if manager_port else 0
+            manager = trial.env.get(trial_api.ENV_MANAGER_HOST, self._manager_host)
+            report_port = await host.report_port(manager, int(manager_port)) if manager_port else 0
             code = await host.code_folder(trial.code_directory)
         except (RemoteHostError, OSError) as error:
             raise SystemLaunchError(f"cannot start trial {trial.trial_id} on host {host.label}: {error}") from None
