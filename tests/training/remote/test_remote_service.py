@@ -27,7 +27,8 @@ NNI_EXAMPLES = REPO / "tests" / "nni_examples" / "configs" / "trials"
 
 # A trial, as NNI users write them: it prints, starts a child that leaves its process group,
 # reports, marks itself started in ``shared`` and waits there until four trials started (so
-# that four run at once) and, with ``release`` as its second argument, until the test releases it.
+# that four run at once; not with ``alone`` as its second argument) and, with ``release`` or
+# ``alone``, until the test releases it.
 TRIAL = """
     import os, subprocess, sys, time
     import nni
@@ -38,9 +39,9 @@ TRIAL = """
     print(f"hello from {trial} x={params['x']}")
     nni.report_intermediate_result(params["x"])
     open(os.path.join(shared, f"started-{trial}-{attempt}"), "w").close()
-    while len([name for name in os.listdir(shared) if name.startswith("started-")]) < 4:
+    while wait_for != "alone" and len([name for name in os.listdir(shared) if name.startswith("started-")]) < 4:
         time.sleep(0.05)
-    while wait_for == "release" and not os.path.exists(os.path.join(shared, "release")):
+    while wait_for in ("release", "alone") and not os.path.exists(os.path.join(shared, "release")):
         time.sleep(0.05)
     child.kill()
     nni.report_final_result(params["x"])
@@ -207,6 +208,48 @@ def test_a_host_killed_mid_run_crashes_its_trials_which_are_retried_on_the_other
     assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}
     retries = {t: host for t, a, _, host in attempts_of(experiment.paths.database) if a == 2}
     assert retries == {t: label(living) for t in on_dying}, "retried on the host still up"
+
+
+def agents_on(host: SshHost) -> list[int]:
+    """The pids (in this machine's view) of the host agents running on ``host``."""
+    found = []
+    for process in host.processes():
+        try:
+            if any(part.endswith("host_agent.py") for part in process.cmdline()):
+                found.append(process.pid)
+        except Exception:  # ended meanwhile
+            pass
+    return found
+
+
+def test_a_host_whose_agent_dies_loses_its_trial_and_takes_new_trials_once_reconnected(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
+    """The connection's end as the service sees it (the agent's stream ends), with the host's
+    sshd still there: the host is connected again at once and trials go to it again."""
+    experiment = Experiment(remote_config(hosts, code_dir, tmp_path / "home", shared, "alone",
+                                          trial_concurrency=2, max_trial_retries=1))
+    experiment.start(port=0)
+    dropping = hosts.hosts[1]
+    try:
+        wait_until(lambda: started(shared) == 2, DEADLINE, "two trials running, one on each host")
+        database = experiment.paths.database
+        [(lost_trial, _, _, _)] = [row for row in attempts_of(database) if row[3] == label(dropping)]
+        [agent] = agents_on(dropping)
+        os.kill(agent, 9)
+        wait_until(lambda: (lost_trial, 1, "CRASHED") in [row[:3] for row in attempts_of(database)], DEADLINE,
+                   "the dropped host's trial CRASHED")
+        wait_until(lambda: agents_on(dropping) and agents_on(dropping) != [agent], DEADLINE,
+                   "the host connected again (a new agent)")
+        (shared / "release").write_text("")
+        assert experiment.wait(timeout=DEADLINE * 2)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}
+    rows = attempts_of(database)
+    assert (lost_trial, 2, "SUCCEEDED") in [row[:3] for row in rows], "retried"
+    crashed_at = [row[:3] for row in rows].index((lost_trial, 1, "CRASHED"))
+    assert label(dropping) in [host for _, _, _, host in rows[crashed_at + 1:]], "new trials on the host once back"
 
 
 def a_closed_port() -> int:
