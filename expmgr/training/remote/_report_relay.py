@@ -7,7 +7,8 @@ and each connection to it is relayed to the server after two checks::
 Only a report passes: ``POST <prefix>/api/v1/expmgr/trials/<id>/metrics`` with no ``Origin`` (what
 the trial API sends; the server checks its token, 403/409 and duplicates as for a local
 trial). Its ``Host`` header names the host's port, which the server refuses (it answers only
-to its own addresses): it is rewritten to the server's. Anything else gets a 403 here.
+to its own addresses): it is rewritten to the server's, and the connection is closed after the
+answer. Anything else gets a 403 here.
 """
 from __future__ import annotations
 
@@ -69,9 +70,10 @@ def _refusal(head: bytes) -> str | None:
 
 
 def _with_host(head: bytes, host: str, port: int) -> bytes:
+    """The head for the server: its Host, and one request per connection (as the trial API sends)."""
     name = f"[{host}]" if ":" in host else host
-    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"host:")]
-    lines.insert(1, f"Host: {name}:{port}".encode())
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith((b"host:", b"connection:"))]
+    lines[1:1] = [f"Host: {name}:{port}".encode(), b"Connection: close"]
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 

@@ -5,6 +5,7 @@ and the hosts' processes are looked at in their own namespaces. Every wait is on
 with a deadline."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -322,3 +323,54 @@ def test_nnis_published_remote_config_runs_with_its_hosts_pointed_at_the_test_ho
     assert experiment.get_status() == "DONE", experiment.get_error()
     assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"] * 4
     assert {host for _, _, _, host in attempts_of(experiment.paths.database)} <= {label(first), label(second)}
+
+
+RELAY_PROBING_TRIAL = """
+    import json, os, socket
+    import nni
+    nni.get_next_parameter()
+    port = int(os.environ["EXPMGR_MANAGER_PORT"])
+    route = os.environ.get("EXPMGR_MANAGER_URL_PREFIX", "") + f"/api/v1/expmgr/trials/{nni.get_trial_id()}/metrics"
+
+    def send(raw):
+        conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+        answer = b""
+        try:
+            conn.sendall(raw)
+            while chunk := conn.recv(65536):
+                answer += chunk
+        except ConnectionError:  # refused before all of it was sent: the answer may be lost
+            pass
+        conn.close()
+        return int(answer.split(b" ", 2)[1]) if answer else "closed"
+
+    statuses = {
+        "garbage": send(b"\\x00\\xff not http at all\\r\\n\\r\\n"),
+        "another route": send(b"POST /api/v1/nni/experiment HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}"),
+        "from a web page": send(b"POST " + route.encode() + b" HTTP/1.1\\r\\nOrigin: http://evil.example\\r\\n"
+                                b"Content-Length: 2\\r\\n\\r\\n{}"),
+        "huge head": send(b"POST " + route.encode() + b" HTTP/1.1\\r\\nX: " + b"a" * 100000 + b"\\r\\n\\r\\n"),
+        "no token": send(b"POST " + route.encode() + b" HTTP/1.1\\r\\nContent-Type: application/json\\r\\n"
+                         b"Content-Length: 2\\r\\n\\r\\n{}"),
+    }
+    print(json.dumps(statuses))
+    nni.report_final_result(7)
+"""
+
+
+def test_the_report_port_relays_only_reports_and_the_server_still_checks_their_token(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
+    write_script(code_dir, "trial.py", RELAY_PROBING_TRIAL)
+    experiment = Experiment(remote_config(hosts, code_dir, tmp_path / "home", shared, "", max_trial_number=1,
+                                          trial_concurrency=1))
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+    [trial] = experiment.list_trial_jobs()
+    assert trial.status == "SUCCEEDED" and float(trial.finalMetric) == 7
+    statuses = json.loads((experiment.paths.trial_dir(trial.trialJobId) / "stdout").read_text())
+    assert statuses.pop("huge head") in (400, "closed")
+    assert statuses == {"garbage": 403, "another route": 403, "from a web page": 403, "no token": 403}, \
+        "refused by the relay, but the last (a report) by the server"
