@@ -253,8 +253,6 @@ def test_stop_ends_a_trial_ignoring_sigterm_within_the_grace_period(service: str
 
 
 def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
-    if service == "remote":
-        pytest.skip("GPUs per host are not built yet: a connected host takes any trial (docs/remote.md)")
     async def test(c: Context) -> None:
         assert c.service.has_capacity()
         await c.service.launch(c.launch_of("gpu", "sleep 60"))
@@ -263,9 +261,12 @@ def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
         await c.until(lambda: c.events.exit_of("gpu"), "the trial's exit")
         assert c.service.has_capacity(), "the ended trial's GPU is free again"
 
-    # Local: one GPU, one trial per GPU. Ray: one trial may wait for its resources at once.
+    # Local and remote: one GPU, one trial per GPU. Ray: one trial may wait for its resources at once.
     held = {"local": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1},
-            "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1}}
+            "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1},
+            "remote": {"platform": "remote", "machineList": [
+                {**machine, "gpuIndices": [0], "maxTrialNumberPerGpu": 1}
+                for machine in SERVICE_CONFIGS["remote"].get("machineList", [])]}}
     run_service(service, tmp_path, test, trial_gpu_number=1, training_service=held[service])
 
 

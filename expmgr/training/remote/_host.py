@@ -26,8 +26,10 @@ from typing import Callable
 from expmgr.config import ResolvedRemoteMachine
 from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training.local import GPU_POLL_INTERVAL
 from expmgr.training.remote._report_relay import relay_report
 from expmgr.training.remote.agent_client import AgentClient, AttemptEvents
+from expmgr.training.remote.host_gpus import HostGpus
 from expmgr.training.remote.runtime import agent_command, runtime_files
 from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHostError, RemoteProcess, SshTarget,
                                         StrictHostKeyChecking)
@@ -59,6 +61,7 @@ class RemoteHost:
 
     def __init__(self, machine: ResolvedRemoteMachine, *, experiment_id: str, events: AttemptEvents,
                  folder_of: Callable[[str], TrialFolder], on_gone: Callable[[RemoteHost], None],
+                 trial_gpu_number: int | None = None, on_gpus_changed: Callable[[], None] = lambda: None,
                  log_limits: RotationLimits = UNBOUNDED, log: logging.Logger | None = None) -> None:
         self.machine = machine
         self.label = host_label(machine)
@@ -79,11 +82,22 @@ class RemoteHost:
         self._lock = asyncio.Lock()
         self.running: set[str] = set()
         """Trial ids of the attempts launched here and not ended."""
+        self.trial_pids: dict[str, int] = {}
+        """The host's pid (and process group) of each running trial that started."""
+        self._trial_gpu_number = trial_gpu_number
+        self._on_gpus_changed = on_gpus_changed
+        self.gpus: HostGpus | None = None
+        """Its GPU slots when trials ask for GPUs (``trialGpuNumber`` > 0)."""
+        self._gpu_watch: asyncio.Task | None = None
 
     @property
     def connected(self) -> bool:
         """Trials can be launched here now."""
         return self.client is not None and self.client.connected
+
+    def has_room(self) -> bool:
+        """Connected, and one more trial would get its GPUs here."""
+        return self.connected and (self.gpus is None or self.gpus.scheduler.available())
 
     async def connect(self, code_directory: Path) -> None:
         """Log in, check Python, send the runtime and ``code_directory``, start the agent."""
@@ -95,6 +109,8 @@ class RemoteHost:
             self.folder = f"{home.stdout}/{HOST_FOLDER}/{self.experiment_id}"
             self.connection = connection
             self._code_folders, self._report_ports = {}, {}
+            if self._trial_gpu_number:
+                self.gpus = await HostGpus.start(connection, self.machine, self._trial_gpu_number)
             await self._upload_runtime()
             await self.code_folder(code_directory)
             runtime = f"{self.folder}/runtime"
@@ -109,6 +125,8 @@ class RemoteHost:
         client.start()
         self.client = client
         self._watcher = asyncio.get_running_loop().create_task(self._watch(client))
+        if self.gpus is not None and self.gpus.watched:
+            self._gpu_watch = asyncio.get_running_loop().create_task(self._watch_gpus(self.gpus))
 
     async def code_folder(self, code_directory: Path) -> str:
         """``code_directory``'s copy on the host, sent the first time it is asked for."""
@@ -146,12 +164,31 @@ class RemoteHost:
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()
+        self._stop_gpu_watch()
         client, self.client = self.client, None
         if client is not None:
             await client.stop(timeout)
         connection, self.connection = self.connection, None
         if connection is not None:
             await connection.close()
+
+    def _stop_gpu_watch(self) -> None:
+        watch, self._gpu_watch = self._gpu_watch, None
+        if watch is not None:
+            watch.cancel()
+
+    async def _watch_gpus(self, gpus: HostGpus) -> None:
+        """Ask the host which GPUs others use, every GPU_POLL_INTERVAL seconds (as the local
+        service does), and say when that frees or takes one."""
+        while True:
+            await asyncio.sleep(GPU_POLL_INTERVAL)
+            try:
+                changed = await gpus.refresh(set(self.trial_pids.values()))
+            except Exception as error:  # the host's trouble: its connection's end is told elsewhere
+                self._log.warning("host %s: asking for its GPUs failed: %s", self.label, error)
+                continue
+            if changed:
+                self._on_gpus_changed()
 
     def _connection(self) -> HostConnection:
         if self.connection is None:
@@ -181,6 +218,7 @@ class RemoteHost:
         if self.client is not client:
             return  # closed by us
         self.client, self._watcher = None, None
+        self._stop_gpu_watch()
         client.close()
         connection, self.connection = self.connection, None
         if connection is not None:

@@ -53,7 +53,7 @@ class RemoteTrainingService(TrainingService):
 
     def __init__(self, config: "ResolvedRemoteConfig", code_directory: Path, events: TrialEvents,
                  paths: ExperimentPaths, manager_host: str = "127.0.0.1",
-                 log_limits: RotationLimits = UNBOUNDED) -> None:
+                 log_limits: RotationLimits = UNBOUNDED, trial_gpu_number: int | None = None) -> None:
         self._config = config
         self._code_directory = Path(code_directory)
         self._events = events
@@ -63,9 +63,11 @@ class RemoteTrainingService(TrainingService):
         self.files.attach(self)
         # The experiment's own choice of Python's output buffering reaches the hosts' trials.
         self._forwarded_env = {name: os.environ[name] for name in (UNBUFFERED_ENV,) if name in os.environ}
+        self._trial_gpu_number = trial_gpu_number
         self._hosts = [RemoteHost(machine, experiment_id=paths.root.name, events=_HostEvents(self),
-                                  folder_of=self.files.folder_of, on_gone=self._host_gone, log_limits=log_limits,
-                                  log=_log) for machine in config.machines]
+                                  folder_of=self.files.folder_of, on_gone=self._host_gone,
+                                  trial_gpu_number=trial_gpu_number, on_gpus_changed=events.capacity_changed,
+                                  log_limits=log_limits, log=_log) for machine in config.machines]
         self._placed: dict[str, RemoteHost] = {}
         """Trial id -> the host its running attempt was launched on."""
         self._last_host: dict[str, RemoteHost] = {}
@@ -114,8 +116,17 @@ class RemoteTrainingService(TrainingService):
     # -- trials ----------------------------------------------------------------
 
     def has_capacity(self) -> bool:
-        """A connected host takes trials (``trialConcurrency``, the runner's, is the limit)."""
-        return self._started and any(host.connected for host in self._hosts)
+        """A connected host takes trials (``trialConcurrency``, the runner's, is the limit),
+        when it has the GPUs a trial asks for (``trialGpuNumber``)."""
+        return self._started and any(host.has_room() for host in self._hosts)
+
+    def waiting_reason(self) -> str | None:
+        """With ``trialGpuNumber``: why no connected host can give a trial its GPUs now."""
+        if not self._trial_gpu_number or not self._started or self.has_capacity():
+            return None
+        reasons = [f"host {host.label}: {host.gpus.scheduler.waiting_reason()}"
+                   for host in self._hosts if host.connected and host.gpus is not None]
+        return "; ".join(reasons) or None
 
     async def launch(self, trial: TrialLaunch) -> None:
         host = self._choose_host(trial.trial_id)
@@ -138,6 +149,10 @@ class RemoteTrainingService(TrainingService):
         trial_dir = host.trial_folder(trial.trial_id)
         env = host_trial_environment({**self._forwarded_env, **trial.env}, report_port=report_port,
                                      trial_dir=trial_dir, code_directory=code)
+        if host.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, host.gpus.scheduler.take(trial.trial_id)))
+        elif self._trial_gpu_number is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs, as locally
         self._placed[trial.trial_id] = host
         self._last_host[trial.trial_id] = host
         host.running.add(trial.trial_id)
@@ -149,7 +164,7 @@ class RemoteTrainingService(TrainingService):
     def _choose_host(self, trial_id: str) -> RemoteHost | None:
         """The host the trial last ran on, if connected (its checkpoint is there); else the
         connected host running the fewest trials (the first of ``machineList`` among equals)."""
-        connected = [host for host in self._hosts if host.connected]
+        connected = [host for host in self._hosts if host.has_room()]
         last = self._last_host.get(trial_id)
         if last is not None and last in connected:
             return last
@@ -202,6 +217,9 @@ class RemoteTrainingService(TrainingService):
         host = self._placed.pop(trial_id, None)
         if host is not None:
             host.running.discard(trial_id)
+            host.trial_pids.pop(trial_id, None)
+            if host.gpus is not None:
+                host.gpus.scheduler.release(trial_id)
         self._signal_at_start.pop(trial_id, None)
         if not self._placed:
             self._idle.set()
@@ -241,6 +259,9 @@ class _HostEvents:
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
         service = self._service
+        host_of_trial = service._placed.get(trial_id)
+        if host_of_trial is not None and pid is not None:
+            host_of_trial.trial_pids[trial_id] = pid
         service._events.trial_started(trial_id, attempt, pid, pid_started=pid_started, host=host)
         pending = service._signal_at_start.pop(trial_id, None)
         if pending is not None:
@@ -274,4 +295,5 @@ def create_remote_service(config: "ResolvedConfig", events: TrialEvents, paths: 
     if not isinstance(config.training_service, ResolvedRemoteConfig):
         raise TrainingServiceError(f"not a remote config: platform {config.training_service.platform!r}")
     return RemoteTrainingService(config.training_service, config.trial_code_directory, events, paths,
-                                 manager_host=manager_host, log_limits=config.log_limits)
+                                 manager_host=manager_host, log_limits=config.log_limits,
+                                 trial_gpu_number=config.trial_gpu_number)
