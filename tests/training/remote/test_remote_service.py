@@ -374,3 +374,65 @@ def test_the_report_port_relays_only_reports_and_the_server_still_checks_their_t
     assert statuses.pop("huge head") in (400, "closed")
     assert statuses == {"garbage": 403, "another route": 403, "from a web page": 403, "no token": 403}, \
         "refused by the relay, but the last (a report) by the server"
+
+
+GPU_TRIAL = """
+    import os, sys, time
+    import nni
+    shared = sys.argv[1]
+    nni.get_next_parameter()
+    with open(os.path.join(shared, f"started-{nni.get_trial_id()}"), "w") as f:
+        f.write(os.environ["CUDA_VISIBLE_DEVICES"])
+    while not os.path.exists(os.path.join(shared, "release")):
+        time.sleep(0.05)
+    nni.report_final_result(1)
+"""
+
+
+def show_gpus(host: SshHost, state: Path, gpus: list[int], processes: dict[int, list[int]]) -> None:
+    """What the host's fake nvidia-smi answers from now on (tests/helpers/fake_nvidia_smi.py's)."""
+    partial = state.with_suffix(".partial")
+    partial.write_text(json.dumps({"gpus": gpus, "processes": {str(i): p for i, p in processes.items()},
+                                   "pid_folder": None, "refuse_processes": False}))
+    os.replace(partial, state)
+
+
+def test_trials_get_free_gpus_of_each_host_by_its_nvidia_smi_and_wait_for_one(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
+    """Two GPUs a host; on the second host GPU 1 runs another's process (useActiveGpu: false):
+    three trials start, the fourth waits until that process ends there."""
+    from tests.helpers.fake_nvidia_smi import _PROGRAM
+    from tests.helpers.ssh_hosts import HOST_PYTHON
+    write_script(code_dir, "trial.py", GPU_TRIAL)
+    states = {}
+    for host in hosts.hosts:
+        states[host.name] = shared / f"gpus-{host.name}.json"
+        show_gpus(host, states[host.name], [0, 1], {1: [1]} if host is hosts.hosts[1] else {})
+        program = host.bin_dir / "nvidia-smi"
+        program.write_text(_PROGRAM.format(python=HOST_PYTHON, state=str(states[host.name])))
+        program.chmod(0o755)
+    try:
+        experiment = Experiment(remote_config(hosts, code_dir, tmp_path / "home", shared, "", trial_gpu_number=1))
+        experiment.start(port=0)
+        try:
+            wait_until(lambda: started(shared) == 3, DEADLINE, "three trials given a GPU")
+            wait_until(lambda: [t.status for t in experiment.list_trial_jobs()].count("WAITING") == 1, DEADLINE,
+                       "the fourth trial waiting for a GPU")
+            given = {(host, (shared / f"started-{trial}").read_text())
+                     for trial, _, _, host in attempts_of(experiment.paths.database)
+                     if (shared / f"started-{trial}").exists()}
+            first, second = (label(host) for host in hosts.hosts)
+            assert given == {(first, "0"), (first, "1"), (second, "0")}
+            show_gpus(hosts.hosts[1], states[hosts.hosts[1].name], [0, 1], {})
+            wait_until(lambda: started(shared) == 4, DEADLINE, "the fourth trial given the GPU freed on the host")
+            (shared / "release").write_text("")
+            assert experiment.wait(timeout=DEADLINE)
+        finally:
+            experiment.stop()
+        assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}
+        given = {(host, (shared / f"started-{trial}").read_text()) for trial, _, _, host in
+                 attempts_of(experiment.paths.database)}
+        assert given == {(first, "0"), (first, "1"), (second, "0"), (second, "1")}
+    finally:
+        for host in hosts.hosts:
+            (host.bin_dir / "nvidia-smi").unlink(missing_ok=True)
