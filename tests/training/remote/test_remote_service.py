@@ -132,6 +132,11 @@ def test_an_experiment_runs_its_trials_on_both_hosts_with_their_output_and_repor
         stderr = stderr_file.read_text() if stderr_file.exists() else ""
         assert "refused" not in stderr and "failed" not in stderr, f"each report reached the manager live: {stderr}"
     assert not list(code_dir.glob("started-*")), "the trials ran on the hosts, not here"
+    listed = subprocess.run([sys.executable, "-m", "expmgr.cli", "trial", "ls", experiment.id, "--json"],
+                            env={**os.environ, "EXPMGR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)},
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(trial["host"] for trial in json.loads(listed.stdout)) == sorted(hosts_used), "shown by trial ls"
 
 
 def write_config_file(hosts: SshHosts, code_dir: Path, shared: Path) -> None:
