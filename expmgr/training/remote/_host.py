@@ -37,6 +37,9 @@ from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHost
 HOST_FOLDER = ".expmgr"
 """Below the user's home on each host: one folder per experiment."""
 _HOME_TIMEOUT = 60.0
+CHECKPOINT_SIZE_LIMIT = 100 * 2**30
+CHECKPOINT_FILE_LIMIT = 1_000_000
+"""A checkpoint copied between hosts (not the code folder's limits: model weights are large)."""
 
 
 def host_label(machine: ResolvedRemoteMachine) -> str:
@@ -150,6 +153,23 @@ class RemoteHost:
 
     def trial_folder(self, trial_id: str) -> str:
         return f"{self.folder}/trials/{trial_id}"
+
+    def checkpoint_folder(self, trial_id: str) -> str:
+        return f"{self.trial_folder(trial_id)}/checkpoint"
+
+    async def copy_checkpoint_to(self, target: RemoteHost, trial_id: str) -> bool:
+        """Copy the trial's checkpoint folder from this host to ``target`` (replacing what it
+        had there), through this machine; False when there is none here."""
+        staging = Path(tempfile.mkdtemp(prefix="expmgr-checkpoint-"))
+        try:
+            if not await self._connection().download(self.checkpoint_folder(trial_id), staging / "checkpoint"):
+                return False
+            await target.run(f"rm -rf {shlex.quote(target.checkpoint_folder(trial_id))}")
+            await target._connection().upload(staging / "checkpoint", target.checkpoint_folder(trial_id),
+                                              size_limit=CHECKPOINT_SIZE_LIMIT, file_limit=CHECKPOINT_FILE_LIMIT)
+            return True
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     async def run(self, command: str) -> None:
         """Run a command on the host; RemoteHostError if it fails."""

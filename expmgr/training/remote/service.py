@@ -132,6 +132,17 @@ class RemoteTrainingService(TrainingService):
         host = self._choose_host(trial.trial_id)
         if host is None:
             raise SystemLaunchError(f"cannot start trial {trial.trial_id}: no remote host is connected")
+        # Its GPUs are taken at once: another launch may run while this one awaits the host.
+        gpus = host.gpus
+        visible = None if gpus is None else ",".join(map(str, gpus.scheduler.take(trial.trial_id)))
+        try:
+            await self._launch_on(host, trial, visible)
+        except BaseException:
+            if gpus is not None and self._placed.get(trial.trial_id) is not host:
+                gpus.scheduler.release(trial.trial_id)
+            raise
+
+    async def _launch_on(self, host: RemoteHost, trial: TrialLaunch, visible: str | None) -> None:
         try:  # the local copy: parameter.json beside the output the agent sends
             prepare_folder(self.files.folder_of(trial.trial_id), trial.parameter_record)
         except OSError as error:
@@ -143,14 +154,15 @@ class RemoteTrainingService(TrainingService):
             code = await host.code_folder(trial.code_directory)
         except (RemoteHostError, OSError) as error:
             raise SystemLaunchError(f"cannot start trial {trial.trial_id} on host {host.label}: {error}") from None
+        await self._bring_checkpoint(trial.trial_id, host)
         client = host.client
         if client is None:  # dropped while the code was sent
             raise SystemLaunchError(f"cannot start trial {trial.trial_id}: host {host.label} is not connected")
         trial_dir = host.trial_folder(trial.trial_id)
         env = host_trial_environment({**self._forwarded_env, **trial.env}, report_port=report_port,
                                      trial_dir=trial_dir, code_directory=code)
-        if host.gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, host.gpus.scheduler.take(trial.trial_id)))
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
         elif self._trial_gpu_number is not None:
             env["CUDA_VISIBLE_DEVICES"] = ""  # trialGpuNumber: 0 keeps trials off the GPUs, as locally
         self._placed[trial.trial_id] = host
@@ -160,6 +172,21 @@ class RemoteTrainingService(TrainingService):
         await client.launch(HostLaunch(trial.trial_id, trial.attempt, trial.command, cwd=code, trial_dir=trial_dir,
                                        env=env, parameters=json.dumps(trial.parameter_record),
                                        process_limit=DEFAULT_TRIAL_PROCESS_LIMIT))
+
+    async def _bring_checkpoint(self, trial_id: str, host: RemoteHost) -> None:
+        """A trial that last ran on another host still connected gets its checkpoint copied
+        (a retry, a requeue, PBT's next trial); from a host that is gone it starts without."""
+        last = self._last_host.get(trial_id)
+        if last is None or last is host:
+            return
+        if not last.connected:
+            _log.warning("trial %s runs on host %s without its checkpoint: host %s, where it is, is not "
+                         "connected", trial_id, host.label, last.label)
+            return
+        try:
+            await last.copy_checkpoint_to(host, trial_id)
+        except RemoteHostError as error:
+            _log.warning("trial %s runs on host %s without its checkpoint: %s", trial_id, host.label, error)
 
     def _choose_host(self, trial_id: str) -> RemoteHost | None:
         """The host the trial last ran on, if connected (its checkpoint is there); else the
@@ -197,11 +224,11 @@ class RemoteTrainingService(TrainingService):
         """On the host the trial last ran on (else the first connected host): where its next
         attempt runs when that host is still connected (``launch`` prefers it)."""
         host = self._host_of(trial_id)
-        return f"{host.trial_folder(trial_id)}/checkpoint" if host is not None and host.folder else None
+        return host.checkpoint_folder(trial_id) if host is not None and host.folder else None
 
     async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
-        """On the source's host, and the target then prefers that host; between hosts: not
-        built yet (the target starts without it when it runs elsewhere)."""
+        """On the source's host, and the target then prefers that host (launched on another,
+        its checkpoint is copied there then)."""
         host = self._host_of(source_trial)
         if host is None or not host.connected:
             return

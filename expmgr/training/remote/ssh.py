@@ -225,6 +225,18 @@ class HostConnection:
             raise RemoteHostError(self.name, f"upload of {local_dir} to {remote} failed: {_reason(error)}") from None
         return files.total_bytes
 
+    async def download(self, remote_dir: str, local_dir: Path) -> bool:
+        """Copy the host's folder ``remote_dir`` to ``local_dir`` (which must not exist) by
+        SFTP, modes and times kept; False when the host has no such folder."""
+        try:
+            async with self._connection.start_sftp_client() as sftp:
+                if not await sftp.isdir(remote_dir):
+                    return False
+                await sftp.get(remote_dir, str(local_dir), preserve=True, recurse=True)
+        except (asyncssh.SFTPError, asyncssh.Error, OSError) as error:
+            raise RemoteHostError(self.name, f"download of {remote_dir} failed: {_reason(error)}") from None
+        return True
+
     # -- ports ---------------------------------------------------------------------------
 
     async def forward_remote_port(self, local_port: int) -> int:

@@ -5,6 +5,7 @@ and the hosts' processes are looked at in their own namespaces. Every wait is on
 with a deadline."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -20,6 +21,9 @@ from typing import Any, Iterator
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
+from expmgr.config import ResolvedConfig
+from expmgr.layout import ExperimentPaths
+from expmgr.training import TrialLaunch, create_training_service
 from tests.helpers.common import REPO, wait_until, write_script
 from tests.helpers.ssh_hosts import SshHost, SshHosts, ssh_client_home, ssh_host_pair, ssh_hosts  # noqa: F401
 
@@ -441,3 +445,94 @@ def test_trials_get_free_gpus_of_each_host_by_its_nvidia_smi_and_wait_for_one(
     finally:
         for host in hosts.hosts:
             (host.bin_dir / "nvidia-smi").unlink(missing_ok=True)
+
+
+class Told:
+    """A TrialEvents listener keeping what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def trial_started(self, trial_id: str, attempt: int, pid: int | None, *, pid_started: float | None = None,
+                      host: str | None = None) -> None:
+        self.events.append(("started", trial_id, attempt, host))
+
+    def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None,
+                     preempted: bool = False, *, failed: bool = False) -> None:
+        self.events.append(("exited", trial_id, attempt, exit_code))
+
+    def trial_launch_failed(self, trial_id: str, attempt: int, reason: str, system: bool = False) -> None:
+        self.events.append(("launch_failed", trial_id, attempt, reason))
+
+    def trial_lost(self, trial_id: str, attempt: int, reason: str, preempted: bool = False) -> None:
+        self.events.append(("lost", trial_id, attempt, reason))
+
+    def capacity_changed(self) -> None:
+        pass
+
+    def service_failed(self, error: str) -> None:
+        self.events.append(("service_failed", error))
+
+
+CHECKPOINTING_TRIAL = """
+    import os
+    import expmgr
+    state = os.path.join(expmgr.get_checkpoint_dir(), "state")
+    if os.path.exists(state):
+        print(open(state).read())
+    else:
+        os.makedirs(os.path.dirname(state), exist_ok=True)
+        open(state, "w").write(f"saved by attempt {expmgr.get_attempt()}")
+"""
+
+
+def test_a_trial_run_again_on_another_host_gets_its_checkpoint_copied_there(hosts: SshHosts, tmp_path: Path):
+    """One GPU a host: the trial's second attempt finds its host's GPU taken, runs on the other
+    host, and finds there the checkpoint its first attempt saved."""
+    code = tmp_path / "code"
+    code.mkdir()
+    write_script(code, "trial.py", CHECKPOINTING_TRIAL)
+    config = ResolvedConfig.from_config(ExperimentConfig(
+        search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="true", trial_code_directory=code,
+        tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", trial_concurrency=2,
+        trial_gpu_number=1,
+        training_service={"platform": "remote",
+                          "machineList": [hosts.machine(host, gpuIndices=[0]) for host in hosts.hosts]}))
+    paths = ExperimentPaths(tmp_path / "home" / f"ckpt-{uuid.uuid4().hex[:6]}")
+    paths.create()
+    told = Told()
+
+    def launch(trial_id: str, attempt: int, command: str) -> TrialLaunch:
+        return TrialLaunch(trial_id=trial_id, attempt=attempt, command=command, code_directory=code,
+                           parameter_record={"parameter_id": 0, "parameter_source": "algorithm", "parameters": {},
+                                             "parameter_index": 0},
+                           env={"EXPMGR_TRIAL_ID": trial_id, "EXPMGR_TRIAL_ATTEMPT": str(attempt)})
+
+    async def until(condition: Any, what: str) -> None:
+        deadline = asyncio.get_running_loop().time() + DEADLINE
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}: {told.events}"
+            await asyncio.sleep(0.02)
+
+    async def main() -> None:
+        service = create_training_service(config, told, paths)
+        await service.start()
+        try:
+            await service.launch(launch("saver", 1, "python3 trial.py"))
+            await until(lambda: ("exited", "saver", 1, 0) in told.events, "the first attempt")
+            await service.launch(launch("blocker", 1, "sleep 60"))   # takes the first host's one GPU
+            await until(lambda: any(e[:2] == ("started", "blocker") for e in told.events), "the blocker")
+            await service.launch(launch("saver", 2, "python3 trial.py"))
+            await until(lambda: ("exited", "saver", 2, 0) in told.events, "the second attempt")
+        finally:
+            await service.stop(grace_period=1.0)
+
+    try:
+        asyncio.run(main())
+    finally:
+        for host in hosts.hosts:
+            shutil.rmtree(host.home / ".expmgr" / paths.root.name, ignore_errors=True)
+    first, second = (label(host) for host in hosts.hosts)
+    assert [e for e in told.events if e[0] == "started" and e[1] == "saver"] == [
+        ("started", "saver", 1, first), ("started", "saver", 2, second)]
+    assert (paths.trial_dir("saver") / "stdout").read_text() == "saved by attempt 1\n"
