@@ -66,7 +66,7 @@ class RemoteTrainingService(TrainingService):
         self._trial_gpu_number = trial_gpu_number
         self._hosts = [RemoteHost(machine, experiment_id=paths.root.name, events=_HostEvents(self),
                                   folder_of=self.files.folder_of, on_gone=self._host_gone,
-                                  trial_gpu_number=trial_gpu_number, on_gpus_changed=events.capacity_changed,
+                                  trial_gpu_number=trial_gpu_number, on_gpus_changed=self._capacity_changed,
                                   log_limits=log_limits, log=_log) for machine in config.machines]
         self._placed: dict[str, RemoteHost] = {}
         """Trial id -> the host its running attempt was launched on."""
@@ -239,6 +239,9 @@ class RemoteTrainingService(TrainingService):
         self._last_host[target_trial] = host
 
     # -- the hosts' events -----------------------------------------------------
+
+    def _capacity_changed(self) -> None:
+        self._events.capacity_changed()
 
     def _ended(self, trial_id: str) -> None:
         host = self._placed.pop(trial_id, None)
