@@ -178,10 +178,9 @@ class Platform:
     check: str
     """The method of ``_validate._Canonicalizer`` that checks and canonicalises its section (the
     validator sits above this table, so it is named, not imported)."""
-    service: str | None
+    service: str
     """``module:function`` building its training service from a ResolvedConfig (the
-    ``training`` package sits above ``config``, so it is named, not imported); None: its
-    config is read and checked, its service is not built yet (the factory refuses to start)."""
+    ``training`` package sits above ``config``, so it is named, not imported)."""
     nni: bool
     """NNI has it too, so NNI's v1 format (``trainingServicePlatform``) may name it."""
     files: str = "expmgr.training._folder:SharedTrialFolders"
@@ -195,8 +194,10 @@ PLATFORMS: dict[str, Platform] = {platform.name: platform for platform in (
              service="expmgr.training.local:create_local_service", nni=True),
     Platform("ray", RayConfig, ResolvedRayConfig, _resolve_ray, check="_ray_service",
              service="expmgr.training.ray:create_ray_service", nni=False),
+    # Its trials' files are the manager's copies in trials/<id>/ (the hosts' agents send them as
+    # written), read as local ones; the running service's files also know the hosts' checkpoints.
     Platform("remote", RemoteConfig, ResolvedRemoteConfig, _resolve_remote, check="_remote_service",
-             service=None, nni=True),
+             service="expmgr.training.remote.service:create_remote_service", nni=True),
 )}
 """Every platform expmgr runs trials on, by name, in the order error messages list them."""
 

@@ -1,6 +1,7 @@
 """Training services: where trial processes run. ``base`` has the interface (process
 control), ``files`` the trial-files port (a trial's output, reports and checkpoint),
-``local`` this machine, ``ray`` a Ray cluster, ``hybrid`` a list of services as one.
+``local`` this machine, ``ray`` a Ray cluster, ``remote`` machines reached by SSH, ``hybrid``
+a list of services as one.
 
 May import: ``expmgr.config`` (a service is built from its part of the config),
 ``expmgr.algorithms`` and the bottom modules (layout, log, states, metrics, trial); nothing
@@ -27,8 +28,7 @@ def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths
                             manager_host: str = "127.0.0.1") -> TrainingService:
     """The training service ``config`` asks for, telling ``events`` what becomes of its
     trials; trials reach the manager at ``manager_host`` (its server's local address).
-    Built by the factory its platform names (``expmgr.config.PLATFORMS``); a platform with no
-    service yet (remote) gets one whose ``start()`` refuses. A list of services (NNI's
+    Built by the factory its platform names (``expmgr.config.PLATFORMS``). A list of services (NNI's
     hybrid form) is a ``HybridTrainingService`` over each one's service, built so, each
     telling ``events`` of its own trials."""
     if len(config.training_services) == 1:
@@ -47,49 +47,9 @@ def _service_of(config: "ResolvedConfig", events: TrialEvents, paths: "Experimen
     platform = PLATFORMS.get(config.training_service.platform)
     if platform is None:
         raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
-    if platform.service is None:
-        return _NotBuilt(f"the {platform.name} training service", paths, manager_host)
     module, function = platform.service.split(":")
     factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
     return factory(config, events, paths, manager_host)
-
-
-class _NotBuilt(TrainingService):
-    """The one refusal to run trials where the config is read and checked but no service
-    runs them yet (a platform whose ``PLATFORMS`` entry names no service, remote; also as a
-    member of a list of services, whose start then fails naming it): ``start()`` raises a
-    one-line TrainingServiceError, which ends the experiment in ERROR with it before any
-    trial, as any service failing to start."""
-
-    def __init__(self, what: str, paths: "ExperimentPaths", manager_host: str) -> None:
-        from expmgr.config import PLATFORMS
-        from expmgr.training._folder import SharedTrialFolders
-        built = ", ".join(name for name, entry in PLATFORMS.items() if entry.service is not None)
-        self.refusal = (f"cannot start: {what} is not built yet (its config is read and checked); "
-                        f"expmgr runs trials on one of: {built}")
-        self.files = SharedTrialFolders(paths)
-        self._manager_host = manager_host
-
-    async def start(self) -> None:
-        raise TrainingServiceError(self.refusal)
-
-    def has_capacity(self) -> bool:
-        return False
-
-    async def launch(self, trial: TrialLaunch) -> None:
-        raise TrainingServiceError(self.refusal)
-
-    def signal(self, trial_id: str, signum: int) -> bool:
-        return False
-
-    async def stop(self, grace_period: float, signum: int = 15) -> None:
-        return None   # it started nothing
-
-    def manager_host(self) -> str:
-        return self._manager_host
-
-    def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
-        return False
 
 
 def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:

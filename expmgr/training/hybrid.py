@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import signal as signals
-from typing import Sequence
+from typing import Iterable, Sequence
 
+from expmgr.logreader import LogFile
 from expmgr.training.base import SystemLaunchError, TrainingService, TrainingServiceError, TrialLaunch
+from expmgr.training.files import TrialFiles
 
 
 class HybridTrainingService(TrainingService):
@@ -34,17 +36,10 @@ class HybridTrainingService(TrainingService):
                                                                    for index in range(len(members)))
         if len(self.names) != len(self.members):
             raise TrainingServiceError(f"{len(self.names)} name(s) for {len(self.members)} training services")
-        # One TrialFiles serves the readers of a stored experiment (``trial_files``, built from
-        # the platform name alone, with no member to ask which trial ran where): the members
-        # must keep their trials' files alike (the manager's trials/<id>/, a remote member's
-        # as a local copy).
-        kinds = {type(member.files) for member in self.members}
-        if len(kinds) > 1:
-            raise TrainingServiceError(
-                "the training services of a list keep their trials' files in different ways ("
-                + ", ".join(f"{name}: {type(member.files).__name__}" for name, member in zip(self.names, self.members))
-                + "): a stored experiment could not be read without them")
-        self.files = self.members[0].files
+        # Readers of a stored experiment read one TrialFiles for every member (``trial_files``
+        # refuses a list whose members' files differ); while it runs, what only the member
+        # knows (a checkpoint on a remote host) is asked of the member that ran the trial.
+        self.files = _MembersTrialFiles(self)
         self._runs_on: dict[str, TrainingService] = {}
         """The member each trial's latest attempt was given to (kept after it ends: a member
         answers for its own ended trials, as a service does)."""
@@ -125,3 +120,43 @@ class HybridTrainingService(TrainingService):
         and start time (local); a member whose trials run elsewhere answers False (their
         watchdogs there ended them with the manager's connection)."""
         return any(member.end_leftover(trial_id, pid, pid_started) for member in self.members)
+
+
+class _MembersTrialFiles(TrialFiles):
+    """A running hybrid's trial files: each trial's are its member's (the member its latest
+    attempt was given to; the first member's for a trial not given to one yet, or not since a
+    resume, which read the same ``trials/<id>/`` as the others)."""
+
+    def __init__(self, hybrid: HybridTrainingService) -> None:
+        self._hybrid = hybrid
+
+    def _of(self, trial_id: str) -> TrialFiles:
+        return self._hybrid._runs_on.get(trial_id, self._hybrid.members[0]).files
+
+    def log(self, trial_id: str, name: str) -> LogFile:
+        return self._of(trial_id).log(trial_id, name)
+
+    def folder(self, trial_id: str) -> str:
+        return self._of(trial_id).folder(trial_id)
+
+    def url(self, trial_id: str, name: str | None = None) -> str:
+        return self._of(trial_id).url(trial_id, name)
+
+    def last_output_time(self, trial_id: str) -> float:
+        return self._of(trial_id).last_output_time(trial_id)
+
+    def marked_preempting(self, trial_id: str, attempt: int) -> bool:
+        return self._of(trial_id).marked_preempting(trial_id, attempt)
+
+    def unsent_reports(self, trial_id: str) -> Iterable[tuple[int, bytes | None]]:
+        return self._of(trial_id).unsent_reports(trial_id)
+
+    def note_skipped(self, trial_id: str, line_number: int, reason: str) -> str:
+        return self._of(trial_id).note_skipped(trial_id, line_number, reason)
+
+    def checkpoint_dir(self, trial_id: str) -> str:
+        return self._of(trial_id).checkpoint_dir(trial_id)
+
+    async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
+        # Where the source's checkpoint is: its member copies it (a remote one on its host).
+        await self._of(source_trial).copy_checkpoint(source_trial, target_trial)

@@ -3,7 +3,6 @@ resolving it, building its training service and NNI's v1 format each go by the t
 platform is one entry; the errors that list the platforms list the table's."""
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 from expmgr.config import PLATFORMS, ConfigError, ExperimentConfig, Platform, ResolvedConfig
 from expmgr.config._validate import _Canonicalizer
 from expmgr.layout import ExperimentPaths
-from expmgr.training import TrainingServiceError, create_training_service, trial_files
+from expmgr.training import create_training_service, trial_files
 
 from tests.helpers.config import write
 
@@ -52,15 +51,11 @@ def test_each_platform_is_read_checked_resolved_and_built_by_its_entry(tmp_path:
     assert (type(stored).__module__, type(stored).__name__) == (files_module, files_class), (
         f"{name}: a stored experiment's trial files are built by {platform.files}")
     service = create_training_service(resolved, NO_EVENTS, ExperimentPaths(tmp_path / "exp"))
-    if platform.service is None:   # read and checked, not run yet: its service refuses to start, in one line
-        with pytest.raises(TrainingServiceError, match=f"^cannot start: the {name} training service is not built "
-                                                       f"yet [^\n]*$"):
-            asyncio.run(service.start())
-        assert type(service.files) is type(stored), f"{name}: its trials' files are read as readers do"
-        return
     module, function = platform.service.split(":")
     assert type(service).__module__ == module, f"{name}: built by {platform.service}"
-    assert type(service.files) is type(stored), f"{name}: the service reads its trials' files as readers do"
+    # the readers' class, or one built on it that also knows what only the running service does
+    # (remote: the checkpoints on its hosts)
+    assert isinstance(service.files, type(stored)), f"{name}: the service reads its trials' files as readers do"
 
 
 def test_errors_list_the_platforms_of_the_table(tmp_path: Path) -> None:

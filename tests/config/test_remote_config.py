@@ -1,19 +1,14 @@
 """NNI's remote training service (``platform: remote``) and a list of training services
 (hybrid) in a config: read as NNI reads them (v2 and v1 forms), checked with file:line errors,
-resolved into typed settings; the training-service factory refuses to start them until the
-remote service is built (one line)."""
+resolved into typed settings (they run: tests/training/remote/, tests/training/test_hybrid.py)."""
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from expmgr.config import (ConfigError, ExperimentConfig, LocalConfig, RemoteConfig, ResolvedConfig,
                            ResolvedLocalConfig, ResolvedRemoteConfig, ResolvedRemoteMachine)
-from expmgr.layout import ExperimentPaths
-from expmgr.training import TrainingServiceError, create_training_service
-
 from tests.helpers.config import assert_error, load_error, write
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "nni_examples" / "configs" / "trials"
@@ -404,22 +399,3 @@ def test_nnis_published_hybrid_examples_load(tmp_path: Path, monkeypatch: pytest
         remote = resolved.training_services[1]
         assert isinstance(remote, ResolvedRemoteConfig) and remote.reuse_mode is True, name
         assert remote.machines == (ResolvedRemoteMachine(host="10.1.1.1", user="xxx", password="xxx"),), name
-
-
-# -- starting: refused in one line until the remote service is built -----------------------------------
-
-@pytest.mark.parametrize("text, where", [(REMOTE, ""), (HYBRID, "trainingService[1] (remote): ")])
-def test_starting_remote_or_hybrid_is_refused_in_one_line(tmp_path: Path, home: Path, text: str, where: str) -> None:
-    """Built from the factory as any service (the runner gets one), its ``start()`` refuses:
-    the experiment ends in ERROR with that line before any trial (a hybrid's names its
-    remote member, whose refusal it is; its local member is stopped)."""
-    resolved = load(tmp_path / "config.yml", text)   # the config is read and checked
-    service = create_training_service(resolved, events=object(),  # type: ignore[arg-type]
-                                      paths=ExperimentPaths(tmp_path / "exp"))
-    with pytest.raises(TrainingServiceError) as refused:
-        asyncio.run(service.start())
-    assert str(refused.value) == (f"{where}cannot start: the remote training service is not built yet (its config "
-                                  f"is read and checked); expmgr runs trials on one of: local, ray")
-    assert not service.has_capacity()
-    asyncio.run(service.stop(0))   # nothing to stop: returns
-    assert not (tmp_path / "exp").exists(), "nothing was made"

@@ -1,11 +1,15 @@
 """The contract every training service keeps (docs/architecture.md, "Training services"):
 what the runner relies on, checked with real trial processes. Parametrized over the
 services; a new service adds its name and config to SERVICE_CONFIGS and passes this file
-(the Ray service against a real two-node cluster, ``tests/helpers/ray_cluster.py``)."""
+(the Ray service against a real two-node cluster, ``tests/helpers/ray_cluster.py``; the remote
+service against a real sshd host, ``tests/helpers/ssh_hosts.py``, whose files the test reads
+where the trial runs: ``Context.code_there``, ``Context.trial_dir_there``)."""
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import signal
 import subprocess
 import time
@@ -23,24 +27,60 @@ from expmgr.rotation import dropped_bytes, rotated_files
 from expmgr.training import TrainingService, TrialFilesError, TrialLaunch, create_training_service, trial_files
 from tests.helpers.ray_cluster import ray_cluster, ray_cluster_module  # noqa: F401
 from tests.helpers.trial_events import Recorder
+from tests.helpers.ssh_hosts import SshHost, ssh_client_home, ssh_host_pair, ssh_hosts  # noqa: F401
 
 SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
     "local": {"platform": "local"},
     "ray": {"platform": "ray", "trialResources": {"cpu": 1}},  # address: the test cluster's
+    "remote": {"platform": "remote"},  # machineList: one test sshd host
 }
 DEADLINE = 30.0
+REMOTE_HOST: list[SshHost] = []
+"""The remote service's test host, while a remote test runs (its files are read there)."""
 
 
 @pytest.fixture(params=list(SERVICE_CONFIGS))
 def service(request: pytest.FixtureRequest) -> str:
     if request.param == "ray":
         SERVICE_CONFIGS["ray"]["address"] = request.getfixturevalue("ray_cluster").address
+    if request.param == "remote":  # skipped with the harness's reason where sshd hosts cannot run
+        hosts = request.getfixturevalue("ssh_host_pair")
+        client_home = request.getfixturevalue("ssh_client_home")
+        shutil.copy(hosts.known_hosts, client_home / ".ssh" / "known_hosts")
+        host = hosts.hosts[0]
+        SERVICE_CONFIGS["remote"]["machineList"] = [hosts.machine(host)]
+        REMOTE_HOST[:] = [host]
+        # Every test's experiment is "exp": its folder on the host goes with the test.
+        request.addfinalizer(lambda: shutil.rmtree(host.home / ".expmgr", ignore_errors=True))
+        request.addfinalizer(REMOTE_HOST.clear)
     return request.param
 
 
 class Context:
     def __init__(self, service: TrainingService, events: Recorder, paths: ExperimentPaths, code: Path) -> None:
         self.service, self.events, self.paths, self.code = service, events, paths, code
+        self.host = REMOTE_HOST[0] if REMOTE_HOST else None
+        self.code_there = code if self.host is None else self.host.home / ".expmgr" / paths.root.name / "code"
+        """The code folder as trials see it where they run (its copy on a remote host)."""
+
+    def trial_dir_there(self, trial_id: str) -> Path:
+        """The trial's folder where it runs (on a remote host: not the manager's copy)."""
+        if self.host is None:
+            return self.paths.trial_dir(trial_id)
+        return self.host.home / ".expmgr" / self.paths.root.name / "trials" / trial_id
+
+    def write_code(self, name: str, text: str) -> None:
+        """A file of the trial code, written after the service started (and sent its copy)."""
+        for folder in {self.code, self.code_there}:
+            (folder / name).write_text(text)
+
+    def make_there(self, path: Path, text: str) -> None:
+        """A file where the trial runs, as its user would make it."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if self.host is not None:
+            for made in (path, path.parent):
+                os.chown(made, self.host.uid, self.host.uid)
 
     def launch_of(self, trial_id: str, command: str, attempt: int = 1,
                   parameters: dict[str, Any] | None = None) -> TrialLaunch:
@@ -123,7 +163,7 @@ def test_a_trial_is_started_then_exits_with_its_code(service: str, tmp_path: Pat
 def test_a_killed_trial_exits_with_its_signal(service: str, tmp_path: Path):
     async def test(c: Context) -> None:
         # A simple command (no shell syntax) runs directly, so its signal stays a signal.
-        (c.code / "selfkill.py").write_text("import os\nos.kill(os.getpid(), 9)\n")
+        c.write_code("selfkill.py", "import os\nos.kill(os.getpid(), 9)\n")
         await c.service.launch(c.launch_of("selfkill", "python3 selfkill.py"))
         await c.until(lambda: c.events.exit_of("selfkill"), "its exit")
         assert c.events.exit_of("selfkill") == ("exited", "selfkill", 1, None, signal.SIGKILL)
@@ -140,9 +180,9 @@ def test_signal_reaches_the_trials_whole_process_group(service: str, tmp_path: P
 
     async def test(c: Context) -> None:
         await c.service.launch(c.launch_of("group", child))
-        await c.until(lambda: (c.code / "child-ready").exists(), "the child to start")
+        await c.until(lambda: (c.code_there / "child-ready").exists(), "the child to start")
         assert c.service.signal("group", signal.SIGTERM)
-        await c.until(lambda: (c.code / "child-got-term").exists(), "the child (not the trial's own process) "
+        await c.until(lambda: (c.code_there / "child-got-term").exists(), "the child (not the trial's own process) "
                       "to get SIGTERM")
         await c.until(lambda: c.events.exit_of("group"), "the trial's exit")
         assert not c.service.signal("group", signal.SIGTERM), "an ended trial cannot be signalled"
@@ -155,9 +195,9 @@ def test_stop_ends_a_trial_ignoring_sigterm_within_the_grace_period(service: str
                 "pathlib.Path('ready').write_text('')\ntime.sleep(60)\n")
 
     async def test(c: Context) -> None:
-        (c.code / "stubborn.py").write_text(stubborn)
+        c.write_code("stubborn.py", stubborn)
         await c.service.launch(c.launch_of("stubborn", "python3 stubborn.py"))
-        await c.until(lambda: (c.code / "ready").exists(), "the trial to ignore SIGTERM")
+        await c.until(lambda: (c.code_there / "ready").exists(), "the trial to ignore SIGTERM")
         began = time.monotonic()
         await c.service.stop(grace_period=0.5)
         assert time.monotonic() - began < 10, "stop() must SIGKILL after the grace period, not wait for the trial"
@@ -175,9 +215,12 @@ def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
         await c.until(lambda: c.events.exit_of("gpu"), "the trial's exit")
         assert c.service.has_capacity(), "the ended trial's GPU is free again"
 
-    # Local: one GPU, one trial per GPU. Ray: one trial may wait for its resources at once.
+    # Local and remote: one GPU, one trial per GPU. Ray: one trial may wait for its resources at once.
     held = {"local": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1},
-            "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1}}
+            "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1},
+            "remote": {"platform": "remote", "machineList": [
+                {**machine, "gpuIndices": [0], "maxTrialNumberPerGpu": 1}
+                for machine in SERVICE_CONFIGS["remote"].get("machineList", [])]}}
     run_service(service, tmp_path, test, trial_gpu_number=1, training_service=held[service])
 
 
@@ -202,12 +245,12 @@ def test_the_trials_files_as_the_runner_asks_for_them(service: str, tmp_path: Pa
         assert ":2: report skipped: longer than allowed" in message
         assert "report skipped: longer than allowed" in TrialFolder(c.paths.trial_dir("writer")).trial_log.read_text()
         assert files.marked_preempting("writer", 1) and not files.marked_preempting("writer", 2)
-        (c.paths.trial_dir("writer") / "checkpoint").mkdir()
-        (c.paths.trial_dir("writer") / "checkpoint" / "state").write_text("42")
+        # A checkpoint is where its trial ran.
+        c.make_there(c.trial_dir_there("writer") / "checkpoint" / "state", "42")
         c.paths.trial_dir("next").mkdir()
         await files.copy_checkpoint("writer", "next")
-        assert (c.paths.trial_dir("next") / "checkpoint" / "state").read_text() == "42"
-        assert files.checkpoint_dir("next") == str(c.paths.trial_dir("next") / "checkpoint")
+        assert (c.trial_dir_there("next") / "checkpoint" / "state").read_text() == "42"
+        assert files.checkpoint_dir("next") == str(c.trial_dir_there("next") / "checkpoint")
 
     run_service(service, tmp_path, test)
 
@@ -219,7 +262,7 @@ def test_the_trials_logs_are_read_through_its_files_and_without_the_service_alik
     printing = "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\n"
 
     async def test(c: Context) -> None:
-        (c.code / "printing.py").write_text(printing)
+        c.write_code("printing.py", printing)
         await c.service.launch(c.launch_of("printer", "python3 printing.py"))
         await c.until(lambda: c.events.exit_of("printer"), "its exit")
         stored = trial_files(c.paths, service)
@@ -253,15 +296,16 @@ def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(
               "    json.dump(seen, file)\n")
 
     async def test(c: Context) -> None:
-        (c.code / "reader.py").write_text(reader)
+        c.write_code("reader.py", reader)
         folder = c.paths.trial_dir("reader")
         assert not folder.exists()
+        there = c.trial_dir_there("reader")
         for attempt in (1, 2):
             await c.service.launch(c.launch_of("reader", "python3 reader.py", attempt=attempt,
                                                parameters={"lr": 0.1, "layers": [2, 3]}))
             await c.until(lambda: ("exited", "reader", attempt, 0, None) in c.events.events, f"attempt {attempt}")
-            seen = json.loads((folder / f"seen-{attempt}.json").read_text())
-            assert seen == {"parameters": {"lr": 0.1, "layers": [2, 3]}, "folder": str(folder)}
+            seen = json.loads((there / f"seen-{attempt}.json").read_text())
+            assert seen == {"parameters": {"lr": 0.1, "layers": [2, 3]}, "folder": str(there)}
         parameter_file = json.loads(TrialFolder(folder).parameter_file.read_text())
         assert parameter_file == {"parameter_id": 0, "parameter_source": "algorithm",
                                   "parameters": {"lr": 0.1, "layers": [2, 3]}, "parameter_index": 0}
@@ -270,6 +314,9 @@ def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(
 
 
 def test_a_leftover_process_is_ended_only_when_pid_and_start_time_match(service: str, tmp_path: Path):
+    if service == "remote":
+        pytest.skip("a pid of a host is never ended here: the host's watchdog ended the trial when the "
+                    "manager's connection went (tests/training/remote/test_remote_service.py)")
     if service == "ray":
         pytest.skip("no leftover to end by pid on Ray: a trial whose slot died was ended by its node's watchdog "
                     "(test_ray_service.py::test_a_sigkilled_experiment_leaves_no_trial_on_any_node_and_resume_reruns_them)")
@@ -317,10 +364,10 @@ def test_every_printed_line_reaches_the_stdout_file_however_the_trial_ends(
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
 
     async def test(c: Context) -> None:
-        (c.code / "printing.py").write_text(PRINTING_TRIAL)
+        c.write_code("printing.py", PRINTING_TRIAL)
         await c.service.launch(c.launch_of("printer", f"python3 printing.py {ending}"))
         files = TrialFolder(c.paths.trial_dir("printer"))
-        await c.until(lambda: (files.root / "printed").exists(), "the trial to print its lines")
+        await c.until(lambda: (c.trial_dir_there("printer") / "printed").exists(), "the trial to print its lines")
         if ending in ("sigterm", "sigkill"):
             c.service.signal("printer", signal.SIGTERM if ending == "sigterm" else signal.SIGKILL)
         await c.until(lambda: c.events.exit_of("printer"), "its exit")
@@ -340,12 +387,12 @@ def test_a_line_printed_while_the_trial_waits_is_in_its_file_before_it_goes_on(
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
 
     async def test(c: Context) -> None:
-        (c.code / "printing.py").write_text(PRINTING_TRIAL)
+        c.write_code("printing.py", PRINTING_TRIAL)
         await c.service.launch(c.launch_of("live", "python3 printing.py wait"))
         files = TrialFolder(c.paths.trial_dir("live"))
         await c.until(lambda: files.stdout.exists() and files.stdout.read_text().count("\n") == 50,
                       "the 50 lines while the trial waits")
-        (files.root / "go").touch()
+        (c.trial_dir_there("live") / "go").touch()
         await c.until(lambda: c.events.exit_of("live"), "its exit")
         assert files.stdout.read_text().endswith("line 49\nafter the wait\n")
         assert c.events.exit_of("live") == ("exited", "live", 1, 0, None)
@@ -358,7 +405,7 @@ def test_a_users_own_pythonunbuffered_setting_is_kept(service: str, tmp_path: Pa
     monkeypatch.setenv("PYTHONUNBUFFERED", "")  # set, empty: Python's default buffering, the user's choice
 
     async def test(c: Context) -> None:
-        (c.code / "env.py").write_text("import os\nprint(repr(os.environ.get('PYTHONUNBUFFERED')))\n")
+        c.write_code("env.py", "import os\nprint(repr(os.environ.get('PYTHONUNBUFFERED')))\n")
         await c.service.launch(c.launch_of("env", "python3 env.py"))
         await c.until(lambda: c.events.exit_of("env"), "its exit")
         assert TrialFolder(c.paths.trial_dir("env")).stdout.read_text() == "''\n"
@@ -368,7 +415,7 @@ def test_a_users_own_pythonunbuffered_setting_is_kept(service: str, tmp_path: Pa
 
 def test_a_trials_output_is_bounded_by_rotation_and_the_trial_is_not_stopped(service: str, tmp_path: Path):
     async def test(c: Context) -> None:
-        (c.code / "loud.py").write_text(
+        c.write_code("loud.py", 
             "import sys\nline = 'x' * 99 + '\\n'\nfor i in range(20_000):\n    sys.stdout.write(line)\n"
             "print('the last line')\n")
         await c.service.launch(c.launch_of("loud", "python3 loud.py"))

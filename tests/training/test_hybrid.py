@@ -206,8 +206,7 @@ def test_a_leftover_process_is_ended_by_the_member_that_can_find_it(tmp_path: Pa
 
 
 def _hybrid_config(tmp_path: Path, code_dir: Path) -> ExperimentConfig:
-    # Port 1 of loopback: nothing listens there, so the remote member cannot start, whether it
-    # refuses as not built yet or fails to connect.
+    # Port 1 of loopback: nothing listens there, so the remote member cannot start.
     return ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [0, 1]}}, trial_command="python3 -c pass",
         trial_code_directory=code_dir, trial_concurrency=2, max_trial_number=2, tuner={"name": "GridSearch"},
@@ -222,7 +221,8 @@ def test_a_hybrid_config_builds_a_hybrid_of_each_members_own_service(tmp_path: P
     assert isinstance(service, HybridTrainingService)
     assert service.names == ("trainingService[0] (local)", "trainingService[1] (remote)")
     assert isinstance(service.members[0], LocalTrainingService)
-    assert isinstance(service.files, SharedTrialFolders), "every member keeps its trials' files in trials/<id>/"
+    assert service.files.folder("Xy3zQ") == str(ExperimentPaths(tmp_path / "exp").trial_dir("Xy3zQ")), (
+        "a trial not given to a member yet: the first member's files (every member's trials/<id>/)")
     asyncio.run(service.stop(0))   # nothing started: returns
 
 

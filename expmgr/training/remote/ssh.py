@@ -31,7 +31,7 @@ import shlex
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Awaitable, Callable, Literal
 
 import asyncssh
 
@@ -225,6 +225,18 @@ class HostConnection:
             raise RemoteHostError(self.name, f"upload of {local_dir} to {remote} failed: {_reason(error)}") from None
         return files.total_bytes
 
+    async def download(self, remote_dir: str, local_dir: Path) -> bool:
+        """Copy the host's folder ``remote_dir`` to ``local_dir`` (which must not exist) by
+        SFTP, modes and times kept; False when the host has no such folder."""
+        try:
+            async with self._connection.start_sftp_client() as sftp:
+                if not await sftp.isdir(remote_dir):
+                    return False
+                await sftp.get(remote_dir, str(local_dir), preserve=True, recurse=True)
+        except (asyncssh.SFTPError, asyncssh.Error, OSError) as error:
+            raise RemoteHostError(self.name, f"download of {remote_dir} failed: {_reason(error)}") from None
+        return True
+
     # -- ports ---------------------------------------------------------------------------
 
     async def forward_remote_port(self, local_port: int) -> int:
@@ -233,6 +245,20 @@ class HostConnection:
         The forwarding ends with the connection."""
         try:
             listener = await self._connection.forward_remote_port("127.0.0.1", 0, "127.0.0.1", local_port)
+        except (asyncssh.Error, asyncssh.ChannelListenError, OSError) as error:
+            raise RemoteHostError(self.name, f"the host refused to forward a port to this machine "
+                                             f"({_reason(error)}); is AllowTcpForwarding off in its sshd_config?") from None
+        self._listeners.append(listener)
+        return listener.get_port()
+
+    async def serve_remote_port(self, handler: Callable[[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]],
+                                                        Awaitable[None]]) -> int:
+        """Listen on a free port of the host's loopback; each connection to it is handed to
+        ``handler`` (its byte streams) here, in this process: nothing listens on this machine.
+        Returns the host's port. The listening ends with the connection."""
+        try:
+            listener = await self._connection.start_server(lambda _host, _port: handler, "127.0.0.1", 0,
+                                                           encoding=None)
         except (asyncssh.Error, asyncssh.ChannelListenError, OSError) as error:
             raise RemoteHostError(self.name, f"the host refused to forward a port to this machine "
                                              f"({_reason(error)}); is AllowTcpForwarding off in its sshd_config?") from None
