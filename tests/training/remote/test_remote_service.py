@@ -564,3 +564,40 @@ def test_a_hybrid_of_local_and_a_host_fills_slots_from_both_and_stores_each_tria
         assert stdout.startswith(f"hello from {trial.trialJobId} x="), stdout
     with sqlite3.connect(experiment.paths.database) as db:
         assert db.execute("SELECT platform FROM experiment").fetchone() == ("local+remote",)
+
+
+def test_nnis_published_hybrid_config_runs_with_its_host_pointed_at_a_test_host(hosts: SshHosts, tmp_path: Path):
+    """examples/trials/mnist-tfv1/config_hybrid_v2.yml (local and one remote machine by password)
+    as published but for its host fields, 6 trials of its 10, and a stand-in mnist.py (no
+    TensorFlow here): both services run trials."""
+    published = (NNI_EXAMPLES / "mnist-tfv1" / "config_hybrid_v2.yml").read_text()
+    host = hosts.hosts[0]
+    text = (published
+            .replace("host: 10.1.1.1", "host: 127.0.0.1")
+            .replace("user: xxx", f"user: {host.user}")
+            .replace("password: xxx", f"password: '{host.password}'")
+            .replace("port: 22", f"port: {host.port}")
+            .replace("maxTrialNumber: 10", "maxTrialNumber: 6"))
+    assert f"port: {host.port}" in text and "maxTrialNumber: 6" in text
+    folder = tmp_path / "mnist-tfv1"
+    folder.mkdir()
+    (folder / "config_hybrid_v2.yml").write_text(text)
+    shutil.copy(NNI_EXAMPLES / "mnist-tfv1" / "search_space.json", folder)
+    write_script(folder, "mnist.py", """
+        import nni
+        params = nni.get_next_parameter()
+        print("learning_rate", params["learning_rate"])
+        nni.report_final_result(params["learning_rate"])
+    """)
+    config = ExperimentConfig.load(folder / "config_hybrid_v2.yml")
+    config.experiment_working_directory = tmp_path / "home"
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=DEADLINE * 2)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"] * 6
+    assert {h for _, _, _, h in attempts_of(experiment.paths.database)} == {"127.0.0.1", label(host)}, (
+        "trials ran here and on the host")
