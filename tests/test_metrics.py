@@ -64,11 +64,11 @@ def test_the_direction_is_the_tuners_default_when_not_given(tuner: dict | None, 
 
 def test_every_layer_reads_the_one_table_of_updatable_fields() -> None:
     from expmgr.cli import update
-    from expmgr.engine import runner
+    from expmgr.engine import command_checks
     from expmgr.server import rest, views
     fields = [entry.field for entry in UPDATABLE_FIELDS]
-    assert list(runner.UPDATABLE_FIELDS) == fields
-    assert {attribute for attribute in runner.UPDATABLE_FIELDS.values()} <= set(ExperimentConfig.__dataclass_fields__)
+    assert list(command_checks.UPDATABLE_FIELDS) == fields
+    assert {attribute for attribute in command_checks.UPDATABLE_FIELDS.values()} <= set(ExperimentConfig.__dataclass_fields__)
     assert list(rest.UPDATE_TYPES.values()) == fields
     assert [entry.field for entry in update._UPDATES.values()] == fields
     from expmgr.config import updatable_now

@@ -2,7 +2,7 @@
 folder not there), and PBT's ``TRIAL_CHECKPOINT_DIR`` parameter becomes its own checkpoint
 folder, as the training service names it::
 
-    new_trials = NewTrials(trial_dir=paths.trial_dir, checkpoint_dir=files.checkpoint_dir)
+    new_trials = NewTrials(folder_of=paths.trial_dir, checkpoint_dir=files.checkpoint_dir)
     new_trials.taken(store_trial_ids)                  # on resume: ids the experiment has
     record = new_trials.record(sequence_id, {"lr": 0.1}, "algorithm", now)   # the runner stores it
 """
@@ -25,12 +25,12 @@ TRIAL_ID_LENGTH = 5
 class NewTrials:
     """Makes the records of new trials; knows every trial id the experiment has."""
 
-    def __init__(self, *, trial_dir: Callable[[str], Path], checkpoint_dir: Callable[[str], str],
+    def __init__(self, *, folder_of: Callable[[str], Path], checkpoint_dir: Callable[[str], str],
                  choose: Callable[[str], str] = secrets.choice) -> None:
-        """``trial_dir(id)``: where a trial's folder would be (an id whose folder is there is
+        """``folder_of(id)``: where a trial's folder would be (an id whose folder is there is
         taken); ``checkpoint_dir(id)``: its checkpoint folder as its trial sees it;
         ``choose``: picks one character of the alphabet (a test's own)."""
-        self._trial_dir, self._checkpoint_dir, self._choose = trial_dir, checkpoint_dir, choose
+        self._folder_of, self._checkpoint_dir, self._choose = folder_of, checkpoint_dir, choose
         self._ids: set[str] = set()
 
     def taken(self, trial_ids: Iterable[str]) -> None:
@@ -51,5 +51,5 @@ class NewTrials:
     def _new_id(self) -> str:
         while True:
             trial_id = "".join(self._choose(TRIAL_ID_ALPHABET) for _ in range(TRIAL_ID_LENGTH))
-            if trial_id not in self._ids and not self._trial_dir(trial_id).exists():
+            if trial_id not in self._ids and not self._folder_of(trial_id).exists():
                 return trial_id

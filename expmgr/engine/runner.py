@@ -105,7 +105,7 @@ class TrialRunner:
         self._strategy = StrategyTrials(running=with_strategy)
         self._resumed = resumed
         self._handler_error: str | None = None
-        self._new_trials = NewTrials(trial_dir=paths.trial_dir, checkpoint_dir=self.training.files.checkpoint_dir)
+        self._new_trials = NewTrials(folder_of=paths.trial_dir, checkpoint_dir=self.training.files.checkpoint_dir)
         self._writes = WriteQueue(record_outage=store.record_store_outage, on_paused=self._store_paused,
                                   on_resumed=self._store_resumed, on_failed=self._handler_failed)
         """Every store write goes through it: while the store refuses writes (locked,

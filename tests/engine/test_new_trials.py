@@ -18,7 +18,7 @@ def scripted(*ids: str) -> object:
 
 def test_an_id_taken_by_a_stored_trial_or_a_leftover_folder_is_not_given_again(tmp_path: Path):
     (tmp_path / "bbbbb").mkdir()   # a folder a trial of an earlier run left
-    new_trials = NewTrials(trial_dir=lambda trial_id: tmp_path / trial_id, checkpoint_dir=str,
+    new_trials = NewTrials(folder_of=lambda trial_id: tmp_path / trial_id, checkpoint_dir=str,
                            choose=scripted("aaaaa", "bbbbb", "aaaaa", "ccccc", "ddddd"))  # type: ignore[arg-type]
     new_trials.taken(["aaaaa"])
     first = new_trials.record(0, {"x": 1}, "algorithm", 10.0)
@@ -30,13 +30,13 @@ def test_an_id_taken_by_a_stored_trial_or_a_leftover_folder_is_not_given_again(t
 
 
 def test_an_id_given_once_is_not_given_again(tmp_path: Path):
-    new_trials = NewTrials(trial_dir=lambda trial_id: tmp_path / trial_id, checkpoint_dir=str,
+    new_trials = NewTrials(folder_of=lambda trial_id: tmp_path / trial_id, checkpoint_dir=str,
                            choose=scripted("aaaaa", "aaaaa", "eeeee"))  # type: ignore[arg-type]
     assert [new_trials.record(n, {}, "algorithm", 0.0).trial_id for n in (0, 1)] == ["aaaaa", "eeeee"]
 
 
 def test_pbts_checkpoint_parameter_becomes_the_trials_own_checkpoint_folder(tmp_path: Path):
-    new_trials = NewTrials(trial_dir=lambda trial_id: tmp_path / trial_id,
+    new_trials = NewTrials(folder_of=lambda trial_id: tmp_path / trial_id,
                            checkpoint_dir=lambda trial_id: f"/trials/{trial_id}/checkpoint")
     record = new_trials.record(0, {"lr": 0.1, "save_to": TRIAL_CHECKPOINT_DIR}, "algorithm", 0.0)
     assert record.parameters == {"lr": 0.1, "save_to": f"/trials/{record.trial_id}/checkpoint"}
