@@ -266,6 +266,20 @@ class RayCluster:
         finally:
             state.disconnect()
 
+    def actors(self, class_name: str) -> list[dict]:
+        """Every actor of that class the cluster has had, alive or dead, as the GCS's actor table
+        lists them (``GlobalState.actor_table``: ActorID, State, Address.NodeID, ...). The state
+        API (``ray.util.state``) needs the dashboard, which these nodes do not run."""
+        from ray._private.state import GlobalState
+        from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]
+        state = GlobalState()
+        state._initialize_global_state(GcsClientOptions.create(
+            self.address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+        try:
+            return [actor for actor in state.actor_table(None).values() if actor["ActorClassName"] == class_name]
+        finally:
+            state.disconnect()
+
     def pids(self) -> set[int]:
         """Every pid the cluster has had, running or not: the ``ray start`` processes and all
         their descendants seen so far (new ones are looked for at each call)."""
