@@ -63,6 +63,9 @@ NODE_ENV = {
     # and only then stops it; the fixture drains on purpose (drain_worker), never when stopping.
     "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
+    # Ray 2.60's `ray start` turns token authentication on when it finds ~/.ray/auth_token (which
+    # any local `ray.init()` on this machine writes), and then refuses this process's clients.
+    "RAY_AUTH_MODE": "disabled",
 }
 
 DRAIN_REASONS = {
