@@ -417,8 +417,8 @@ def test_a_runtime_env_ray_cannot_set_up_is_a_clear_error_before_any_trial(ray_c
 
 
 def test_many_short_trials_all_succeed_while_slots_come_and_go(ray_cluster, tmp_path, code_dir):
-    """Slots are ended (making way for a waiting trial) and new ones made while others run:
-    no slot's watchdog may take another slot's trial for its own."""
+    """Freed slots go to waiting trials while the slots those trials waited for stay asked for
+    (one never fits): no slot's watchdog may take another slot's trial for its own."""
     write_script(code_dir, "trial.py", """
         import os, expmgr
         expmgr.report_final_result({"default": expmgr.get_next_parameter()["x"], "slot": os.getppid()})
