@@ -48,8 +48,6 @@ class _Slot:
     pump: asyncio.Task | None = None
     node_id: str | None = None
     """The Ray node it was placed on, once known."""
-    placed: bool = False
-    """Ray has placed it on a node: it holds a trial's resources there."""
 
 
 @dataclass(eq=False)
@@ -287,7 +285,6 @@ class RayTrainingService(TrainingService):
                 waiting.placement_error = error
                 waiting.slot_ready.set()
             return
-        slot.placed = True
         if slot in self._spare:
             self._spare.remove(slot)
         waiting = self._run_on(slot)
