@@ -66,6 +66,9 @@ class _Run:
     started: bool = False
     signal_at_start: int | None = None
     """A signal sent while it waited for resources: given to it once it starts."""
+    slot_ready: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    """Set once its slot is placed (``placed``), or could not be (``placement_error``)."""
+    placement_error: BaseException | None = None
     preempted: bool = False
     """Its node is being taken away (drained): its end is a preemption."""
     task: asyncio.Task | None = field(default=None, repr=False)
@@ -90,6 +93,9 @@ class RayTrainingService(TrainingService):
         self._slots: list[_Slot] = []
         self._slots_made = 0
         self._idle: list[_Slot] = []
+        self._spare: list[_Slot] = []
+        """Slots Ray has not placed yet that no trial waits on (a freed slot took their
+        trial): the next launch takes one; placed, one becomes idle (``_placed``)."""
         self._runs: dict[str, _Run] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
@@ -125,7 +131,8 @@ class RayTrainingService(TrainingService):
         resources = self._config.trial_resources
         self._slot_class = ray.remote(TrialSlot).options(
             num_cpus=resources.cpu, num_gpus=resources.gpu, memory=resources.memory,
-            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
+            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0,
+            scheduling_strategy="SPREAD")  # over every node that fits, not the head's first
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
         self._trials_run = asyncio.Event()
@@ -195,7 +202,13 @@ class RayTrainingService(TrainingService):
         host = env.get(trial_api.ENV_MANAGER_HOST, self._manager_host)
         url = (f"http://{f'[{host}]' if ':' in host else host}:{env.get(trial_api.ENV_MANAGER_PORT, '0')}")
         placed = bool(self._idle)
-        run = _Run(trial, env, self._idle.pop() if placed else self._new_slot(), url, placed=placed)
+        if placed:
+            slot = self._idle.pop()
+        else:
+            slot = self._spare.pop(0) if self._spare else self._new_slot()
+        run = _Run(trial, env, slot, url, placed=placed)
+        if placed:
+            run.slot_ready.set()
         self._runs[trial.trial_id] = run
         self._trials_run.set()
         run.task = self._spawn(self._follow(run))
@@ -240,7 +253,7 @@ class RayTrainingService(TrainingService):
         """The node is being taken away: its trials get SIGUSR1 and end PREEMPTED (run again
         first, elsewhere); its idle slots are ended so that no trial goes there."""
         for slot in [slot for slot in self._idle if slot.node_id == node_id]:
-            self._end_slot(slot)
+            self._end_slot(slot)  # (a slot never used is placed on a node too: _placed)
         for trial_id, run in self._runs.items():
             if run.started and run.slot.node_id == node_id and not run.preempted:
                 run.preempted = True
@@ -253,12 +266,43 @@ class RayTrainingService(TrainingService):
         slot = _Slot(self._slot_class.remote(f"{self._session}-{self._slots_made}"), self._slots_made)
         self._slots.append(slot)
         slot.pump = self._spawn(self._pump(slot))
+        self._spawn(self._placed(slot))
         return slot
+
+    async def _placed(self, slot: _Slot) -> None:
+        """Wait until Ray places the new slot; then the trial waiting on it starts there, or,
+        when a freed slot took that trial meanwhile, it is released (to a waiting trial or
+        idle): a slot once asked for is used, not withdrawn and asked for again (a new actor
+        takes longer to start than a short trial runs)."""
+        from ray import exceptions
+        try:
+            slot.node_id = await slot.actor.node_id.remote()
+        except exceptions.RayError as error:
+            waiting = self._run_on(slot)
+            if waiting is None:
+                self._end_slot(slot)
+            else:
+                waiting.placement_error = error
+                waiting.slot_ready.set()
+            return
+        if slot in self._spare:
+            self._spare.remove(slot)
+        waiting = self._run_on(slot)
+        if waiting is None:
+            self._release(slot)
+        else:
+            waiting.placed = True
+            waiting.slot_ready.set()
+
+    def _run_on(self, slot: _Slot) -> _Run | None:
+        return next((run for run in self._runs.values() if run.slot is slot), None)
 
     def _end_slot(self, slot: _Slot) -> None:
         import ray
         if slot in self._idle:
             self._idle.remove(slot)
+        if slot in self._spare:
+            self._spare.remove(slot)
         if slot in self._slots:
             self._slots.remove(slot)
             ray.kill(slot.actor, no_restart=True)
@@ -285,15 +329,10 @@ class RayTrainingService(TrainingService):
         spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
                 "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env()}
-        if not run.placed:
-            waiting_on = run.slot
-            try:
-                await waiting_on.actor.host.remote()  # Ray has placed it: it holds the trial's resources
-            except exceptions.RayError as error:
-                if run.slot is waiting_on:  # not handed a freed slot meanwhile (_release)
-                    self._not_started(run, error)
-                    return
-            run.placed = True  # this slot, or a freed one it was handed meanwhile
+        await run.slot_ready.wait()  # its new slot placed, or a freed one handed to it (_release)
+        if run.placement_error is not None:
+            self._not_started(run, run.placement_error)
+            return
         try:
             pid, pid_started, address, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
         except (exceptions.RayError, OSError) as error:
@@ -356,20 +395,23 @@ class RayTrainingService(TrainingService):
             self._events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error), system=system)
 
     def _release(self, slot: _Slot, preempted: bool = False) -> None:
-        """A slot whose trial ended goes to a trial waiting for a slot Ray has not placed yet
-        (whose request is withdrawn: an idle slot would hold the resources it waits for), or
-        waits for the next trial; unless its node is going away."""
+        """A placed slot that is free (its trial ended, or it was just placed) goes to a trial
+        waiting for a slot Ray has not placed yet, whose slot becomes a spare (the next launch
+        takes it; once placed it is free in turn); or it waits for the next trial; unless its
+        node is going away. So a run makes about trialConcurrency slots, whatever the trials' length."""
         if slot not in self._slots:
             return
         if self._stopping or preempted:
             self._end_slot(slot)
             return
-        waiting = next((run for run in self._runs.values() if not run.placed), None)
+        waiting = next((run for run in self._runs.values()
+                        if not run.placed and run.placement_error is None), None)
         if waiting is None:
             self._idle.append(slot)
             return
-        withdrawn, waiting.slot, waiting.placed = waiting.slot, slot, True
-        self._end_slot(withdrawn)  # no trial was started on it: start_trial waits for placement
+        spare, waiting.slot, waiting.placed = waiting.slot, slot, True
+        self._spare.append(spare)
+        waiting.slot_ready.set()
 
     # -- the metric relay -------------------------------------------------------
 

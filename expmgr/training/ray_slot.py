@@ -86,6 +86,10 @@ class TrialSlot:
     def host(self) -> str:
         return self._host
 
+    def node_id(self) -> str:
+        """The Ray node it runs on; answered once Ray has placed it (the driver waits on it)."""
+        return self._node_id
+
     async def start_trial(self, spec: dict[str, Any]) -> tuple[int, float | None, str, str]:
         """Start one attempt (``spec``: trial_id, attempt, command, code_directory, trial_dir,
         env); returns (pid, its start time, this node's address, its Ray node id). Raises if

@@ -63,6 +63,9 @@ NODE_ENV = {
     # and only then stops it; the fixture drains on purpose (drain_worker), never when stopping.
     "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
+    # Ray 2.60's `ray start` turns token authentication on when it finds ~/.ray/auth_token (which
+    # any local `ray.init()` on this machine writes), and then refuses this process's clients.
+    "RAY_AUTH_MODE": "disabled",
 }
 
 DRAIN_REASONS = {
@@ -263,6 +266,20 @@ class RayCluster:
             self.address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
         try:
             return state.get_draining_nodes()
+        finally:
+            state.disconnect()
+
+    def actors(self, class_name: str) -> list[dict]:
+        """Every actor of that class the cluster has had, alive or dead, as the GCS's actor table
+        lists them (``GlobalState.actor_table``: ActorID, State, Address.NodeID, ...). The state
+        API (``ray.util.state``) needs the dashboard, which these nodes do not run."""
+        from ray._private.state import GlobalState
+        from ray._raylet import GcsClientOptions  # type: ignore[attr-defined]
+        state = GlobalState()
+        state._initialize_global_state(GcsClientOptions.create(
+            self.address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+        try:
+            return [actor for actor in state.actor_table(None).values() if actor["ActorClassName"] == class_name]
         finally:
             state.disconnect()
 

@@ -417,8 +417,8 @@ def test_a_runtime_env_ray_cannot_set_up_is_a_clear_error_before_any_trial(ray_c
 
 
 def test_many_short_trials_all_succeed_while_slots_come_and_go(ray_cluster, tmp_path, code_dir):
-    """Slots are ended (making way for a waiting trial) and new ones made while others run:
-    no slot's watchdog may take another slot's trial for its own."""
+    """Freed slots go to waiting trials while the slots those trials waited for stay asked for
+    (one never fits): no slot's watchdog may take another slot's trial for its own."""
     write_script(code_dir, "trial.py", """
         import os, expmgr
         expmgr.report_final_result({"default": expmgr.get_next_parameter()["x"], "slot": os.getppid()})
@@ -434,3 +434,56 @@ def test_many_short_trials_all_succeed_while_slots_come_and_go(ray_cluster, tmp_
     assert all(t.attempts == 1 for t in trials)
     slots = {t.finalMetric["slot"] for t in trials}
     assert len(slots) <= 3, f"a freed slot goes to the waiting trial, not a new one each time: {len(slots)} slots"
+
+
+# Holds on until four trials run at once (each keeps a file in ../running/ while it runs), for
+# at most a second: so "four at once" is a condition the run reaches, not a speed; and the trials
+# stay short (a second is less than a new slot takes to start on a busy machine).
+RENDEZVOUS_TRIAL = """
+    import os, time
+    import expmgr
+    params = expmgr.get_next_parameter()
+    os.makedirs("running", exist_ok=True)
+    mine = os.path.join("running", expmgr.get_trial_id())
+    open(mine, "w").close()
+    deadline = time.monotonic() + 0.2
+    while len(os.listdir("running")) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    saw_four = len(os.listdir("running")) >= 4
+    os.unlink(mine)
+    expmgr.report_final_result({"default": params["x"], "saw_four": saw_four})
+"""
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals (start, end) that overlap at one moment."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = most = 0
+    for _, step in edges:  # at equal times an end (-1) sorts first: touching is not overlapping
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_short_trials_keep_every_slot_busy_on_both_nodes_with_about_concurrency_actors(
+        ray_cluster, tmp_path, code_dir):
+    """Trials shorter than a slot's start-up: a slot asked for is kept when a freed one takes its
+    trial (it is free once placed), so the run reaches its concurrency on both nodes and makes
+    about trialConcurrency slots, not one per trial (issue 26)."""
+    write_script(code_dir, "trial.py", RENDEZVOUS_TRIAL)
+    trials = 40
+    slots_before = {actor["ActorID"] for actor in ray_cluster.actors("TrialSlot")}
+    experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=trials,
+                                       trial_concurrency=4,
+                                       search_space={"x": {"_type": "choice", "_value": list(range(trials))}}))
+    assert experiment.run(port=0)
+    made = [actor for actor in ray_cluster.actors("TrialSlot") if actor["ActorID"] not in slots_before]
+    listed = experiment.list_trial_jobs()
+    assert {t.status for t in listed} == {"SUCCEEDED"} and len(listed) == trials
+    with sqlite3.connect(experiment.paths.database) as db:
+        attempts = db.execute("SELECT start_time, end_time, host FROM attempts").fetchall()
+    assert most_at_once([(start, end) for start, end, _ in attempts]) == 4, attempts
+    assert {host for _, _, host in attempts} == {"head", ray_cluster.worker_name}, "slots on both nodes"
+    assert len(made) <= 4 + 2, f"{len(made)} slot actors made for {trials} trials at concurrency 4"
+    saw_four = sum(1 for t in listed if t.finalMetric["saw_four"])
+    print(f"{len(made)} slot actors; {saw_four} of {trials} trials saw four running")
