@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
+FAILURE_HANDLER_ENV = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+_CONNECT_TIMEOUT = 10.0
+"""How long connecting to the address, and its answer as Ray's GCS, may take: a live GCS
+answers in milliseconds; generous for a loaded or distant head, short enough for a user waiting."""
 _DRAIN_CHECK_INTERVAL = 1.0
 """How often the drained nodes are looked up, only while trials run (Ray has no event for it)."""
 _STOP_TIMEOUT = 30.0
@@ -102,10 +106,17 @@ class RayTrainingService(TrainingService):
     # -- start and stop --------------------------------------------------------
 
     async def start(self) -> None:
+        # Ray's C++ failure-signal handler, installed by ray.init, aborts the driver (this process)
+        # a few seconds after a SIGTERM: a graceful stop would lose its trials' grace period.
+        # Ray reads the switch when it is imported, so it is set before (kept if the user set it).
+        os.environ.setdefault(FAILURE_HANDLER_ENV, "1")
         try:
             import ray
+            from ray._private import ray_constants
         except ImportError as error:
             raise TrainingServiceError(f"{INSTALL_HINT} ({error})") from None
+        # Imported already (by the user's own code, or an earlier experiment): read it again.
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = os.environ[FAILURE_HANDLER_ENV].lower() in ("1", "true")
         from expmgr.training.ray_slot import TrialSlot
         self._session = secrets.token_hex(6)
         await _check_reachable(self._config.address)
@@ -419,16 +430,39 @@ def _without_expected_noise(record: logging.LogRecord) -> bool:
 
 
 async def _check_reachable(address: str) -> None:
-    """A clear error at once when nothing listens at ``address`` (Ray itself retries for minutes)."""
+    """A clear error within seconds unless Ray's GCS listens at ``address`` (Ray itself retries
+    for minutes, blocking the loop and so a stop): the address must accept a connection and
+    answer the opening of an HTTP/2 (gRPC) connection with HTTP/2 settings, as the GCS does."""
     if address == "auto":
         return  # Ray finds this node's cluster, or says at once that there is none
     host, _, port = address.rpartition(":")
+    where = f"cannot connect to the Ray cluster at trainingService.address {address!r}"
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), 10)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
+                                                _CONNECT_TIMEOUT)
     except (OSError, ValueError, asyncio.TimeoutError) as error:
-        raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address {address!r}: "
-                                   f"{error or 'no answer within 10 s'}; is 'ray start --head' running there?") from None
-    writer.close()
+        raise TrainingServiceError(f"{where}: {error or f'no answer within {_CONNECT_TIMEOUT:.0f} s'}; "
+                                   f"is 'ray start --head' running there?") from None
+    try:
+        writer.write(_HTTP2_PREFACE + _HTTP2_EMPTY_SETTINGS)
+        answer = await asyncio.wait_for(reader.readexactly(9), _CONNECT_TIMEOUT)
+    except asyncio.TimeoutError:
+        raise TrainingServiceError(f"{where}: something listens there but did not answer as Ray's GCS within "
+                                   f"{_CONNECT_TIMEOUT:.0f} s; give the address 'ray start --head' printed") from None
+    except (OSError, asyncio.IncompleteReadError) as error:
+        raise TrainingServiceError(f"{where}: what listens there closed the connection ({error}); it is not "
+                                   f"Ray's GCS: give the address 'ray start --head' printed") from None
+    finally:
+        writer.close()
+    if answer[3] != _HTTP2_SETTINGS:
+        raise TrainingServiceError(f"{where}: what listens there is not Ray's GCS (it answered {answer!r}); "
+                                   f"give the address 'ray start --head' printed")
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_HTTP2_SETTINGS = 0x4
+_HTTP2_EMPTY_SETTINGS = bytes([0, 0, 0, _HTTP2_SETTINGS, 0, 0, 0, 0, 0])
+"""An HTTP/2 frame header: length 0, type SETTINGS, no flags, stream 0."""
 
 
 def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[str, Any]]) -> None:
