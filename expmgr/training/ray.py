@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import secrets
 import signal as signals
 import traceback
@@ -52,6 +53,8 @@ class _Slot:
     pump: asyncio.Task | None = None
     node_id: str | None = None
     """The Ray node it was placed on, once known."""
+    address: str = ""
+    """Its node's address, once placed."""
 
 
 @dataclass(eq=False)
@@ -91,6 +94,8 @@ class RayTrainingService(TrainingService):
         self._manager_host = manager_host
         self._session = ""
         self._slot_class: Any = None
+        self._slot_actor: Any = None
+        self._slot_options: dict[str, Any] = {}
         self._slots: list[_Slot] = []
         self._slots_made = 0
         self._idle: list[_Slot] = []
@@ -102,6 +107,9 @@ class RayTrainingService(TrainingService):
         self._http: Any = None
         self._trials_run = asyncio.Event()
         self._node_names: dict[str, str] = {}
+        self._failed_nodes: set[str] = set()
+        """Nodes where a slot could not start a trial (no shared folder): no new slot goes there."""
+        self._log = logging.getLogger(f"nni.{paths.root.name}.training")  # into experiment.log
 
     # -- start and stop --------------------------------------------------------
 
@@ -125,7 +133,7 @@ class RayTrainingService(TrainingService):
         try:
             self._connect(ray)
             check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
-            await probe_shared_folder(self._paths)
+            await probe_shared_folder(self._paths, self._log)
             ready = True
         finally:
             if not ready:
@@ -134,9 +142,11 @@ class RayTrainingService(TrainingService):
                 _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
         self._started = True
         resources = self._config.trial_resources
-        self._slot_class = ray.remote(TrialSlot).options(
+        self._slot_options = dict(
             num_cpus=resources.cpu, num_gpus=resources.gpu, memory=resources.memory,
             resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
+        self._slot_class = ray.remote(TrialSlot).options(**self._slot_options)
+        self._slot_actor = ray.remote(TrialSlot)
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
         self._trials_run = asyncio.Event()
@@ -261,7 +271,13 @@ class RayTrainingService(TrainingService):
         # Numbered for good, not by position: a slot's watchdog ends every process marked with
         # its session, so no two slots may ever share one.
         self._slots_made += 1
-        slot = _Slot(self._slot_class.remote(f"{self._session}-{self._slots_made}"), self._slots_made)
+        slot_class = self._slot_class
+        if self._failed_nodes:
+            from ray.util.placement_group import NODE_ID_LABEL_KEY
+            from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
+            slot_class = self._slot_actor.options(**self._slot_options, scheduling_strategy=NodeLabelSchedulingStrategy(
+                hard={NODE_ID_LABEL_KEY: NotIn(*self._failed_nodes)}))
+        slot = _Slot(slot_class.remote(f"{self._session}-{self._slots_made}"), self._slots_made)
         self._slots.append(slot)
         slot.pump = self._spawn(self._pump(slot))
         return slot
@@ -299,16 +315,17 @@ class RayTrainingService(TrainingService):
         if not run.placed:
             waiting_on = run.slot
             try:
-                await waiting_on.actor.host.remote()  # Ray has placed it: it holds the trial's resources
+                # Placed: it holds the trial's resources.
+                waiting_on.address, waiting_on.node_id = await waiting_on.actor.node.remote()
             except exceptions.RayError as error:
                 if run.slot is waiting_on:  # not handed a freed slot meanwhile (_release)
-                    self._not_started(run, error)
+                    await self._not_started(run, error)
                     return
             run.placed = True  # this slot, or a freed one it was handed meanwhile
         try:
             pid, pid_started, address, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
         except (exceptions.RayError, OSError) as error:
-            self._not_started(run, error)
+            await self._not_started(run, error)
             return
         host = await self._node_name(run.slot.node_id, address)
 
@@ -349,14 +366,29 @@ class RayTrainingService(TrainingService):
                                     for node in nodes)
         return self._node_names.get(node_id or "") or address
 
-    def _not_started(self, run: _Run, error: BaseException) -> None:
+    async def _not_started(self, run: _Run, error: BaseException) -> None:
         from ray import exceptions
         trial = run.launch
         self._runs.pop(trial.trial_id, None)
-        if isinstance(error, exceptions.RayTaskError):
+        # The slot's own OSError (its node does not see the trial's folder, has no descriptor
+        # left): its node cannot start trials; a trial error (RayTaskError of another cause) can.
+        node_failed = isinstance(error, exceptions.RayTaskError) and isinstance(error.cause, OSError)
+        if isinstance(error, exceptions.RayTaskError) and not node_failed:
             self._release(run.slot)  # the slot is fine; the trial could not start
         else:
-            self._end_slot(run.slot)
+            self._end_slot(run.slot)  # never reused: the next trial would fail there too
+        if node_failed and not self._stopping:
+            host = await self._node_name(run.slot.node_id, run.slot.address) or None
+            if run.slot.node_id:
+                self._failed_nodes.add(run.slot.node_id)  # new slots go elsewhere
+                for idle in [idle for idle in self._idle if idle.node_id == run.slot.node_id]:
+                    self._end_slot(idle)
+            self._log.warning("slot %s on node %s is ended, and no new slot goes there: %s",
+                              run.slot.number, host or "?", _reason(error))
+            self._events.trial_started(trial.trial_id, trial.attempt, None, host=host)
+            self._events.trial_lost(trial.trial_id, trial.attempt,
+                                    f"its slot on node {host or '?'} could not start it: {_reason(error)}")
+            return
         if self._stopping:  # ended while it waited for resources
             self._events.trial_started(trial.trial_id, trial.attempt, None)
             self._events.trial_lost(trial.trial_id, trial.attempt, "stopped before it started",
@@ -485,7 +517,7 @@ def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[s
                                f"its nodes have {have or 'nothing'}")
 
 
-async def probe_shared_folder(paths: ExperimentPaths) -> None:
+async def probe_shared_folder(paths: ExperimentPaths, log: logging.Logger | None = None) -> None:
     """Check that every node sees the experiment's trial folders: a file written here is read
     on each node, and one written there is read here. TrainingServiceError if not."""
     import ray
@@ -501,19 +533,32 @@ async def probe_shared_folder(paths: ExperimentPaths) -> None:
     refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
             .remote(str(sent), token) for node in nodes]
     try:
-        done = await asyncio.wait_for(asyncio.gather(*refs), _PROBE_TIMEOUT)
+        answers = await asyncio.wait_for(asyncio.gather(*refs, return_exceptions=True), _PROBE_TIMEOUT)
+        failed = [(node, answer) for node, answer in zip(nodes, answers) if isinstance(answer, BaseException)]
+        # A node that died since it was listed (Ray: "NodeAffinitySchedulingStrategy ... doesn't exist
+        # any more") runs no trial: skipped, and named. A failure on a live node is the experiment's.
+        alive_now = {node["NodeID"] for node in ray.nodes() if node.get("Alive")} if failed else set()
+        for node, failure in failed:
+            name = node.get("NodeName") or node.get("NodeManagerAddress", "?")
+            if node["NodeID"] not in alive_now:
+                (log or logging.getLogger(__name__)).warning(
+                    "node %s left the Ray cluster during the shared-folder probe; skipped (%s)",
+                    name, _last_reason(failure))
+            elif isinstance(failure, ray.exceptions.RuntimeEnvSetupError):
+                raise TrainingServiceError(f"trainingService.runtimeEnv could not be set up on node {name}: "
+                                           f"{_last_reason(failure)}")
+            else:
+                raise TrainingServiceError(f"the shared-folder probe failed on node {name}: {_last_reason(failure)}")
     except asyncio.TimeoutError:
         raise TrainingServiceError(f"the shared-folder probe got no answer from every node within "
                                    f"{_PROBE_TIMEOUT:.0f} s") from None
-    except ray.exceptions.RuntimeEnvSetupError as error:
-        raise TrainingServiceError(f"trainingService.runtimeEnv could not be set up on a node: "
-                                   f"{_last_reason(error)}") from None
-    except ray.exceptions.RayError as error:
-        raise TrainingServiceError(f"the shared-folder probe failed on a node: {_last_reason(error)}") from None
     finally:
         sent.unlink(missing_ok=True)
     problems: list[str] = []
-    for node, (host, answer_path, problem) in zip(nodes, done):
+    for node, answer in zip(nodes, answers):
+        if isinstance(answer, BaseException):
+            continue  # a node gone meanwhile
+        host, answer_path, problem = answer
         if problem is None and _read_and_remove(answer_path) != f"{token} {host}":
             problem = f"its file {answer_path} is not seen here"
         if problem is not None:
@@ -565,9 +610,14 @@ def _last_reason(error: BaseException) -> str:
 
 
 def _reason(error: BaseException) -> str:
-    """A Ray error's first line(s), without its long cause chain."""
-    text = str(error).strip()
-    return text.splitlines()[0][:500] if text else type(error).__name__
+    """A Ray error's first line: its cause's (the exception raised in the slot, not Ray's
+    header naming the task), without terminal colour codes."""
+    cause = getattr(error, "cause", None)
+    text = _TERMINAL_CODES.sub("", str(cause if isinstance(cause, BaseException) else error)).strip()
+    return text.splitlines()[0][:500] if text else type(cause or error).__name__
+
+
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,

@@ -86,6 +86,10 @@ class TrialSlot:
     def host(self) -> str:
         return self._host
 
+    def node(self) -> tuple[str, str]:
+        """(this node's address, its Ray node id)."""
+        return self._host, self._node_id
+
     async def start_trial(self, spec: dict[str, Any]) -> tuple[int, float | None, str, str]:
         """Start one attempt (``spec``: trial_id, attempt, command, code_directory, trial_dir,
         env); returns (pid, its start time, this node's address, its Ray node id). Raises if

@@ -367,6 +367,39 @@ def test_a_node_that_does_not_share_the_folder_stops_the_experiment_before_any_t
     assert not (code_dir / "started").exists() and experiment.list_trial_jobs() == []
 
 
+def test_a_late_node_without_the_folder_has_its_slot_ended_and_named_with_the_cause_and_trials_run_elsewhere(
+        tmp_path, code_dir):
+    """A worker node that joins after the start in a mount namespace of its own (an empty tmpfs
+    where the experiment's folder is): the slot Ray places there cannot start its trial."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a private tmpfs for the worker node needs root")
+    write_script(code_dir, "trial.py", WAITING_TRIAL)
+    home = tmp_path / "home"
+    home.mkdir()
+    with RayCluster(private_worker_dir=home) as cluster:
+        cluster.kill_worker()   # the experiment starts with the head alone; the worker joins later
+        experiment = Experiment(ray_config(cluster, code_dir, home, max_trial_number=4, max_trial_retries=1))
+        experiment.start(port=0)
+        try:
+            wait_until(lambda: len(seen(code_dir)) == 2, DEADLINE, "two trials running on the head")
+            cluster.add_worker()
+            log = experiment.paths.root / "logs" / "experiment.log"
+            wait_until(lambda: "could not start it" in log.read_text(), DEADLINE, "a slot on the late node to fail")
+            (code_dir / "release").write_text("")
+            assert experiment.wait(timeout=DEADLINE * 2)
+        finally:
+            experiment.stop()
+        text = log.read_text()
+        worker = cluster.worker_name
+    assert f"on node {worker} is ended" in text and "does not see the trial's folder" in text, text
+    assert "\x1b[" not in text and "TrialSlot.start_trial" not in text, "the cause, not Ray's coloured header"
+    attempts = attempts_of(experiment)
+    lost = [(trial_id, host) for trial_id, _, status, host in attempts if status == "CRASHED"]
+    assert lost and {host for _, host in lost} == {worker}, attempts
+    assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}, "the trials ran elsewhere"
+    assert {host for _, _, status, host in attempts if status == "SUCCEEDED"} == {"head"}, attempts
+
+
 RELAY_PROBING_TRIAL = """
     import json, os, socket
     import expmgr
@@ -515,7 +548,7 @@ def test_resources_no_node_has_are_a_clear_error(ray_cluster, tmp_path, code_dir
 
 @pytest.mark.parametrize("runtime_env, message", [
     ({"working_dir": "/nonexistent-expmgr-dir"}, "(see trainingService.runtimeEnv): directory /nonexistent-expmgr-dir"),
-    ({"pip": ["expmgr-no-such-package==9.9.9"]}, "trainingService.runtimeEnv could not be set up on a node: "),
+    ({"pip": ["expmgr-no-such-package==9.9.9"]}, "trainingService.runtimeEnv could not be set up on node "),
 ])
 def test_a_runtime_env_ray_cannot_set_up_is_a_clear_error_before_any_trial(ray_cluster, tmp_path, code_dir,
                                                                            runtime_env, message):
