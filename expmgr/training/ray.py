@@ -517,7 +517,8 @@ def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[s
                                f"its nodes have {have or 'nothing'}")
 
 
-async def probe_shared_folder(paths: ExperimentPaths, log: logging.Logger | None = None) -> None:
+async def probe_shared_folder(paths: ExperimentPaths, log: logging.Logger | None = None,
+                              nodes: list[dict[str, Any]] | None = None) -> None:
     """Check that every node sees the experiment's trial folders: a file written here is read
     on each node, and one written there is read here. TrainingServiceError if not."""
     import ray
@@ -529,7 +530,8 @@ async def probe_shared_folder(paths: ExperimentPaths, log: logging.Logger | None
     sent = probe_dir / f".shared-folder-probe-{token}"
     sent.write_text(token, encoding="utf-8")
     check = ray.remote(num_cpus=0, max_retries=0)(_probe_on_node)
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if nodes is None:  # those Ray lists alive now (one may die before its probe runs)
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
     refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
             .remote(str(sent), token) for node in nodes]
     try:

@@ -400,6 +400,43 @@ def test_a_late_node_without_the_folder_has_its_slot_ended_and_named_with_the_ca
     assert {host for _, _, status, host in attempts if status == "SUCCEEDED"} == {"head"}, attempts
 
 
+def test_a_node_that_dies_before_its_shared_folder_probe_is_skipped_and_named(ray_cluster, tmp_path):
+    """A node Ray listed alive dies before the probe reaches it (Ray then says
+    "NodeAffinitySchedulingStrategy ... doesn't exist any more"): as at an experiment's start
+    right after a node died. The probe is given the node list from before the death."""
+    script = write_script(tmp_path, "probe.py", f"""
+        import asyncio, logging, sys
+        from pathlib import Path
+        import ray
+        from expmgr.layout import ExperimentPaths
+        from expmgr.training.ray import probe_shared_folder
+        logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
+        ray.init(address={ray_cluster.address!r}, log_to_driver=False, logging_level=logging.ERROR)
+        nodes = [node for node in ray.nodes() if node["Alive"]]
+        assert len(nodes) == 2, nodes
+        print("listed", flush=True)
+        sys.stdin.readline()   # the worker is killed meanwhile
+        asyncio.run(probe_shared_folder(ExperimentPaths(Path({str(tmp_path / "exp")!r})), nodes=nodes))
+        print("probe passed", flush=True)
+    """)
+    probe = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert probe.stdout.readline().strip() == "listed"
+        worker = ray_cluster.worker_name
+        ray_cluster.kill_worker()
+        probe.stdin.write("\n")
+        probe.stdin.flush()
+        output, _ = probe.communicate(timeout=120)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
+        ray_cluster.ensure_worker()
+    assert probe.returncode == 0 and "probe passed" in output, output
+    assert f"node {worker} left the Ray cluster during the shared-folder probe; skipped" in output, output
+
+
 RELAY_PROBING_TRIAL = """
     import json, os, socket
     import expmgr
