@@ -370,9 +370,10 @@ class RayTrainingService(TrainingService):
         from ray import exceptions
         trial = run.launch
         self._runs.pop(trial.trial_id, None)
-        # The slot's own OSError (its node does not see the trial's folder, has no descriptor
-        # left): its node cannot start trials; a trial error (RayTaskError of another cause) can.
-        node_failed = isinstance(error, exceptions.RayTaskError) and isinstance(error.cause, OSError)
+        from expmgr.training.ray_slot import FolderNotSharedError
+        # The slot's node does not see the experiment's folder: no trial can start there. Any
+        # other error starting the trial (its code folder missing, say) is the trial's.
+        node_failed = isinstance(error, exceptions.RayTaskError) and isinstance(error.cause, FolderNotSharedError)
         if isinstance(error, exceptions.RayTaskError) and not node_failed:
             self._release(run.slot)  # the slot is fine; the trial could not start
         else:

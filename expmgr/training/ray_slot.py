@@ -64,6 +64,10 @@ def start_detached_watchdog(session: str) -> int:
     return write_end
 
 
+class FolderNotSharedError(FileNotFoundError):
+    """The slot's node does not see the experiment's folder: no trial can start there."""
+
+
 class TrialSlot:
     """The actor (``ray.remote(TrialSlot)``, options set by the driver); see the module docstring."""
 
@@ -98,7 +102,7 @@ class TrialSlot:
         trial_id, attempt = spec["trial_id"], spec["attempt"]
         files = TrialFolder(Path(spec["trial_dir"]))
         if not files.parameter_file.is_file():
-            raise FileNotFoundError(
+            raise FolderNotSharedError(
                 f"node {self._host} does not see the trial's folder {files.root} (no parameter.json): the Ray "
                 "service needs the experiment's folder on a filesystem every node shares at the same path")
         env = dict(os.environ)
