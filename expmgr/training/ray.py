@@ -27,6 +27,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
+from expmgr.training.ray_connect import check_reachable
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.base import is_system_error, launch_error
 
@@ -36,9 +37,6 @@ if TYPE_CHECKING:
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
 FAILURE_HANDLER_ENV = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
-_CONNECT_TIMEOUT = 10.0
-"""How long connecting to the address, and its answer as Ray's GCS, may take: a live GCS
-answers in milliseconds; generous for a loaded or distant head, short enough for a user waiting."""
 _DRAIN_CHECK_INTERVAL = 1.0
 """How often the drained nodes are looked up, only while trials run (Ray has no event for it)."""
 _STOP_TIMEOUT = 30.0
@@ -127,7 +125,7 @@ class RayTrainingService(TrainingService):
         ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = os.environ[FAILURE_HANDLER_ENV].lower() in ("1", "true")
         from expmgr.training.ray_slot import TrialSlot
         self._session = secrets.token_hex(6)
-        await _check_reachable(self._config.address)
+        await check_reachable(self._config.address)
         _RAY_WORKER_LOG.addFilter(_without_expected_noise)
         ready = False
         try:
@@ -460,42 +458,6 @@ def _without_expected_noise(record: logging.LogRecord) -> bool:
     meanwhile (told to the runner through the slot's own end)."""
     message = record.getMessage()
     return "SIGTERM handler is not set" not in message and not message.startswith("Unhandled error")
-
-
-async def _check_reachable(address: str) -> None:
-    """A clear error within seconds unless Ray's GCS listens at ``address`` (Ray itself retries
-    for minutes, blocking the loop and so a stop): the address must accept a connection and
-    answer the opening of an HTTP/2 (gRPC) connection with HTTP/2 settings, as the GCS does."""
-    if address == "auto":
-        return  # Ray finds this node's cluster, or says at once that there is none
-    host, _, port = address.rpartition(":")
-    where = f"cannot connect to the Ray cluster at trainingService.address {address!r}"
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
-                                                _CONNECT_TIMEOUT)
-    except (OSError, ValueError, asyncio.TimeoutError) as error:
-        raise TrainingServiceError(f"{where}: {error or f'no answer within {_CONNECT_TIMEOUT:.0f} s'}; "
-                                   f"is 'ray start --head' running there?") from None
-    try:
-        writer.write(_HTTP2_PREFACE + _HTTP2_EMPTY_SETTINGS)
-        answer = await asyncio.wait_for(reader.readexactly(9), _CONNECT_TIMEOUT)
-    except asyncio.TimeoutError:
-        raise TrainingServiceError(f"{where}: something listens there but did not answer as Ray's GCS within "
-                                   f"{_CONNECT_TIMEOUT:.0f} s; give the address 'ray start --head' printed") from None
-    except (OSError, asyncio.IncompleteReadError) as error:
-        raise TrainingServiceError(f"{where}: what listens there closed the connection ({error}); it is not "
-                                   f"Ray's GCS: give the address 'ray start --head' printed") from None
-    finally:
-        writer.close()
-    if answer[3] != _HTTP2_SETTINGS:
-        raise TrainingServiceError(f"{where}: what listens there is not Ray's GCS (it answered {answer!r}); "
-                                   f"give the address 'ray start --head' printed")
-
-
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_HTTP2_SETTINGS = 0x4
-_HTTP2_EMPTY_SETTINGS = bytes([0, 0, 0, _HTTP2_SETTINGS, 0, 0, 0, 0, 0])
-"""An HTTP/2 frame header: length 0, type SETTINGS, no flags, stream 0."""
 
 
 def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[str, Any]]) -> None:
