@@ -75,7 +75,11 @@ def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:
     # Its pid is cleared when its server closed, after the search's end was recorded.
     if not _wait_for(entry, lambda e: not is_serving(e), deadline):
         raise CliError(f"experiment {entry.id} did not stop in time (pid {entry.pid})", status=1)
-    print(f"experiment {entry.id} {current_entry(entry).status.value}")
+    ended = current_entry(entry)
+    if shown_status(ended) == "GONE":  # it died before it recorded its end: not a stop
+        raise CliError(f"experiment {entry.id} died while it stopped (GONE: its trials' ends are not recorded); "
+                       f"see its experiment.log, and 'expctl resume {entry.id}' to run them again", status=1)
+    print(f"experiment {entry.id} {ended.status.value}")
 
 
 def _wait_for(entry: RegistryEntry, condition, deadline: float) -> bool:  # noqa: ANN001

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import secrets
 import signal as signals
 import traceback
@@ -26,6 +27,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
+from expmgr.training.ray_connect import check_reachable
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.base import is_system_error, launch_error
 
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "platform: ray needs Ray: pip install 'expmgr[ray]'"
 _PROBE_TIMEOUT = 60.0
+FAILURE_HANDLER_ENV = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
 _DRAIN_CHECK_INTERVAL = 1.0
 """How often the drained nodes are looked up, only while trials run (Ray has no event for it)."""
 _STOP_TIMEOUT = 30.0
@@ -48,6 +51,8 @@ class _Slot:
     pump: asyncio.Task | None = None
     node_id: str | None = None
     """The Ray node it was placed on, once known."""
+    address: str = ""
+    """Its node's address, once placed."""
 
 
 @dataclass(eq=False)
@@ -90,6 +95,8 @@ class RayTrainingService(TrainingService):
         self._manager_host = manager_host
         self._session = ""
         self._slot_class: Any = None
+        self._slot_actor: Any = None
+        self._slot_options: dict[str, Any] = {}
         self._slots: list[_Slot] = []
         self._slots_made = 0
         self._idle: list[_Slot] = []
@@ -104,23 +111,33 @@ class RayTrainingService(TrainingService):
         self._http: Any = None
         self._trials_run = asyncio.Event()
         self._node_names: dict[str, str] = {}
+        self._failed_nodes: set[str] = set()
+        """Nodes where a slot could not start a trial (no shared folder): no new slot goes there."""
+        self._log = logging.getLogger(f"nni.{paths.root.name}.training")  # into experiment.log
 
     # -- start and stop --------------------------------------------------------
 
     async def start(self) -> None:
+        # Ray's C++ failure-signal handler, installed by ray.init, aborts the driver (this process)
+        # a few seconds after a SIGTERM: a graceful stop would lose its trials' grace period.
+        # Ray reads the switch when it is imported, so it is set before (kept if the user set it).
+        os.environ.setdefault(FAILURE_HANDLER_ENV, "1")
         try:
             import ray
+            from ray._private import ray_constants
         except ImportError as error:
             raise TrainingServiceError(f"{INSTALL_HINT} ({error})") from None
+        # Imported already (by the user's own code, or an earlier experiment): read it again.
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = os.environ[FAILURE_HANDLER_ENV].lower() in ("1", "true")
         from expmgr.training.ray_slot import TrialSlot
         self._session = secrets.token_hex(6)
-        await _check_reachable(self._config.address)
+        await check_reachable(self._config.address)
         _RAY_WORKER_LOG.addFilter(_without_expected_noise)
         ready = False
         try:
             self._connect(ray)
             check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
-            await probe_shared_folder(self._paths)
+            await probe_shared_folder(self._paths, self._log)
             ready = True
         finally:
             if not ready:
@@ -129,10 +146,13 @@ class RayTrainingService(TrainingService):
                 _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
         self._started = True
         resources = self._config.trial_resources
-        self._slot_class = ray.remote(TrialSlot).options(
+        self._slot_options = dict(
             num_cpus=resources.cpu, num_gpus=resources.gpu, memory=resources.memory,
-            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0,
-            scheduling_strategy="SPREAD")  # over every node that fits, not the head's first
+            resources=dict(resources.custom) or None, max_restarts=0, max_task_retries=0)
+        # Spread over every node that fits, not the head's first; once a node failed, a label
+        # rule keeps new slots off it instead (_new_slot).
+        self._slot_class = ray.remote(TrialSlot).options(**self._slot_options, scheduling_strategy="SPREAD")
+        self._slot_actor = ray.remote(TrialSlot)
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
         self._trials_run = asyncio.Event()
@@ -263,7 +283,13 @@ class RayTrainingService(TrainingService):
         # Numbered for good, not by position: a slot's watchdog ends every process marked with
         # its session, so no two slots may ever share one.
         self._slots_made += 1
-        slot = _Slot(self._slot_class.remote(f"{self._session}-{self._slots_made}"), self._slots_made)
+        slot_class = self._slot_class
+        if self._failed_nodes:
+            from ray.util.placement_group import NODE_ID_LABEL_KEY
+            from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
+            slot_class = self._slot_actor.options(**self._slot_options, scheduling_strategy=NodeLabelSchedulingStrategy(
+                hard={NODE_ID_LABEL_KEY: NotIn(*self._failed_nodes)}))
+        slot = _Slot(slot_class.remote(f"{self._session}-{self._slots_made}"), self._slots_made)
         self._slots.append(slot)
         slot.pump = self._spawn(self._pump(slot))
         self._spawn(self._placed(slot))
@@ -276,7 +302,7 @@ class RayTrainingService(TrainingService):
         takes longer to start than a short trial runs)."""
         from ray import exceptions
         try:
-            slot.node_id = await slot.actor.node_id.remote()
+            slot.address, slot.node_id = await slot.actor.node.remote()
         except exceptions.RayError as error:
             waiting = self._run_on(slot)
             if waiting is None:
@@ -331,12 +357,12 @@ class RayTrainingService(TrainingService):
                 "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env()}
         await run.slot_ready.wait()  # its new slot placed, or a freed one handed to it (_release)
         if run.placement_error is not None:
-            self._not_started(run, run.placement_error)
+            await self._not_started(run, run.placement_error)
             return
         try:
             pid, pid_started, address, run.slot.node_id = await run.slot.actor.start_trial.remote(spec)
         except (exceptions.RayError, OSError) as error:
-            self._not_started(run, error)
+            await self._not_started(run, error)
             return
         host = await self._node_name(run.slot.node_id, address)
 
@@ -377,14 +403,30 @@ class RayTrainingService(TrainingService):
                                     for node in nodes)
         return self._node_names.get(node_id or "") or address
 
-    def _not_started(self, run: _Run, error: BaseException) -> None:
+    async def _not_started(self, run: _Run, error: BaseException) -> None:
         from ray import exceptions
         trial = run.launch
         self._runs.pop(trial.trial_id, None)
-        if isinstance(error, exceptions.RayTaskError):
+        from expmgr.training.ray_slot import FolderNotSharedError
+        # The slot's node does not see the experiment's folder: no trial can start there. Any
+        # other error starting the trial (its code folder missing, say) is the trial's.
+        node_failed = isinstance(error, exceptions.RayTaskError) and isinstance(error.cause, FolderNotSharedError)
+        if isinstance(error, exceptions.RayTaskError) and not node_failed:
             self._release(run.slot)  # the slot is fine; the trial could not start
         else:
-            self._end_slot(run.slot)
+            self._end_slot(run.slot)  # never reused: the next trial would fail there too
+        if node_failed and not self._stopping:
+            host = await self._node_name(run.slot.node_id, run.slot.address) or None
+            if run.slot.node_id:
+                self._failed_nodes.add(run.slot.node_id)  # new slots go elsewhere
+                for idle in [idle for idle in self._idle if idle.node_id == run.slot.node_id]:
+                    self._end_slot(idle)
+            self._log.warning("slot %s on node %s is ended, and no new slot goes there: %s",
+                              run.slot.number, host or "?", _reason(error))
+            self._events.trial_started(trial.trial_id, trial.attempt, None, host=host)
+            self._events.trial_lost(trial.trial_id, trial.attempt,
+                                    f"its slot on node {host or '?'} could not start it: {_reason(error)}")
+            return
         if self._stopping:  # ended while it waited for resources
             self._events.trial_started(trial.trial_id, trial.attempt, None)
             self._events.trial_lost(trial.trial_id, trial.attempt, "stopped before it started",
@@ -460,19 +502,6 @@ def _without_expected_noise(record: logging.LogRecord) -> bool:
     return "SIGTERM handler is not set" not in message and not message.startswith("Unhandled error")
 
 
-async def _check_reachable(address: str) -> None:
-    """A clear error at once when nothing listens at ``address`` (Ray itself retries for minutes)."""
-    if address == "auto":
-        return  # Ray finds this node's cluster, or says at once that there is none
-    host, _, port = address.rpartition(":")
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), 10)
-    except (OSError, ValueError, asyncio.TimeoutError) as error:
-        raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address {address!r}: "
-                                   f"{error or 'no answer within 10 s'}; is 'ray start --head' running there?") from None
-    writer.close()
-
-
 def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[str, Any]]) -> None:
     """TrainingServiceError unless some node of the cluster has every resource a trial asks for
     (Ray would keep such a trial waiting forever)."""
@@ -493,7 +522,8 @@ def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[s
                                f"its nodes have {have or 'nothing'}")
 
 
-async def probe_shared_folder(paths: ExperimentPaths) -> None:
+async def probe_shared_folder(paths: ExperimentPaths, log: logging.Logger | None = None,
+                              nodes: list[dict[str, Any]] | None = None) -> None:
     """Check that every node sees the experiment's trial folders: a file written here is read
     on each node, and one written there is read here. TrainingServiceError if not."""
     import ray
@@ -505,23 +535,37 @@ async def probe_shared_folder(paths: ExperimentPaths) -> None:
     sent = probe_dir / f".shared-folder-probe-{token}"
     sent.write_text(token, encoding="utf-8")
     check = ray.remote(num_cpus=0, max_retries=0)(_probe_on_node)
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if nodes is None:  # those Ray lists alive now (one may die before its probe runs)
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
     refs = [check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
             .remote(str(sent), token) for node in nodes]
     try:
-        done = await asyncio.wait_for(asyncio.gather(*refs), _PROBE_TIMEOUT)
+        answers = await asyncio.wait_for(asyncio.gather(*refs, return_exceptions=True), _PROBE_TIMEOUT)
+        failed = [(node, answer) for node, answer in zip(nodes, answers) if isinstance(answer, BaseException)]
+        # A node that died since it was listed (Ray: "NodeAffinitySchedulingStrategy ... doesn't exist
+        # any more") runs no trial: skipped, and named. A failure on a live node is the experiment's.
+        alive_now = {node["NodeID"] for node in ray.nodes() if node.get("Alive")} if failed else set()
+        for node, failure in failed:
+            name = node.get("NodeName") or node.get("NodeManagerAddress", "?")
+            if node["NodeID"] not in alive_now:
+                (log or logging.getLogger(__name__)).warning(
+                    "node %s left the Ray cluster during the shared-folder probe; skipped (%s)",
+                    name, _last_reason(failure))
+            elif isinstance(failure, ray.exceptions.RuntimeEnvSetupError):
+                raise TrainingServiceError(f"trainingService.runtimeEnv could not be set up on node {name}: "
+                                           f"{_last_reason(failure)}")
+            else:
+                raise TrainingServiceError(f"the shared-folder probe failed on node {name}: {_last_reason(failure)}")
     except asyncio.TimeoutError:
         raise TrainingServiceError(f"the shared-folder probe got no answer from every node within "
                                    f"{_PROBE_TIMEOUT:.0f} s") from None
-    except ray.exceptions.RuntimeEnvSetupError as error:
-        raise TrainingServiceError(f"trainingService.runtimeEnv could not be set up on a node: "
-                                   f"{_last_reason(error)}") from None
-    except ray.exceptions.RayError as error:
-        raise TrainingServiceError(f"the shared-folder probe failed on a node: {_last_reason(error)}") from None
     finally:
         sent.unlink(missing_ok=True)
     problems: list[str] = []
-    for node, (host, answer_path, problem) in zip(nodes, done):
+    for node, answer in zip(nodes, answers):
+        if isinstance(answer, BaseException):
+            continue  # a node gone meanwhile
+        host, answer_path, problem = answer
         if problem is None and _read_and_remove(answer_path) != f"{token} {host}":
             problem = f"its file {answer_path} is not seen here"
         if problem is not None:
@@ -573,9 +617,14 @@ def _last_reason(error: BaseException) -> str:
 
 
 def _reason(error: BaseException) -> str:
-    """A Ray error's first line(s), without its long cause chain."""
-    text = str(error).strip()
-    return text.splitlines()[0][:500] if text else type(error).__name__
+    """A Ray error's first line: its cause's (the exception raised in the slot, not Ray's
+    header naming the task), without terminal colour codes."""
+    cause = getattr(error, "cause", None)
+    text = _TERMINAL_CODES.sub("", str(cause if isinstance(cause, BaseException) else error)).strip()
+    return text.splitlines()[0][:500] if text else type(cause or error).__name__
+
+
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,

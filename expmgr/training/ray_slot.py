@@ -64,6 +64,10 @@ def start_detached_watchdog(session: str) -> int:
     return write_end
 
 
+class FolderNotSharedError(FileNotFoundError):
+    """The slot's node does not see the experiment's folder: no trial can start there."""
+
+
 class TrialSlot:
     """The actor (``ray.remote(TrialSlot)``, options set by the driver); see the module docstring."""
 
@@ -86,9 +90,9 @@ class TrialSlot:
     def host(self) -> str:
         return self._host
 
-    def node_id(self) -> str:
-        """The Ray node it runs on; answered once Ray has placed it (the driver waits on it)."""
-        return self._node_id
+    def node(self) -> tuple[str, str]:
+        """(this node's address, its Ray node id)."""
+        return self._host, self._node_id
 
     async def start_trial(self, spec: dict[str, Any]) -> tuple[int, float | None, str, str]:
         """Start one attempt (``spec``: trial_id, attempt, command, code_directory, trial_dir,
@@ -98,7 +102,7 @@ class TrialSlot:
         trial_id, attempt = spec["trial_id"], spec["attempt"]
         files = TrialFolder(Path(spec["trial_dir"]))
         if not files.parameter_file.is_file():
-            raise FileNotFoundError(
+            raise FolderNotSharedError(
                 f"node {self._host} does not see the trial's folder {files.root} (no parameter.json): the Ray "
                 "service needs the experiment's folder on a filesystem every node shares at the same path")
         env = dict(os.environ)

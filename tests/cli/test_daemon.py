@@ -187,6 +187,31 @@ def test_stop_cancel_kills_trials_without_the_grace_period(project):
     assert entry(home, exp_id).status == ExperimentState.STOPPED
 
 
+def test_stop_fails_when_the_experiment_dies_while_it_stops(project):
+    """A stop that ends in a dead process (its end never recorded: GONE) is not a stop: exit 1."""
+    cwd, home = project
+    (cwd / "trial.py").write_text("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                  "time.sleep(300)\n")
+    (cwd / "config.yml").write_text(CONFIG.replace("trialGracePeriod: 2s", "trialGracePeriod: 10m"))
+    exp_id = created_id(expctl(home, cwd, "create", "--config", "config.yml", "--port", "0"))
+    wait_until(lambda: expctl(home, cwd, "trial", "ls", exp_id, "--table").stdout.count("RUNNING") == 2,
+               what="two running trials")
+    pid = entry(home, exp_id).pid
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    stopping = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "stop", exp_id, "--timeout", "60"], cwd=cwd,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: entry(home, exp_id).status == ExperimentState.STOPPING, what="STOPPING")
+        os.kill(pid, signal.SIGKILL)   # as Ray's failure-signal handler aborted it (issue 26)
+        out, err = stopping.communicate(timeout=90)
+    finally:
+        if stopping.poll() is None:
+            stopping.kill()
+            stopping.wait()
+    assert stopping.returncode == 1, out + err
+    assert f"experiment {exp_id} died while it stopped (GONE" in err and f"expctl resume {exp_id}" in err, err
+
+
 def test_unknown_and_ambiguous_ids_are_refused_with_exit_2(project):
     cwd, home = project
     registry = Registry(home)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import psutil
 import pytest
 
 from expmgr import Experiment, ExperimentConfig
+from expmgr.store.registry import Registry
 from tests.helpers.common import REPO, wait_until, write_script
 from tests.helpers.ray_cluster import RayCluster, ray_cluster, ray_cluster_module  # noqa: F401
 
@@ -220,6 +223,51 @@ def test_expctl_stop_cancel_kills_trials_ignoring_sigterm_and_their_children_on_
     assert {trial["status"] for trial in listed} == {"USER_CANCELED"}
 
 
+SLOW_TO_STOP_TRIAL = """
+    import os, signal, sys, time
+    import expmgr
+    told = []
+    signal.signal(signal.SIGTERM, lambda *_: told.append(time.monotonic()))
+    expmgr.get_next_parameter()
+    os.makedirs("seen", exist_ok=True)
+    open(f"seen/{expmgr.get_trial_id()}.1.json", "w").write("{}")
+    while not told:
+        time.sleep(0.05)
+    time.sleep(6)   # longer than Ray's failure-signal handler waits before it aborts the driver
+    open(f"seen/{expmgr.get_trial_id()}.stopped", "w").close()
+    sys.exit(143)
+"""
+
+
+def test_expctl_stop_gives_trials_their_grace_period_and_the_experiment_ends_stopped(ray_cluster, tmp_path, code_dir):
+    """One SIGTERM (expctl stop) with trials that take 6 s to end: the experiment process is
+    not aborted by Ray's failure-signal handler; trials end within their grace, USER_CANCELED."""
+    write_script(code_dir, "trial.py", SLOW_TO_STOP_TRIAL)
+    write_ray_config_file(code_dir, ray_cluster, "trialGracePeriod: 30s\n")
+    home = tmp_path / "home"
+    env = expctl_env(home)
+
+    def expctl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=code_dir, env=env,
+                              capture_output=True, text=True, timeout=180)
+    created = expctl("create", "--config", "config.yml", "--port", "0")
+    assert created.returncode == 0, created.stderr
+    exp_id = created.stdout.split()[1]
+    try:
+        wait_until(lambda: len(seen(code_dir)) == 4, DEADLINE, "four trials running")
+        pid = Registry(home).get(exp_id).pid
+        stopped = expctl("stop", exp_id, "--timeout", "120")
+        assert stopped.returncode == 0, f"{stopped.stdout}{stopped.stderr}"
+        wait_until(lambda: not alive([pid]), DEADLINE, "the experiment process to end by itself")
+    finally:
+        expctl("stop", "--cancel", "--timeout", "60")
+    entry = Registry(home).get(exp_id)
+    assert (entry.status.value, entry.pid) == ("STOPPED", None), "its end recorded and its server closed"
+    assert len(list((code_dir / "seen").glob("*.stopped"))) == 4, "every trial finished its own stop"
+    listed = json.loads(expctl("trial", "ls", exp_id, "--json").stdout)
+    assert [trial["status"] for trial in listed] == ["USER_CANCELED"] * 4
+
+
 def two_running_on_the_worker(experiment: Experiment, cluster: RayCluster, code_dir: Path) -> set[str]:
     """Once four trials run (two a node), the ids of those on the worker node."""
     wait_until(lambda: len(seen(code_dir)) == 4, DEADLINE, "four trials running")
@@ -319,6 +367,76 @@ def test_a_node_that_does_not_share_the_folder_stops_the_experiment_before_any_t
     assert not (code_dir / "started").exists() and experiment.list_trial_jobs() == []
 
 
+def test_a_late_node_without_the_folder_has_its_slot_ended_and_named_with_the_cause_and_trials_run_elsewhere(
+        tmp_path, code_dir):
+    """A worker node that joins after the start in a mount namespace of its own (an empty tmpfs
+    where the experiment's folder is): the slot Ray places there cannot start its trial."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a private tmpfs for the worker node needs root")
+    write_script(code_dir, "trial.py", WAITING_TRIAL)
+    home = tmp_path / "home"
+    home.mkdir()
+    with RayCluster(private_worker_dir=home) as cluster:
+        cluster.kill_worker()   # the experiment starts with the head alone; the worker joins later
+        experiment = Experiment(ray_config(cluster, code_dir, home, max_trial_number=4, max_trial_retries=1))
+        experiment.start(port=0)
+        try:
+            wait_until(lambda: len(seen(code_dir)) == 2, DEADLINE, "two trials running on the head")
+            cluster.add_worker()
+            log = experiment.paths.root / "logs" / "experiment.log"
+            wait_until(lambda: "could not start it" in log.read_text(), DEADLINE, "a slot on the late node to fail")
+            (code_dir / "release").write_text("")
+            assert experiment.wait(timeout=DEADLINE * 2)
+        finally:
+            experiment.stop()
+        text = log.read_text()
+        worker = cluster.worker_name
+    assert f"on node {worker} is ended" in text and "does not see the trial's folder" in text, text
+    assert "\x1b[" not in text and "TrialSlot.start_trial" not in text, "the cause, not Ray's coloured header"
+    attempts = attempts_of(experiment)
+    lost = [(trial_id, host) for trial_id, _, status, host in attempts if status == "CRASHED"]
+    assert lost and {host for _, host in lost} == {worker}, attempts
+    assert {t.status for t in experiment.list_trial_jobs()} == {"SUCCEEDED"}, "the trials ran elsewhere"
+    assert {host for _, _, status, host in attempts if status == "SUCCEEDED"} == {"head"}, attempts
+
+
+def test_a_node_that_dies_before_its_shared_folder_probe_is_skipped_and_named(ray_cluster, tmp_path):
+    """A node Ray listed alive dies before the probe reaches it (Ray then says
+    "NodeAffinitySchedulingStrategy ... doesn't exist any more"): as at an experiment's start
+    right after a node died. The probe is given the node list from before the death."""
+    script = write_script(tmp_path, "probe.py", f"""
+        import asyncio, logging, sys
+        from pathlib import Path
+        import ray
+        from expmgr.layout import ExperimentPaths
+        from expmgr.training.ray import probe_shared_folder
+        logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
+        ray.init(address={ray_cluster.address!r}, log_to_driver=False, logging_level=logging.ERROR)
+        nodes = [node for node in ray.nodes() if node["Alive"]]
+        assert len(nodes) == 2, nodes
+        print("listed", flush=True)
+        sys.stdin.readline()   # the worker is killed meanwhile
+        asyncio.run(probe_shared_folder(ExperimentPaths(Path({str(tmp_path / "exp")!r})), nodes=nodes))
+        print("probe passed", flush=True)
+    """)
+    probe = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert probe.stdout.readline().strip() == "listed"
+        worker = ray_cluster.worker_name
+        ray_cluster.kill_worker()
+        probe.stdin.write("\n")
+        probe.stdin.flush()
+        output, _ = probe.communicate(timeout=120)
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
+        ray_cluster.ensure_worker()
+    assert probe.returncode == 0 and "probe passed" in output, output
+    assert f"node {worker} left the Ray cluster during the shared-folder probe; skipped" in output, output
+
+
 RELAY_PROBING_TRIAL = """
     import json, os, socket
     import expmgr
@@ -381,6 +499,76 @@ def test_an_unreachable_cluster_is_a_clear_error(tmp_path, code_dir):
     assert "cannot connect to the Ray cluster at trainingService.address '127.0.0.1:1'" in experiment.get_error()
 
 
+class NotRayListener:
+    """A real TCP server on loopback that is not Ray: it accepts and says nothing ("silent"),
+    or answers like an HTTP/1 server ("http"). Stopped on exit; its connections closed."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.connections: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            self.connections.append(connection)
+            if self.kind == "http":
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    def __enter__(self) -> NotRayListener:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.close()
+        self.thread.join(5)
+        for connection in self.connections:
+            connection.close()
+
+
+def not_ray_config(address: str, code_dir: Path, home: Path) -> ExperimentConfig:
+    write_script(code_dir, "trial.py", "")
+    return ExperimentConfig(search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
+                            trial_code_directory=code_dir, tuner={"name": "GridSearch"}, trial_concurrency=1,
+                            experiment_working_directory=home, training_service={"platform": "ray", "address": address})
+
+
+@pytest.mark.parametrize("kind", ["silent", "http"])
+def test_an_address_where_something_else_listens_is_a_clear_error_within_seconds(tmp_path, code_dir, kind):
+    with NotRayListener(kind) as listener:
+        experiment = Experiment(not_ray_config(listener.address, code_dir, tmp_path / "home"))
+        experiment.start(port=0)
+        try:
+            ended = experiment.wait(timeout=30)
+        finally:
+            experiment.stop()
+    assert ended, "connecting is bounded: ERROR within 30 s, not Ray's minutes of retries"
+    assert experiment.get_status() == "ERROR"
+    error = experiment.get_error()
+    assert f"cannot connect to the Ray cluster at trainingService.address {listener.address!r}" in error, error
+    assert "Ray's GCS" in error and "\n" not in error.strip(), error
+
+
+def test_a_stop_while_connecting_to_a_silent_address_ends_the_experiment(tmp_path, code_dir):
+    with NotRayListener("silent") as listener:
+        experiment = Experiment(not_ray_config(listener.address, code_dir, tmp_path / "home"))
+        experiment.start(port=0)
+        try:
+            wait_until(lambda: listener.connections, DEADLINE, "the experiment to connect")
+            stopping = threading.Thread(target=experiment.stop, daemon=True)   # returns once it ended
+            stopping.start()
+            stopping.join(30)
+            assert not stopping.is_alive(), "a stop while connecting is honoured, not held up by the connect"
+        finally:
+            experiment.stop()
+    assert experiment.get_status() in ("STOPPED", "ERROR"), experiment.get_status()
+
+
 def test_resources_no_node_has_are_a_clear_error(ray_cluster, tmp_path, code_dir):
     write_script(code_dir, "trial.py", "")
     experiment = Experiment(ray_config(ray_cluster, code_dir, tmp_path / "home", max_trial_number=1,
@@ -397,7 +585,7 @@ def test_resources_no_node_has_are_a_clear_error(ray_cluster, tmp_path, code_dir
 
 @pytest.mark.parametrize("runtime_env, message", [
     ({"working_dir": "/nonexistent-expmgr-dir"}, "(see trainingService.runtimeEnv): directory /nonexistent-expmgr-dir"),
-    ({"pip": ["expmgr-no-such-package==9.9.9"]}, "trainingService.runtimeEnv could not be set up on a node: "),
+    ({"pip": ["expmgr-no-such-package==9.9.9"]}, "trainingService.runtimeEnv could not be set up on node "),
 ])
 def test_a_runtime_env_ray_cannot_set_up_is_a_clear_error_before_any_trial(ray_cluster, tmp_path, code_dir,
                                                                            runtime_env, message):
