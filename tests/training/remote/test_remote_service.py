@@ -93,6 +93,18 @@ def remote_config(hosts: SshHosts, code_dir: Path, home: Path, shared: Path, wai
         **{"trial_concurrency": 4, "max_trial_number": 4, "trial_grace_period": 5, **fields})
 
 
+def run_until_done(config: ExperimentConfig) -> Experiment:
+    """Start an experiment of ``config``, wait until it ended, stop it: it ended DONE."""
+    experiment = Experiment(config)
+    experiment.start(port=0)
+    try:
+        assert experiment.wait(timeout=DEADLINE * 2)
+    finally:
+        experiment.stop()
+    assert experiment.get_status() == "DONE", experiment.get_error()
+    return experiment
+
+
 def attempts_of(database: Path) -> list[tuple[str, int, str, str | None]]:
     """(trial id, attempt, status, host) of every attempt, in order."""
     with sqlite3.connect(database) as db:
@@ -117,13 +129,7 @@ def trial_processes(host: SshHost) -> list[str]:
 
 def test_an_experiment_runs_its_trials_on_both_hosts_with_their_output_and_reports_here(
         hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
-    experiment = Experiment(remote_config(hosts, code_dir, tmp_path / "home", shared, "four"))
-    experiment.start(port=0)
-    try:
-        assert experiment.wait(timeout=DEADLINE * 2)
-    finally:
-        experiment.stop()
-    assert experiment.get_status() == "DONE", experiment.get_error()
+    experiment = run_until_done(remote_config(hosts, code_dir, tmp_path / "home", shared, "four"))
     trials = experiment.list_trial_jobs()
     assert sorted(t.status for t in trials) == ["SUCCEEDED"] * 4
     assert sorted(float(t.finalMetric) for t in trials) == [1, 2, 3, 4], "each trial's nni report, stored"
@@ -323,13 +329,7 @@ def test_nnis_published_remote_config_runs_with_its_hosts_pointed_at_the_test_ho
     """)
     config = ExperimentConfig.load(folder / "config_remote.yml")
     config.experiment_working_directory = tmp_path / "home"
-    experiment = Experiment(config)
-    experiment.start(port=0)
-    try:
-        assert experiment.wait(timeout=DEADLINE * 2)
-    finally:
-        experiment.stop()
-    assert experiment.get_status() == "DONE", experiment.get_error()
+    experiment = run_until_done(config)
     assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"] * 4
     assert {host for _, _, _, host in attempts_of(experiment.paths.database)} <= {label(first), label(second)}
 
@@ -591,13 +591,7 @@ def test_nnis_published_hybrid_config_runs_with_its_host_pointed_at_a_test_host(
     """)
     config = ExperimentConfig.load(folder / "config_hybrid_v2.yml")
     config.experiment_working_directory = tmp_path / "home"
-    experiment = Experiment(config)
-    experiment.start(port=0)
-    try:
-        assert experiment.wait(timeout=DEADLINE * 2)
-    finally:
-        experiment.stop()
-    assert experiment.get_status() == "DONE", experiment.get_error()
+    experiment = run_until_done(config)
     assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"] * 6
     assert {h for _, _, _, h in attempts_of(experiment.paths.database)} == {"127.0.0.1", label(host)}, (
         "trials ran here and on the host")
