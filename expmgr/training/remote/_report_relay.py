@@ -20,12 +20,20 @@ MAX_HEAD = 16 * 1024
 """Bytes of a request's start line and headers, at most (the trial API's are a few hundred)."""
 _REPORT_LINE = re.compile(rb"POST (/[!-~]*)?/api/v1/expmgr/trials/[A-Za-z0-9_-]{1,64}/metrics HTTP/1\.[01]")
 _READ = 65536
+HEAD_TIMEOUT = 30.0
+"""Seconds a connection has to send its request head (the server's header timeout): a host's
+connection that says nothing is not kept, with its SSH channel, for ever."""
 
 
-async def relay_report(reader: Any, writer: Any, manager_host: str, manager_port: int) -> None:
+async def relay_report(reader: Any, writer: Any, manager_host: str, manager_port: int,
+                       head_timeout: float = HEAD_TIMEOUT) -> None:
     """Relay one connection from a host (``reader``, ``writer``: byte streams) to the server."""
     try:
-        head, rest = await _read_head(reader)
+        try:
+            head, rest = await asyncio.wait_for(_read_head(reader), head_timeout)
+        except asyncio.TimeoutError:
+            writer.write(_answer(408, f"no request head within {head_timeout:g} s"))
+            return
         refusal = _refusal(head)
         if refusal is not None:
             writer.write(_answer(403 if head else 400, refusal))
