@@ -150,9 +150,9 @@ class TrialRunner:
             # A run its manager died in has no end: read before this run begins (_restore ends it).
             self._dead_run = self.store.open_run() if self._resumed else None
             self._writes.commit(self._begin_run, time.time())
-            await self._start_components()
-            self._set_state(ExperimentState.RUNNING)
-            await self._loop()
+            if await self._start_components():
+                self._set_state(ExperimentState.RUNNING)
+                await self._loop()
         except Exception as failure:  # the tuner, the strategy, a handler, the service, or a bug of ours
             error = failure_text(failure)
         return await self._finish(error)
@@ -171,16 +171,38 @@ class TrialRunner:
         if self._run_id is not None:
             self.store.end_run(self._run_id, ended)
 
-    async def _start_components(self) -> None:
+    async def _start_components(self) -> bool:
+        """Start the dispatcher and the training service; False if a stop came first."""
         if self.dispatcher is not None:
             await self.dispatcher.start()   # the manager may have started it already: nothing then
             self._spawn(self._wake_when_dispatcher_exits(self.dispatcher))
-        await self.training.start()   # while the dispatcher's interpreter starts and imports
+        # While the dispatcher's interpreter starts and imports. A service may take seconds to
+        # reach its cluster or hosts: a stop meanwhile cancels that.
+        if not await self._unless_stopped(self.training.start()):
+            return False
         if self.dispatcher is not None:
             await self.dispatcher.initialize(self.config.search_space, algorithm_spec(self.config.tuner),
                                              algorithm_spec(self.config.assessor))
         if self._resumed:
             self._restore()
+        return True
+
+    async def _unless_stopped(self, starting: Awaitable[None]) -> bool:
+        """Await ``starting``; cancel it when a stop is requested first (False then)."""
+        task = asyncio.ensure_future(starting)
+        while not task.done():
+            if self._stop_requested:
+                task.cancel()
+                await asyncio.wait({task})
+                if not task.cancelled() and task.exception() is not None:
+                    self.logger.info("the training service failed while it was stopped: %s", task.exception())
+                return False
+            self._wake.clear()
+            woken = asyncio.ensure_future(self._wake.wait())
+            await asyncio.wait({task, woken}, return_when=asyncio.FIRST_COMPLETED)
+            woken.cancel()
+        task.result()
+        return True
 
     def _restore(self) -> None:
         """On resume: apply the plan (resume.py): end the run whose manager died and the

@@ -566,7 +566,8 @@ def test_a_stop_while_connecting_to_a_silent_address_ends_the_experiment(tmp_pat
             assert not stopping.is_alive(), "a stop while connecting is honoured, not held up by the connect"
         finally:
             experiment.stop()
-    assert experiment.get_status() in ("STOPPED", "ERROR"), experiment.get_status()
+    # Honoured, not waited out: the check, left to itself, ends in ERROR after its 10 s timeouts.
+    assert experiment.get_status() == "STOPPED", (experiment.get_status(), experiment.get_error())
 
 
 def test_resources_no_node_has_are_a_clear_error(ray_cluster, tmp_path, code_dir):
