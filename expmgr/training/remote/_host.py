@@ -27,7 +27,7 @@ from expmgr.config import ResolvedRemoteMachine
 from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training.local import GPU_POLL_INTERVAL
-from expmgr.training.remote._report_relay import relay_report
+from expmgr.training.remote._report_relay import ReportRelay
 from expmgr.training.remote.agent_client import AgentClient, AttemptEvents
 from expmgr.training.remote.host_gpus import HostGpus
 from expmgr.training.remote.runtime import agent_command, runtime_files
@@ -148,7 +148,7 @@ class RemoteHost:
             key = (manager_host, manager_port)
             if key not in self._report_ports:
                 self._report_ports[key] = await self._connection().serve_remote_port(
-                    lambda reader, writer: relay_report(reader, writer, manager_host, manager_port))
+                    ReportRelay(manager_host, manager_port))
             return self._report_ports[key]
 
     def trial_folder(self, trial_id: str) -> str:

@@ -2,13 +2,14 @@
 host's loopback is served here, through the SSH connection (``HostConnection.serve_remote_port``),
 and each connection to it is relayed to the server after two checks::
 
-    port = await connection.serve_remote_port(lambda r, w: relay_report(r, w, "127.0.0.1", 8080))
+    port = await connection.serve_remote_port(ReportRelay("127.0.0.1", 8080))
 
 Only a report passes: ``POST <prefix>/api/v1/expmgr/trials/<id>/metrics`` with no ``Origin`` (what
 the trial API sends; the server checks its token, 403/409 and duplicates as for a local
 trial). Its ``Host`` header names the host's port, which the server refuses (it answers only
 to its own addresses): it is rewritten to the server's, and the connection is closed after the
-answer. Anything else gets a 403 here.
+answer. Anything else gets a 403 here. A host has at most ``MAX_OPEN`` connections relayed at
+once (each holds an SSH channel and a connection to the server); more are answered 503 at once.
 """
 from __future__ import annotations
 
@@ -23,6 +24,33 @@ _READ = 65536
 HEAD_TIMEOUT = 30.0
 """Seconds a connection has to send its request head (the server's header timeout): a host's
 connection that says nothing is not kept, with its SSH channel, for ever."""
+MAX_OPEN = 64
+"""Connections one host may have relayed at once: a trial sends one report at a time and
+waits for its answer, so this is many times what a host's trials need."""
+
+
+class ReportRelay:
+    """One host's relay (a connection handler): ``relay_report`` for each connection, at most
+    ``max_open`` at once."""
+
+    def __init__(self, manager_host: str, manager_port: int, max_open: int = MAX_OPEN,
+                 head_timeout: float = HEAD_TIMEOUT) -> None:
+        self._manager = (manager_host, manager_port)
+        self._max_open = max_open
+        self._head_timeout = head_timeout
+        self.open = 0
+
+    async def __call__(self, reader: Any, writer: Any) -> None:
+        if self.open >= self._max_open:
+            writer.write(_answer(503, f"this host has {self.open} reports relayed already; the report "
+                                      f"is kept in metrics.jsonl"))
+            writer.close()
+            return
+        self.open += 1
+        try:
+            await relay_report(reader, writer, *self._manager, head_timeout=self._head_timeout)
+        finally:
+            self.open -= 1
 
 
 async def relay_report(reader: Any, writer: Any, manager_host: str, manager_port: int,
