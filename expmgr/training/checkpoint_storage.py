@@ -151,14 +151,13 @@ def _component(name: str, what: str) -> str:
     return name
 
 
-def _relative_key(relative: str, shown: str) -> PurePosixPath:
-    """A stored file's path below a checkpoint folder, refused when it could lead out of the
-    folder it is downloaded into (``..``, an absolute path, an empty part)."""
+def _refuse_escaping_key(relative: str, shown: str) -> None:
+    """Refuse a stored file's path below a checkpoint folder that could lead out of the folder
+    it is downloaded into (``..``, an absolute path, an empty part)."""
     parts = relative.split("/")
     if relative.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\0" in relative:
         raise StorageError(f"checkpoint storage {shown}: refused the stored key {relative!r}: "
                            f"it would be written outside the checkpoint folder")
-    return PurePosixPath(relative)
 
 
 class CheckpointStorage:
@@ -196,12 +195,12 @@ class CheckpointStorage:
         or modification time not as last uploaded) sent, those gone deleted; an empty or missing
         ``local_dir`` clears it. Symlinks are skipped (named once in the log), never followed."""
         trial = self._trial(trial_id)
-        local, skipped = _local_files(local_dir)
-        if skipped:
-            more = f" and {len(skipped) - _SYMLINKS_NAMED} more" if len(skipped) > _SYMLINKS_NAMED else ""
-            _log.warning("checkpoint of trial %s: symlinks not uploaded (not followed): %s%s", trial_id,
-                         ", ".join(skipped[:_SYMLINKS_NAMED]), more)
         with self._failing(f"uploading the checkpoint of trial {trial_id} from {local_dir}"):
+            local, skipped = _local_files(local_dir)
+            if skipped:
+                more = f" and {len(skipped) - _SYMLINKS_NAMED} more" if len(skipped) > _SYMLINKS_NAMED else ""
+                _log.warning("checkpoint of trial %s: symlinks not uploaded (not followed): %s%s", trial_id,
+                             ", ".join(skipped[:_SYMLINKS_NAMED]), more)
             stored = self._stored_files(trial)
             manifest = self._read_manifest(trial) if stored else {}
             if not local:
@@ -222,7 +221,7 @@ class CheckpointStorage:
         trial = self._trial(trial_id)
         with self._failing(f"downloading the checkpoint of trial {trial_id} into {local_dir}"):
             stored = self._stored_files(trial)
-            wanted = {_relative_key(relative, self.describe()): size for relative, size in stored.items()}
+            wanted = {PurePosixPath(relative): size for relative, size in stored.items()}
             manifest = self._read_manifest(trial) if stored else {}
             _make_folder(local_dir)
             _remove_others(local_dir, {str(relative) for relative in wanted})
@@ -240,8 +239,6 @@ class CheckpointStorage:
             stored = self._stored_files(source)
             if not stored:
                 return False
-            for relative in stored:
-                _relative_key(relative, self.describe())
             manifest = self._read_manifest(source)
             for relative in sorted(stored):
                 destination = f"{target}/{CHECKPOINT}/{relative}"
@@ -306,11 +303,16 @@ class CheckpointStorage:
         return f"{self._root}/{_component(self.experiment_id, 'experiment id')}/{_component(trial_id, 'trial id')}"
 
     def _stored_files(self, trial: str) -> dict[str, int]:
-        """Relative path -> size of each file of the trial's stored checkpoint."""
+        """Relative path -> size of each file of the trial's stored checkpoint; a key that
+        could lead out of a folder it is downloaded into is refused (StorageError), whatever
+        the operation (S3's HTTP client would also resolve its '..' when deleting it)."""
         fs_module = _pyarrow_fs(self.describe())
         base = f"{trial}/{CHECKPOINT}"
         infos = self._fs.get_file_info(fs_module.FileSelector(base, recursive=True, allow_not_found=True))
-        return {info.path[len(base) + 1:]: info.size for info in infos if info.type == fs_module.FileType.File}
+        files = {info.path[len(base) + 1:]: info.size for info in infos if info.type == fs_module.FileType.File}
+        for relative in files:
+            _refuse_escaping_key(relative, self.describe())
+        return files
 
     def _read_manifest(self, trial: str) -> dict[str, list[int]]:
         """The files as last uploaded (relative path -> [size, mtime_ns]); empty when it is
@@ -319,6 +321,8 @@ class CheckpointStorage:
             with self._fs.open_input_stream(f"{trial}/{MANIFEST}") as stream:
                 files = json.loads(stream.read()).get("files", {})
         except (FileNotFoundError, ValueError, AttributeError):
+            return {}
+        if not isinstance(files, dict):
             return {}
         return {relative: record for relative, record in files.items()
                 if isinstance(record, list) and len(record) == 2 and all(isinstance(n, int) for n in record)}
@@ -452,7 +456,10 @@ def _walk(folder: Path, relative: PurePosixPath) -> Iterator[tuple[PurePosixPath
     except (FileNotFoundError, NotADirectoryError):
         return
     for entry in entries:
-        status = entry.stat(follow_symlinks=False)
+        try:
+            status = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:   # removed since the folder was read
+            continue
         if stat.S_ISDIR(status.st_mode):
             yield from _walk(Path(entry.path), relative / entry.name)
         else:

@@ -251,6 +251,12 @@ def test_a_stored_key_that_leads_out_of_the_folder_is_refused(s3_server, tmp_pat
     assert [path.name for path in tmp_path.rglob("*.bin")] == []
     with pytest.raises(StorageError, match="refused the stored key"):
         storage.copy("trial1", "trial2")
+    # Not deleted either: its '..' would be resolved on the way, deleting another object.
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "fresh" / "new.txt").write_bytes(b"new")
+    with pytest.raises(StorageError, match="refused the stored key"):
+        storage.upload("trial1", tmp_path / "fresh")
+    assert set(stored_keys(s3_server.uri, "trial1")) == {"fine.bin", hostile}
 
 
 # -- symlinks when uploading ------------------------------------------------------------------
