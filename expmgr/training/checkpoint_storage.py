@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 CONNECT_TIMEOUT = 5.0
 """Seconds to open a connection to the S3 endpoint (AWS's SDK retries a request 3 times)."""
@@ -287,7 +287,7 @@ class CheckpointStorage:
                 self._fs, self._root = fs_module.LocalFileSystem(), location.root
             else:
                 filesystem, self._root = fs_module.FileSystem.from_uri(location.root)
-                self._fs = _with_timeouts(fs_module, filesystem)
+                self._fs = _with_timeouts(fs_module, filesystem, parse_qs(urlsplit(location.root).query))
             self._root = self._root.rstrip("/")
 
     def _experiment_root(self) -> str:
@@ -424,11 +424,15 @@ def _filesystem_errors() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError, ArrowException)
 
 
-def _with_timeouts(fs_module: Any, filesystem: Any) -> Any:
+def _with_timeouts(fs_module: Any, filesystem: Any, options: dict[str, list[str]]) -> Any:
     """The S3 filesystem pyarrow made from the URI, with our connect and request timeouts (its
-    URI options have none). Its settings are read back as pyarrow pickles it."""
+    URI options have none). Its settings are read back as pyarrow pickles it; when they do not
+    carry every option of the URI (``tls_verify_certificates`` has no keyword), it is kept as
+    it is, with the AWS SDK's own timeouts (1 s to connect, 3 s without a byte)."""
     try:
         settings = dict(filesystem.__reduce__()[1][0])
+        if set(options) - set(settings):
+            return filesystem
         settings.update(connect_timeout=CONNECT_TIMEOUT, request_timeout=REQUEST_TIMEOUT)
         return fs_module.S3FileSystem(**settings)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
