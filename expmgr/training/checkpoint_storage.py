@@ -100,7 +100,9 @@ def _parse(value: str) -> _Location:
         raise StorageError(f"{shown!r}: the prefix has a '.' or '..' part")
     # pyarrow checks the options (an unknown one is refused). It looks the bucket's region up
     # over the network when none is given and no endpoint either: a placeholder avoids that here.
-    query = parts.query if "region=" in parts.query else "&".join(filter(None, [parts.query, "region=us-east-1"]))
+    query = parts.query
+    if "region" not in parse_qs(query):
+        query = "&".join(filter(None, [query, "region=us-east-1"]))
     fs_module = _pyarrow_fs(shown)
     try:
         fs_module.FileSystem.from_uri(urlunsplit(parts._replace(query=query)))
