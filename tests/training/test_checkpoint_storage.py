@@ -75,8 +75,8 @@ def write_stored(uri: str, trial_id: str, relative: str, content: bytes) -> None
 def put_object_as_is(s3_server, key: str, content: bytes) -> None:
     """Store an object under exactly ``key`` (pyarrow's HTTP client removes '..' parts from a
     path; the key quoted whole is not touched). moto checks no signature."""
-    request = urllib.request.Request(f"http://{s3_server.endpoint}/{s3_server.bucket}/{urllib.parse.quote(key, safe='')}",
-                                     data=content, method="PUT", headers={"Content-Type": "application/octet-stream"})
+    url = f"http://{s3_server.endpoint}/{s3_server.bucket}/{urllib.parse.quote(key, safe='')}"
+    request = urllib.request.Request(url, data=content, method="PUT", headers={"Content-Type": "application/octet-stream"})
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
 

@@ -42,6 +42,7 @@ def test_the_server_is_gone_after_it_stops(tmp_path: Path):
 
 
 def test_a_server_that_cannot_start_skips_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(s3_server_helper, "_moto_command", lambda: ["/bin/sh", "-c", "echo no port for you; exit 3", "sh"])
+    failing = ["/bin/sh", "-c", "echo no port for you; exit 3", "sh"]
+    monkeypatch.setattr(s3_server_helper, "_moto_command", lambda: failing)
     with pytest.raises(pytest.skip.Exception, match=r"did not start: moto_server exited with 3.*no port for you"):
         start_s3_server(tmp_path)
