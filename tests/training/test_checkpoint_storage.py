@@ -19,7 +19,7 @@ import pytest
 
 from expmgr.training import checkpoint_storage
 from expmgr.training.checkpoint_storage import CheckpointStorage, StorageError, check_storage_path
-from tests.helpers.common import ENV_WITH_REPO, PYTHON
+from tests.helpers.common import ENV_WITH_REPO, PYTHON, REPO
 from tests.helpers.s3_server import S3_ENV
 
 pafs = pytest.importorskip("pyarrow.fs", reason="pyarrow is not installed (pip install 'expmgr[ray]')")
@@ -122,6 +122,22 @@ def test_the_storage_is_picklable_and_opens_its_filesystem_again_after(storage_u
     (tmp_path / "ckpt" / "a").write_bytes(b"a")
     copy.upload("trial1", tmp_path / "ckpt")
     assert stored_files(storage_uri, "trial1") == {"a": b"a"}
+
+
+def test_a_checkpoint_uploaded_by_another_process_from_the_pickled_storage_is_downloaded_here(
+        storage_uri: str, tmp_path: Path):
+    # As on Ray: the storage is pickled to a node's process, which opens the filesystem itself.
+    storage = CheckpointStorage(storage_uri, EXPERIMENT)
+    (tmp_path / "storage.pickle").write_bytes(pickle.dumps(storage))
+    files = nested_checkpoint(tmp_path / "node" / "checkpoint")
+    script = ("import pickle, sys; from pathlib import Path\n"
+              "storage = pickle.loads(Path(sys.argv[1]).read_bytes())\n"
+              "storage.upload('trial1', Path(sys.argv[2]))\n")
+    done = subprocess.run([PYTHON, "-c", script, str(tmp_path / "storage.pickle"), str(tmp_path / "node" / "checkpoint")],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert storage.download("trial1", tmp_path / "here") is True
+    assert tree(tmp_path / "here") == files
 
 
 # -- what an upload sends ---------------------------------------------------------------------
