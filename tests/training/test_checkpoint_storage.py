@@ -76,7 +76,8 @@ def put_object_as_is(s3_server, key: str, content: bytes) -> None:
     """Store an object under exactly ``key`` (pyarrow's HTTP client removes '..' parts from a
     path; the key quoted whole is not touched). moto checks no signature."""
     url = f"http://{s3_server.endpoint}/{s3_server.bucket}/{urllib.parse.quote(key, safe='')}"
-    request = urllib.request.Request(url, data=content, method="PUT", headers={"Content-Type": "application/octet-stream"})
+    request = urllib.request.Request(url, data=content, method="PUT",
+                                     headers={"Content-Type": "application/octet-stream"})
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
 
@@ -133,7 +134,8 @@ def test_a_checkpoint_uploaded_by_another_process_from_the_pickled_storage_is_do
     script = ("import pickle, sys; from pathlib import Path\n"
               "storage = pickle.loads(Path(sys.argv[1]).read_bytes())\n"
               "storage.upload('trial1', Path(sys.argv[2]))\n")
-    done = subprocess.run([PYTHON, "-c", script, str(tmp_path / "storage.pickle"), str(tmp_path / "node" / "checkpoint")],
+    arguments = [str(tmp_path / "storage.pickle"), str(tmp_path / "node" / "checkpoint")]
+    done = subprocess.run([PYTHON, "-c", script, *arguments],
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert storage.download("trial1", tmp_path / "here") is True
