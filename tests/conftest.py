@@ -1,5 +1,5 @@
-"""Shared fixtures: a temporary experiments home, trial scripts, condition waits,
-and a check that no test leaves a child process behind."""
+"""Shared fixtures: a temporary experiments home, trial scripts, condition waits, a local
+S3 server (tests/helpers/s3_server.py), and a check that no test leaves a child process behind."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 from tests.helpers.common import REPO, fixture_process_roots
+from tests.helpers.s3_server import s3_server, s3_server_module  # noqa: F401 - fixtures for every folder
 
 # A shell runs a command started with "&" with SIGINT ignored, and processes inherit that:
 # the tests that Ctrl+C an experiment need SIGINT at its default in what they start.
