@@ -220,11 +220,23 @@ def test_a_drained_worker_preempts_its_trials_and_their_retries_on_the_head_rest
 
 
 def test_pbt_exploits_copy_checkpoints_in_the_storage_path_for_trials_on_either_node(setup):
-    write_script(setup.code, "mnist.py", NNI_PBT_TRIAL)
+    # The first generation waits until all four run, so that it is on both nodes.
+    setup.trial(textwrap.dedent("""
+        import os, time
+        print("ready", flush=True)
+        while not os.path.exists(os.path.join(GATE, "release")):
+            time.sleep(0.05)
+    """) + textwrap.dedent(NNI_PBT_TRIAL))
     experiment = Experiment(setup.config(
-        trial_command="python3 mnist.py", max_trial_number=8, search_space={"lr": {"_type": "uniform", "_value": [0, 1]}},
+        max_trial_number=8, search_space={"lr": {"_type": "uniform", "_value": [0, 1]}},
         tuner={"name": "PBT", "class_args": {"population_size": 4, "seed": 5}}))
-    assert experiment.run(port=0)
+    experiment.start(port=0)
+    try:
+        wait_until(lambda: all_ready(experiment, 4), DEADLINE, "the first generation running, each said ready")
+        setup.release()
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
     with open_store(experiment.paths, readonly=True) as store:
         trials = store.trials()
         finals = {trial_id: metric.value for trial_id, metric in store.final_metrics().items()}
@@ -263,8 +275,8 @@ def test_a_storage_path_that_cannot_be_written_is_a_clear_error_before_any_trial
 
 def test_without_a_storage_path_a_worker_that_cannot_see_the_folder_still_stops_the_experiment(setup):
     setup.trial("open('started', 'w').close()\n")
-    config = setup.config(max_trial_number=1, search_space={"x": {"_type": "choice", "_value": [1]}})
-    config.training_service.storage_path = None
+    config = setup.config(max_trial_number=1, search_space={"x": {"_type": "choice", "_value": [1]}},
+                          service={"storagePath": None})
     experiment = Experiment(config)
     experiment.start(port=0)
     try:
