@@ -4,8 +4,10 @@ the local service's contracts: command rules, exit codes and signals, the trial'
 no orphans. The experiment process is the Ray driver and owns every slot (never detached),
 so when it dies Ray ends the slots and their watchdogs end the trials.
 
-The trials' folders must be on a filesystem that every node shares at the same path (checked
-at start by ``probe_shared_folder``); the store stays on the driver's disk. A slot is kept
+The trials' folders are on a filesystem that every node shares at the same path (checked at
+start by ``probe_shared_folder``), or, with ``storagePath``, on each trial's node, their output
+streamed back and their checkpoints kept in the store (``ray_files``, ``ray_node_files``); the
+store stays on the driver's disk. A slot is kept
 for the next trial after its trial ends (a new actor costs seconds, a reused one a task's
 milliseconds); the trial itself is always a new process. docs/ray.md is the user's guide.
 """

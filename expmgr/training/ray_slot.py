@@ -12,6 +12,8 @@ trial's own session, its exit noticed without polling), and relays its metric re
   server answer them and hands the answers back (``answer``), which the trial then gets.
   So the manager's server stays on its loopback and the answer is the manager's (403, 409,
   a duplicate's 200), given after the report is stored.
+- Without a shared folder (the spec has a ``storage``): the trial's folder is the node's own
+  and its output goes back through ``take_output`` (``ray_node_files``).
 
 Only this module and ``ray.py`` import ray; this one runs on every node (expmgr must be
 installed there, as Ray is).
