@@ -120,10 +120,8 @@ class RayTrainingService(TrainingService):
         """Nodes where a slot could not start a trial (no shared folder): no new slot goes there."""
         self._log = logging.getLogger(f"nni.{paths.root.name}.training")  # into experiment.log
         self._no_share = None if config.storage_path is None else NoSharedFolder(
-            config.storage_path, paths, code_directory, log_limits, self._log)
-        """Set with ``storagePath``: no shared folder (``ray_files``)."""
-        if self._no_share is not None:
-            self.files = self._no_share.files
+            config.storage_path, paths, code_directory, log_limits, self._log)  # storagePath: ray_files
+        self.files = self.files if self._no_share is None else self._no_share.files
 
     # -- start and stop --------------------------------------------------------
 
@@ -147,10 +145,7 @@ class RayTrainingService(TrainingService):
         try:
             self._connect(ray)
             check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
-            if self._no_share is None:
-                await probe_shared_folder(self._paths, self._log)
-            else:
-                await self._no_share.check()
+            await (probe_shared_folder(self._paths, self._log) if self._no_share is None else self._no_share.check())
             ready = True
         finally:
             if not ready:
@@ -175,9 +170,8 @@ class RayTrainingService(TrainingService):
         try:
             # On the loop's thread, not the main one: Ray leaves the experiment's signal handling
             # alone (and would warn that it does).
-            runtime_env = self._config.runtime_env
-            if self._no_share is not None:
-                runtime_env = self._no_share.runtime_env(runtime_env)
+            runtime_env = self._config.runtime_env if self._no_share is None else \
+                self._no_share.runtime_env(self._config.runtime_env)  # the code shipped as its working_dir
             ray.init(address=self._config.address, runtime_env=runtime_env,
                      logging_level=logging.WARNING, log_to_driver=False, configure_logging=False)
         except ConnectionError as error:

@@ -75,6 +75,7 @@ class NodeTrialFiles:
         try:
             await asyncio.to_thread(storage.download, trial_id, folder.checkpoint_dir)
         except Exception as error:  # StorageError, or whatever the store's library raised
+            shutil.rmtree(folder.root, ignore_errors=True)
             raise CheckpointRestoreError(errno.EIO, f"cannot restore trial {trial_id}'s checkpoint from "
                                                     f"{storage.describe()}: {error}") from None
         tails = {}
@@ -84,9 +85,6 @@ class NodeTrialFiles:
             tails[name] = FileTail(str(path), path.stat().st_size)  # from where an earlier attempt here ended
         self._attempts[(trial_id, attempt)] = _Attempt(folder, storage, tails)
         return folder
-
-    def is_node_local(self, trial_id: str, attempt: int) -> bool:
-        return (trial_id, attempt) in self._attempts
 
     async def finish(self, trial_id: str, attempt: int) -> None:
         """The attempt exited and its output is in its files: its checkpoint goes to the store
@@ -152,7 +150,7 @@ class NodeTrialFiles:
         shutil.rmtree(running.folder.root, ignore_errors=True)
         return marker
 
-    def close(self) -> None:
-        """The slot ends: every folder still here is removed."""
-        for trial_id, attempt in list(self._attempts):
+    def discard(self, trial_id: str, attempt: int) -> None:
+        """The attempt did not start after all: its folder is removed (nothing if not here)."""
+        if (trial_id, attempt) in self._attempts:
             self._remove(trial_id, attempt)

@@ -127,11 +127,15 @@ class TrialSlot:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         marker = trial_marker(self._session, trial_id, attempt)
         env[MARKER_ENV] = marker
-        output = self._output_pump(spec).open(files.stdout, files.stderr)
         try:
-            process = spawn_trial(spec["command"], code_directory, env, output.stdout, output.stderr)
-        finally:
-            output.close_child_ends()
+            output = self._output_pump(spec).open(files.stdout, files.stderr)
+            try:
+                process = spawn_trial(spec["command"], code_directory, env, output.stdout, output.stderr)
+            finally:
+                output.close_child_ends()
+        except BaseException:
+            self._node_files.discard(trial_id, attempt)  # never started: its node folder goes
+            raise
         self._process, self._running = process, (trial_id, attempt)
         self._report_path = (env.get(trial_api.ENV_MANAGER_URL_PREFIX, "")
                              + trial_api.METRICS_ROUTE.format(trial_id=trial_id)).encode()
