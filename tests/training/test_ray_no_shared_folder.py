@@ -108,6 +108,13 @@ PRINTING_TRIAL = f"""
         time.sleep(0.05)
     for i in range({LINES}):
         print(f"line {{i}}")
+    # 8 MiB more just before the end (trial.log comes before metrics.jsonl in each answer), and
+    # the final report as if the relay could not pass it on: it is only in metrics.jsonl, which
+    # the manager reads when the trial's end is told, so its copy must be whole by then.
+    with open(os.path.join(os.environ["EXPMGR_TRIAL_DIR"], "trial.log"), "a") as log:
+        log.write(("x" * 1023 + "\\n") * 8192)
+    import expmgr.trial
+    expmgr.trial._send = lambda ctx, body: None
     expmgr.report_final_result(params["x"])
 """
 
@@ -132,7 +139,8 @@ def test_trials_run_on_both_nodes_from_a_copy_of_the_code_and_every_line_and_rep
         assert cwd != str(setup.code), "the trial ran in Ray's copy of the code folder"
         assert lines[1] == "ready" and lines[2:] == expected, f"every line, in order, the last ones too: {lines[-3:]}"
         metrics = experiment.get_job_metrics(trial.trialJobId)[trial.trialJobId]
-        assert [m.type for m in metrics] == ["PERIODICAL", "FINAL"], metrics
+        assert [m.type for m in metrics] == ["PERIODICAL", "FINAL"], "the relayed report, and the one in " \
+            f"metrics.jsonl only, there before the trial's end was told: {metrics}"
     assert not node_local_folder(experiment.id, "x").parent.exists() or \
         not any(node_local_folder(experiment.id, "x").parent.iterdir()), "each node's trial folder was removed"
 
