@@ -101,7 +101,7 @@ PRINTING_TRIAL = f"""
     import os, time
     import expmgr
     params = expmgr.get_next_parameter()
-    print("cwd", os.getcwd())
+    print("cwd", os.getcwd(), os.environ.get("FROM_RUNTIME_ENV"), os.path.exists("data"), os.path.exists("run.sh"))
     print("ready", flush=True)
     expmgr.report_intermediate_result(params["x"])
     while not os.path.exists(os.path.join(GATE, "release")):
@@ -121,7 +121,12 @@ PRINTING_TRIAL = f"""
 
 def test_trials_run_on_both_nodes_from_a_copy_of_the_code_and_every_line_and_report_comes_back(setup):
     setup.trial(PRINTING_TRIAL)
-    experiment = Experiment(setup.config(max_trial_number=4))
+    (setup.code / ".nniignore").write_text("data/\n")   # not shipped
+    (setup.code / "data").mkdir()
+    (setup.code / "data" / "big.bin").write_bytes(b"0" * 1024)
+    (setup.code / "run.sh").write_text("")
+    experiment = Experiment(setup.config(max_trial_number=4,
+                                         service={"runtimeEnv": {"env_vars": {"FROM_RUNTIME_ENV": "yes"}}}))
     experiment.start(port=0)
     try:
         hosts = wait_until(lambda: all_ready(experiment, 4), DEADLINE, "four trials running, each said ready")
@@ -135,8 +140,10 @@ def test_trials_run_on_both_nodes_from_a_copy_of_the_code_and_every_line_and_rep
     expected = [f"line {i}" for i in range(LINES)]
     for trial in trials:
         lines = stdout_of(experiment, trial.trialJobId).splitlines()
-        cwd = lines[0].split(" ", 1)[1]
-        assert cwd != str(setup.code), "the trial ran in Ray's copy of the code folder"
+        cwd, from_runtime_env, has_data, has_script = lines[0].split(" ")[1:]
+        assert cwd != str(setup.code) and has_script == "True", "the trial ran in Ray's copy of the code folder"
+        assert has_data == "False", "what .nniignore excludes is not shipped"
+        assert from_runtime_env == "yes", "the user's runtimeEnv is kept"
         assert lines[1] == "ready" and lines[2:] == expected, f"every line, in order, the last ones too: {lines[-3:]}"
         metrics = experiment.get_job_metrics(trial.trialJobId)[trial.trialJobId]
         assert [m.type for m in metrics] == ["PERIODICAL", "FINAL"], "the relayed report, and the one in " \
