@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,16 @@ from expmgr.training._folder import SharedTrialFolders
 from expmgr.training._output_copies import OutputCopies
 from expmgr.training.base import TrainingServiceError, TrialLaunch
 from expmgr.training.checkpoint_storage import CheckpointStorage
-from expmgr.training.ray_node_files import node_local_folder
 from expmgr.training.remote._nniignore import CodeFolderError, ignore_patterns
 
 _TAKE_TIMEOUT = 10.0
 """Seconds a ``take_output`` call waits for output before it answers with none."""
+
+
+def node_local_folder(experiment_id: str, trial_id: str) -> Path:
+    """The trial's folder on its node, as the driver names it (in the driver's temp dir, so
+    that the checkpoint folder a tuner is told is the one the trial sees on any node)."""
+    return Path(tempfile.gettempdir()) / f"expmgr-{experiment_id}" / trial_id
 
 
 class StoredCheckpointFiles(SharedTrialFolders):
@@ -48,8 +54,7 @@ class StoredCheckpointFiles(SharedTrialFolders):
         self._experiment_id = paths.root.name
 
     def checkpoint_dir(self, trial_id: str) -> str:
-        """Where the trial sees it: its folder on its node (in the node's temp dir; the same
-        path as here when the nodes' temp dir is this machine's, /tmp by default)."""
+        """Where the trial sees it: in its folder on its node (``node_local_folder``)."""
         return str(node_local_folder(self._experiment_id, trial_id) / "checkpoint")
 
     async def copy_checkpoint(self, source_trial: str, target_trial: str) -> None:
@@ -96,7 +101,7 @@ class NoSharedFolder:
     def spec_fields(self, launch: TrialLaunch) -> dict[str, Any]:
         """What a slot needs besides the shared-folder spec: the store, the parameters, and no
         code folder of this machine (its working directory is the code's copy)."""
-        return {"storage": self.storage, "experiment_id": self._experiment_id,
+        return {"storage": self.storage, "node_dir": str(node_local_folder(self._experiment_id, launch.trial_id)),
                 "parameters": launch.parameter_record, "code_directory": None}
 
     async def follow_output(self, actor: Any, trial_id: str, attempt: int) -> None:

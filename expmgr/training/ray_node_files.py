@@ -1,5 +1,5 @@
 """The trial slot's side of the Ray service without a shared folder (``storagePath`` set): each
-attempt's folder is the node's own, under ``<node temp dir>/expmgr-<experiment id>/<trial id>``,
+attempt's folder is the node's own, ``<driver's temp dir>/expmgr-<experiment id>/<trial id>`` there,
 and what the manager needs of it goes back through the slot::
 
     files = NodeTrialFiles()
@@ -15,14 +15,13 @@ driver catches up from them (past one rotation of a node's file between two call
 rotated-away middle is not sent). Once an attempt ended and everything it wrote was taken, the
 last answer says ``done`` (with the preempting marker) and its folder is removed.
 
-No ray import here: the driver reads ``node_local_folder`` too.
+The driver names the folder (``ray_files.node_local_folder``) and sends it in the spec.
 """
 from __future__ import annotations
 
 import asyncio
 import errno
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,11 +37,6 @@ CHUNK_BYTES = 256 * 1024
 """Bytes of one file in one piece of an answer."""
 POLL_INTERVAL = 0.1
 """Seconds between two looks at a running trial's files while the driver waits for output."""
-
-
-def node_local_folder(experiment_id: str, trial_id: str) -> Path:
-    """The trial's folder on a node (with this machine's temp dir; a node's is its own)."""
-    return Path(tempfile.gettempdir()) / f"expmgr-{experiment_id}" / trial_id
 
 
 class CheckpointRestoreError(OSError):
@@ -69,7 +63,7 @@ class NodeTrialFiles:
         checkpoint downloaded (CheckpointRestoreError if that fails), its files' tails opened
         before the trial can write."""
         trial_id, attempt = spec["trial_id"], spec["attempt"]
-        folder = TrialFolder(node_local_folder(spec["experiment_id"], trial_id))
+        folder = TrialFolder(Path(spec["node_dir"]))
         prepare_folder(folder, spec["parameters"])
         storage = spec["storage"]
         try:

@@ -17,7 +17,7 @@ import pytest
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFolder
 from expmgr.store import open_store
-from expmgr.training.ray_node_files import node_local_folder
+from expmgr.training.ray_files import node_local_folder
 from tests.experiment.test_nni_pbt import NNI_PBT_TRIAL
 from tests.helpers.common import wait_until, write_script
 from tests.helpers.ray_cluster import RayCluster, ray_importable

@@ -12,13 +12,14 @@ from typing import Iterator
 import pytest
 
 from expmgr.training.checkpoint_storage import CheckpointStorage
-from expmgr.training.ray_node_files import MAX_TAKE_BYTES, NodeTrialFiles, node_local_folder
+from expmgr.training.ray_files import node_local_folder
+from expmgr.training.ray_node_files import MAX_TAKE_BYTES, NodeTrialFiles
 
 
 @pytest.fixture
 def spec(tmp_path: Path) -> Iterator[dict]:
     experiment_id = "t" + secrets.token_hex(6)
-    yield {"trial_id": "Ab1", "attempt": 1, "experiment_id": experiment_id,
+    yield {"trial_id": "Ab1", "attempt": 1, "node_dir": str(node_local_folder(experiment_id, "Ab1")),
            "parameters": {"parameter_id": 0, "parameters": {"x": 1}},
            "storage": CheckpointStorage(str(tmp_path / "store"), experiment_id)}
     shutil.rmtree(node_local_folder(experiment_id, "Ab1").parent, ignore_errors=True)
