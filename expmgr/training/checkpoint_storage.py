@@ -70,10 +70,7 @@ class CheckpointStorage:
         source = Path(self.location(source_trial))
         if not source.is_dir():
             return False
-        try:
-            self.upload(target_trial, source)
-        except StorageError:
-            raise
+        self.upload(target_trial, source)
         return True
 
     def check_writable(self) -> None:

@@ -13,7 +13,7 @@ the trial code's folder.
   trial's before it starts and uploads it after it exits; a PBT exploit copies within the store.
 
     mode = NoSharedFolder(config.storage_path, paths, code_directory, log_limits, log)
-    await mode.check()                      # TrialServiceError naming trainingService.storagePath
+    await mode.check()                      # TrainingServiceError naming trainingService.storagePath
     ray.init(..., runtime_env=mode.runtime_env(config.runtime_env))
     spec.update(mode.spec_fields(launch))
     await mode.follow_output(slot_actor, trial_id, attempt)

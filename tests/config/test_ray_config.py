@@ -439,9 +439,13 @@ def test_a_resource_written_as_null_takes_its_default(config_path: Path) -> None
 
 # -- storagePath: no shared folder (docs/ray.md) ----------------------------------------------
 
-def test_storage_path_is_read_into_the_resolved_service(config_path: Path, tmp_path: Path) -> None:
-    service = resolved_service(config_path, RAY + f"  storagePath: {tmp_path / 'store'}\n")
-    assert service.storage_path == str(tmp_path / "store")
+def test_storage_path_is_read_into_the_resolved_service_and_survives_the_round_trip(config_path: Path, tmp_path: Path) -> None:
+    write(config_path, RAY + f"  storagePath: {tmp_path / 'store'}\n")
+    first = ResolvedConfig.from_config(ExperimentConfig.load(config_path))
+    assert isinstance(first.training_service, ResolvedRayConfig)
+    assert first.training_service.storage_path == str(tmp_path / "store")
+    again = ResolvedConfig.from_config(ExperimentConfig.from_dict(first.to_dict()))
+    assert again.training_service == first.training_service, "kept in the stored config (resume)"
     assert resolved_service(config_path, RAY).storage_path is None, "none: the shared-folder mode"
 
 
