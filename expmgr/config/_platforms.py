@@ -58,6 +58,9 @@ class ResolvedRayConfig:
     """Trials submitted to Ray and not yet running, at most; None: as many as ``trialConcurrency``."""
     runtime_env: dict[str, Any] | None = None
     """Ray's runtime_env for each trial, as written."""
+    storage_path: str | None = None
+    """Where checkpoints are kept (a local absolute path or an s3:// URI); None: the experiment's
+    folder is shared by every node. Set: no folder is shared (``ray_files``)."""
 
 
 STRICT_HOST_KEY_CHECKING = ("yes", "accept-new")
@@ -128,7 +131,8 @@ def _resolve_ray(section: Any) -> ResolvedRayConfig:
     return ResolvedRayConfig(address=section.address,
                              trial_resources=_trial_resources(section.trial_resources),
                              max_pending_trials=section.max_pending_trials,
-                             runtime_env=copy.deepcopy(section.runtime_env))
+                             runtime_env=copy.deepcopy(section.runtime_env),
+                             storage_path=section.storage_path)
 
 
 def _resolve_remote(section: Any) -> ResolvedRemoteConfig:

@@ -69,6 +69,7 @@ class RayConfig:
     trial_resources: dict[str, Any] | None = field(default_factory=dict)
     max_pending_trials: int | None = None
     runtime_env: dict[str, Any] | None = None
+    storage_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

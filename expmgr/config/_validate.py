@@ -545,6 +545,8 @@ class _Canonicalizer:
                                                       MAX_PENDING_TRIALS)
         if value.runtime_env is not None:
             result.runtime_env = _runtime_env(value.runtime_env, path + (Key("runtime_env"),))
+        if value.storage_path is not None:
+            result.storage_path = _storage_path(value.storage_path, path + (Key("storage_path"),))
         return result
 
     def _trial_resources(self, value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
@@ -710,6 +712,17 @@ def _runtime_env(value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
                             f"got {shown_value(value)}")
     _check_json(value, path)
     return copy.deepcopy(value)
+
+
+def _storage_path(value: Any, path: tuple[PathSegment, ...]) -> str:
+    """``storagePath``: where checkpoints are kept when no folder is shared (docs/ray.md)."""
+    from expmgr.training.checkpoint_storage import check_storage_path
+    if not isinstance(value, str):
+        raise Problem(path, f"expected an absolute path or an s3:// URI, got {shown_value(value)}")
+    problem = check_storage_path(value)
+    if problem is not None:
+        raise Problem(path, problem)
+    return value
 
 
 def _check_json(value: Any, path: tuple[PathSegment, ...]) -> None:

@@ -4,8 +4,10 @@ the local service's contracts: command rules, exit codes and signals, the trial'
 no orphans. The experiment process is the Ray driver and owns every slot (never detached),
 so when it dies Ray ends the slots and their watchdogs end the trials.
 
-The trials' folders must be on a filesystem that every node shares at the same path (checked
-at start by ``probe_shared_folder``); the store stays on the driver's disk. A slot is kept
+The trials' folders are on a filesystem that every node shares at the same path (checked at
+start by ``probe_shared_folder``), or, with ``storagePath``, on each trial's node, their output
+streamed back and their checkpoints kept in the store (``ray_files``, ``ray_node_files``); the
+store stays on the driver's disk. A slot is kept
 for the next trial after its trial ends (a new actor costs seconds, a reused one a task's
 milliseconds); the trial itself is always a new process. docs/ray.md is the user's guide.
 """
@@ -20,6 +22,7 @@ import secrets
 import signal as signals
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from expmgr import trial as trial_api
@@ -28,6 +31,7 @@ from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
 from expmgr.training.ray_connect import check_reachable
+from expmgr.training.ray_files import NoSharedFolder
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.base import is_system_error, launch_error
 
@@ -83,7 +87,8 @@ class RayTrainingService(TrainingService):
     """Trials on a Ray cluster; see the module docstring."""
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
-                 manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED) -> None:
+                 manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED,
+                 code_directory: Path | None = None) -> None:
         self._config = config
         self._log_limits = log_limits
         # The experiment's own choice of Python's output buffering reaches every node's trials
@@ -114,6 +119,9 @@ class RayTrainingService(TrainingService):
         self._failed_nodes: set[str] = set()
         """Nodes where a slot could not start a trial (no shared folder): no new slot goes there."""
         self._log = logging.getLogger(f"nni.{paths.root.name}.training")  # into experiment.log
+        self._no_share = None if config.storage_path is None else NoSharedFolder(
+            config.storage_path, paths, code_directory, log_limits, self._log)  # storagePath: ray_files
+        self.files = self.files if self._no_share is None else self._no_share.files
 
     # -- start and stop --------------------------------------------------------
 
@@ -137,7 +145,7 @@ class RayTrainingService(TrainingService):
         try:
             self._connect(ray)
             check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
-            await probe_shared_folder(self._paths, self._log)
+            await (probe_shared_folder(self._paths, self._log) if self._no_share is None else self._no_share.check())
             ready = True
         finally:
             if not ready:
@@ -162,7 +170,9 @@ class RayTrainingService(TrainingService):
         try:
             # On the loop's thread, not the main one: Ray leaves the experiment's signal handling
             # alone (and would warn that it does).
-            ray.init(address=self._config.address, runtime_env=self._config.runtime_env,
+            runtime_env = self._config.runtime_env if self._no_share is None else \
+                self._no_share.runtime_env(self._config.runtime_env)  # the code shipped as its working_dir
+            ray.init(address=self._config.address, runtime_env=runtime_env,
                      logging_level=logging.WARNING, log_to_driver=False, configure_logging=False)
         except ConnectionError as error:
             raise TrainingServiceError(f"cannot connect to the Ray cluster at trainingService.address "
@@ -355,6 +365,8 @@ class RayTrainingService(TrainingService):
         spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
                 "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env()}
+        if self._no_share is not None:
+            spec.update(self._no_share.spec_fields(trial))
         await run.slot_ready.wait()  # its new slot placed, or a freed one handed to it (_release)
         if run.placement_error is not None:
             await self._not_started(run, run.placement_error)
@@ -365,6 +377,8 @@ class RayTrainingService(TrainingService):
             await self._not_started(run, error)
             return
         host = await self._node_name(run.slot.node_id, address)
+        output = None if self._no_share is None else self._spawn(
+            self._no_share.follow_output(run.slot.actor, trial.trial_id, trial.attempt))
 
         run.started, run.host = True, host
         self._events.trial_started(trial.trial_id, trial.attempt, pid, pid_started=pid_started, host=host)
@@ -379,11 +393,15 @@ class RayTrainingService(TrainingService):
             except exceptions.ActorUnavailableError:
                 await asyncio.sleep(1.0)  # unreachable for now: it answers again, or it dies
             except exceptions.RayError as error:  # its node or its actor died
+                if output is not None:
+                    await asyncio.wait([output], timeout=_STOP_TIMEOUT)  # what came is kept
                 self._runs.pop(trial.trial_id, None)
                 self._end_slot(run.slot)
                 self._events.trial_lost(trial.trial_id, trial.attempt, f"its node {host} or slot is gone: "
                                         f"{_reason(error)}", preempted=run.preempted)
                 return
+        if output is not None:
+            await output  # every byte it wrote is in trials/<id>/ before its end is told
         self._runs.pop(trial.trial_id, None)
         self._release(run.slot, run.preempted)
         if run.preempted:
@@ -634,4 +652,4 @@ def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: Exp
     if not isinstance(config.training_service, ResolvedRayConfig):
         raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")
     return RayTrainingService(config.training_service, events, paths, manager_host=manager_host,
-                              log_limits=config.log_limits)
+                              log_limits=config.log_limits, code_directory=config.trial_code_directory)

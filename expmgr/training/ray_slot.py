@@ -12,6 +12,8 @@ trial's own session, its exit noticed without polling), and relays its metric re
   server answer them and hands the answers back (``answer``), which the trial then gets.
   So the manager's server stays on its loopback and the answer is the manager's (403, 409,
   a duplicate's 200), given after the report is stored.
+- Without a shared folder (the spec has a ``storage``): the trial's folder is the node's own
+  and its output goes back through ``take_output`` (``ray_node_files``).
 
 Only this module and ``ray.py`` import ray; this one runs on every node (expmgr must be
 installed there, as Ray is).
@@ -33,6 +35,7 @@ from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of, kill_group, process_start_time, spawn_trial
+from expmgr.training.ray_node_files import NodeTrialFiles
 from expmgr.training.watchdog import MARKER_ENV, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
 
@@ -86,6 +89,7 @@ class TrialSlot:
         self._answers: dict[int, asyncio.Future] = {}
         self._next_request = 0
         self._output: OutputPump | None = None
+        self._node_files = NodeTrialFiles()
 
     def host(self) -> str:
         return self._host
@@ -100,15 +104,21 @@ class TrialSlot:
         it cannot."""
         await self._start_relay()
         trial_id, attempt = spec["trial_id"], spec["attempt"]
-        files = TrialFolder(Path(spec["trial_dir"]))
-        if not files.parameter_file.is_file():
-            raise FolderNotSharedError(
-                f"node {self._host} does not see the trial's folder {files.root} (no parameter.json): the Ray "
-                "service needs the experiment's folder on a filesystem every node shares at the same path")
+        code_directory = spec["code_directory"]
+        if spec.get("storage") is not None:  # no shared folder: the node's own (ray_node_files)
+            files = await self._node_files.prepare(spec)
+            spec = {**spec, "env": {**spec["env"], trial_api.ENV_TRIAL_DIR: str(files.root)}}
+            code_directory = code_directory or os.getcwd()  # the runtime env's working_dir: the code's copy
+        else:
+            files = TrialFolder(Path(spec["trial_dir"]))
+            if not files.parameter_file.is_file():
+                raise FolderNotSharedError(
+                    f"node {self._host} does not see the trial's folder {files.root} (no parameter.json): the Ray "
+                    "service needs the experiment's folder on a filesystem every node shares at the same path")
         env = dict(os.environ)
         env["PYTHONPATH"] = trial_api.trial_pythonpath(env.get("PYTHONPATH"))
         env.update(spec["env"])
-        env.update(trial_api.nni_environment(spec["env"], spec["code_directory"]))
+        env.update(trial_api.nni_environment(spec["env"], code_directory))
         # Reports go to this slot's relay; the trial's URL prefix is the manager's, kept.
         env[trial_api.ENV_MANAGER_HOST] = "127.0.0.1"
         env[trial_api.ENV_MANAGER_PORT] = str(self._relay_port)
@@ -117,16 +127,20 @@ class TrialSlot:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         marker = trial_marker(self._session, trial_id, attempt)
         env[MARKER_ENV] = marker
-        output = self._output_pump(spec).open(files.stdout, files.stderr)
         try:
-            process = spawn_trial(spec["command"], spec["code_directory"], env, output.stdout, output.stderr)
-        finally:
-            output.close_child_ends()
+            output = self._output_pump(spec).open(files.stdout, files.stderr)
+            try:
+                process = spawn_trial(spec["command"], code_directory, env, output.stdout, output.stderr)
+            finally:
+                output.close_child_ends()
+        except BaseException:
+            self._node_files.discard(trial_id, attempt)  # never started: its node folder goes
+            raise
         self._process, self._running = process, (trial_id, attempt)
         self._report_path = (env.get(trial_api.ENV_MANAGER_URL_PREFIX, "")
                              + trial_api.METRICS_ROUTE.format(trial_id=trial_id)).encode()
         self._tell_watchdog(f"+{process.pid} {marker}")
-        self._exits[(trial_id, attempt)] = asyncio.ensure_future(self._wait(process, output))
+        self._exits[(trial_id, attempt)] = asyncio.ensure_future(self._wait(process, output, (trial_id, attempt)))
         return process.pid, process_start_time(process.pid), self._host, self._node_id
 
     def _output_pump(self, spec: dict[str, Any]) -> OutputPump:
@@ -138,11 +152,12 @@ class TrialSlot:
             self._output.start()
         return self._output
 
-    async def _wait(self, process: subprocess.Popen, output: TrialOutput) -> int:
+    async def _wait(self, process: subprocess.Popen, output: TrialOutput, key: tuple[str, int]) -> int:
         returncode = await exit_of(process)
         kill_group(process.pid, signals.SIGKILL)  # what the trial left in its group goes with it
         self._tell_watchdog(f"-{process.pid}")
         await output.drained(OUTPUT_DRAIN_TIMEOUT)  # its last output is in its files before its end is told
+        await self._node_files.finish(*key)  # its checkpoint stored before its end is told (no shared folder)
         if self._process is process:
             self._process, self._running, self._report_path = None, None, b""
         return returncode
@@ -151,6 +166,11 @@ class TrialSlot:
         """The attempt's return code (negative: killed by that signal), once it has exited;
         asking again gives the same answer."""
         return await asyncio.shield(self._exits[(trial_id, attempt)])
+
+    async def take_output(self, trial_id: str, attempt: int, timeout: float = 10.0) -> dict[str, Any]:
+        """Without a shared folder: what the attempt wrote since the last call, as soon as there
+        is some; ``done`` once it ended and all was taken (``NodeTrialFiles.take``)."""
+        return await self._node_files.take(trial_id, attempt, timeout)
 
     def signal(self, trial_id: str, signum: int) -> bool:
         """Send ``signum`` to the trial's whole group; False if it is not running here."""

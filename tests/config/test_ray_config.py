@@ -435,3 +435,31 @@ def test_resources_are_checked_in_the_order_they_are_written(config_path: Path) 
 def test_a_resource_written_as_null_takes_its_default(config_path: Path) -> None:
     service = resolved_service(config_path, RAY + "  trialResources: {cpu: null, gpu: null, memory: null}\n")
     assert service.trial_resources == ResolvedTrialResources()
+
+
+# -- storagePath: no shared folder (docs/ray.md) ----------------------------------------------
+
+def test_storage_path_is_read_into_the_resolved_service_and_survives_the_round_trip(config_path: Path, tmp_path: Path) -> None:
+    write(config_path, RAY + f"  storagePath: {tmp_path / 'store'}\n")
+    first = ResolvedConfig.from_config(ExperimentConfig.load(config_path))
+    assert isinstance(first.training_service, ResolvedRayConfig)
+    assert first.training_service.storage_path == str(tmp_path / "store")
+    again = ResolvedConfig.from_config(ExperimentConfig.from_dict(first.to_dict()))
+    assert again.training_service == first.training_service, "kept in the stored config (resume)"
+    assert resolved_service(config_path, RAY).storage_path is None, "none: the shared-folder mode"
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("relative/store", "'relative/store' is not an absolute path"),
+    ("''", "expected an absolute path or an s3:// URI"),
+    ("[a, b]", "expected an absolute path or an s3:// URI"),
+    ("5", "expected an absolute path or an s3:// URI"),
+])
+def test_storage_path_must_be_an_absolute_path_or_an_s3_uri(config_path: Path, value: str, fragment: str) -> None:
+    err = load_error(config_path, RAY + f"  storagePath: {value}\n")
+    assert_error(err, config_path, 9, f"{SERVICE}.storagePath", fragment, column=16)
+
+
+def test_storage_path_is_refused_for_the_local_platform(config_path: Path) -> None:
+    err = load_error(config_path, RAY.replace("platform: ray", "platform: local") + "  storagePath: /store\n")
+    assert err.field == f"{SERVICE}.storagePath", str(err)

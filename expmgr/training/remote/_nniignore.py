@@ -38,11 +38,7 @@ def code_files(root: Path, *, size_limit: int, file_limit: int) -> CodeFiles:
     """The files of ``root`` that ``.nniignore`` keeps; CodeFolderError past either limit
     (counted as NNI counts: files, folders and links; the bytes of files)."""
     ignore_file = root / IGNORE_FILE
-    try:
-        patterns = ignore_file.read_text().splitlines() if ignore_file.is_file() else []
-    except OSError as error:
-        raise CodeFolderError(f"cannot read {ignore_file}: {error.strerror}") from None
-    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    spec = pathspec.GitIgnoreSpec.from_lines(ignore_patterns(root))
     found = CodeFiles(root)
     try:
         _walk(root, "", spec, found, size_limit, file_limit)
@@ -53,6 +49,16 @@ def code_files(root: Path, *, size_limit: int, file_limit: int) -> CodeFiles:
             f"code folder {root} is over the upload limit: {_size(found.total_bytes)} of files to upload, "
             f"limit {_size(size_limit)}; exclude data and checkpoints in {ignore_file} (gitignore patterns)")
     return found
+
+
+def ignore_patterns(root: Path) -> list[str]:
+    """The lines of ``root``'s ``.nniignore`` (gitignore patterns; none without one);
+    CodeFolderError if it cannot be read. (Ray's runtime_env ``excludes`` take them as they are.)"""
+    ignore_file = root / IGNORE_FILE
+    try:
+        return ignore_file.read_text().splitlines() if ignore_file.is_file() else []
+    except OSError as error:
+        raise CodeFolderError(f"cannot read {ignore_file}: {error.strerror}") from None
 
 
 def _walk(root: Path, relative: str, spec: pathspec.GitIgnoreSpec, found: CodeFiles,

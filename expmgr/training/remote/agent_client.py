@@ -31,18 +31,16 @@ from typing import Any, Callable, Protocol
 
 from expmgr import trial as trial_api
 from expmgr.layout import TrialFolder
-from expmgr.rotation import UNBOUNDED, RotatingWriter, RotationLimits
+from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training._output_copies import OutputCopies
 from expmgr.training._process import command_argv, trial_environment
 from expmgr.training.base import is_system_error
 from expmgr.training.remote.host_agent import MAX_CHUNK, MAX_EVENT_BYTES, SIGNALS, STREAMED_FILES
 
 _READ_SIZE = 65536
 _SIGNAL_NAMES = {int(number): name for name, number in SIGNALS.items()}
-_PREEMPTING_BYTES = 64
 _MAX_PID = 2**22  # Linux's highest pid_max
 _MAX_SIGNAL = 64
-_REPORTS = "metrics.jsonl"
-"""Never rotated: its line numbers are how the runner knows which reports it stored."""
 
 
 class AgentReader(Protocol):
@@ -106,21 +104,14 @@ def host_trial_environment(env: dict[str, str], *, report_port: int, trial_dir: 
 class _Attempt:
     """An attempt as the client follows it, and its local files being written."""
 
-    def __init__(self, trial_id: str, attempt: int, folder: TrialFolder, limits: RotationLimits) -> None:
+    def __init__(self, trial_id: str, attempt: int, copies: OutputCopies) -> None:
         self.trial_id = trial_id
         self.attempt = attempt
-        self.folder = folder
         self.started = False
-        # Appended (what earlier attempts wrote stays) and bounded as a local trial's output is.
-        self.files = {name: RotatingWriter(folder.root / name, UNBOUNDED if name == _REPORTS else limits)
-                      for name in STREAMED_FILES}
-        self.received: dict[str, int] = dict.fromkeys(STREAMED_FILES, 0)
-        """Bytes of each file received: the next chunk's offset."""
-        self.failed_files: set[str] = set()
+        self.copies = copies
 
     def close(self) -> None:
-        for writer in self.files.values():
-            writer.close()
+        self.copies.close()
 
 
 class AgentClient:
@@ -162,8 +153,9 @@ class AgentClient:
         key = (launch.trial_id, launch.attempt)
         if key in self._attempts:
             raise ValueError(f"attempt {launch.attempt} of trial {launch.trial_id} is already running on {self._host}")
-        self._attempts[key] = _Attempt(launch.trial_id, launch.attempt, self._folder_of(launch.trial_id),
-                                       self._log_limits)
+        self._attempts[key] = _Attempt(launch.trial_id, launch.attempt, OutputCopies(
+            self._folder_of(launch.trial_id), self._log_limits,
+            warn=lambda message: self._log.warning("host %s: trial %s: %s", self._host, launch.trial_id, message)))
         if self._closed:
             self._end_unreachable(self._attempts.pop(key))
             return
@@ -299,7 +291,7 @@ class AgentClient:
             if (signum is None) == (exit_code is None):
                 raise ValueError("an exited event needs an exit_code (0-255) or a signum (1-64)")
             self._end(running)
-            self._write_preempting(running, event.get("preempting"))
+            running.copies.write_preempting(event.get("preempting"))
             self._events.trial_exited(running.trial_id, running.attempt, exit_code, signum,
                                       failed=signum is not None and event.get("failed") is True)
         else:
@@ -315,29 +307,7 @@ class AgentClient:
             chunk = base64.b64decode(data, validate=True)
         except binascii.Error as error:
             raise ValueError(f"output data is not base64: {error}") from None
-        expected = running.received[name]
-        if offset != expected:  # in order per file: a gap or a repeat is the host's fault
-            raise ValueError(f"{name} chunk at offset {offset}, expected {expected}")
-        running.received[name] = expected + len(chunk)
-        try:
-            running.folder.root.mkdir(parents=True, exist_ok=True)
-            running.files[name].write(chunk)
-        except OSError as error:
-            if name not in running.failed_files:
-                running.failed_files.add(name)
-                self._log.warning("host %s: cannot write trial %s's %s here: %s; its output there is lost here",
-                                  self._host, running.trial_id, name, error)
-
-    def _write_preempting(self, running: _Attempt, marker: object) -> None:
-        """The host's ``preempting`` marker, copied before the end is told (``TrialFiles.marked_preempting``)."""
-        if not isinstance(marker, str) or len(marker) > _PREEMPTING_BYTES:
-            return
-        try:
-            running.folder.root.mkdir(parents=True, exist_ok=True)
-            running.folder.preempting_marker.write_text(marker, encoding="utf-8")
-        except OSError as error:
-            self._log.warning("host %s: cannot copy trial %s's preempting marker: %s", self._host,
-                              running.trial_id, error)
+        running.copies.write(name, offset, chunk)
 
     def _end(self, running: _Attempt) -> None:
         self._attempts.pop((running.trial_id, running.attempt), None)

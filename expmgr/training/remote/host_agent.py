@@ -60,7 +60,7 @@ SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "USR1": signal.SIGUSR
 _OVER_LIMIT = "over-limit"  # watchdog.OVER_LIMIT
 
 
-class _Tail:
+class FileTail:
     """One file of a trial followed by offset: what it has that was not sent yet. The file is
     kept open, so a rotation (the trial's logging renaming trial.log) loses nothing: the old
     file is read to its end before the new one is followed."""
@@ -110,7 +110,7 @@ class _Attempt:
     """One running attempt: its process (the leader of its own group) and its files' tails."""
 
     def __init__(self, trial_id: str, attempt: int, trial_dir: str, process: subprocess.Popen,
-                 tails: Dict[str, _Tail]) -> None:
+                 tails: Dict[str, FileTail]) -> None:
         self.trial_id = trial_id
         self.attempt = attempt
         self.trial_dir = trial_dir
@@ -217,7 +217,7 @@ class Agent:
         # ends, before the trial can write: a rename (a rotation) cannot take a file unread.
         for name in ("trial.log", "metrics.jsonl"):
             os.close(os.open(os.path.join(trial_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
-        tails = {name: _Tail(os.path.join(trial_dir, name), _size(os.path.join(trial_dir, name)))
+        tails = {name: FileTail(os.path.join(trial_dir, name), _size(os.path.join(trial_dir, name)))
                  for name in STREAMED_FILES}
         where["in_trial_folder"] = False
         try:
