@@ -47,6 +47,16 @@ class ResolvedTrialResources:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedTrialPlacement:
+    """A multi-node trial's placement group (``trialPlacement``): ``workers`` bundles of
+    ``resources`` each, one rank per bundle, placed by Ray's ``strategy`` (``_placement.STRATEGIES``)."""
+
+    workers: int
+    resources: ResolvedTrialResources
+    strategy: str = "PACK"
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedRayConfig:
     """The Ray training service's settings (``trainingService: {platform: ray, ...}``)."""
 
@@ -58,6 +68,8 @@ class ResolvedRayConfig:
     """Trials submitted to Ray and not yet running, at most; None: as many as ``trialConcurrency``."""
     runtime_env: dict[str, Any] | None = None
     """Ray's runtime_env for each trial, as written."""
+    trial_placement: ResolvedTrialPlacement | None = None
+    """Each trial is this placement group's ranks (``ray_group``); None: one process (``trial_resources``)."""
 
 
 STRICT_HOST_KEY_CHECKING = ("yes", "accept-new")
@@ -128,7 +140,8 @@ def _resolve_ray(section: Any) -> ResolvedRayConfig:
     return ResolvedRayConfig(address=section.address,
                              trial_resources=_trial_resources(section.trial_resources),
                              max_pending_trials=section.max_pending_trials,
-                             runtime_env=copy.deepcopy(section.runtime_env))
+                             runtime_env=copy.deepcopy(section.runtime_env),
+                             trial_placement=_trial_placement(section.trial_placement))
 
 
 def _resolve_remote(section: Any) -> ResolvedRemoteConfig:
@@ -151,6 +164,13 @@ def _resolve_remote(section: Any) -> ResolvedRemoteConfig:
             strict_host_key_checking=checking))
     return ResolvedRemoteConfig(machines=tuple(machines), strict_host_key_checking=section.strict_host_key_checking,
                                 reuse_mode=section.reuse_mode)
+
+
+def _trial_placement(placement: dict[str, Any] | None) -> ResolvedTrialPlacement | None:
+    if placement is None:
+        return None
+    return ResolvedTrialPlacement(workers=placement["workers"], strategy=placement["strategy"],
+                                  resources=_trial_resources(placement["resources_per_worker"]))
 
 
 def _trial_resources(resources: dict[str, Any] | None) -> ResolvedTrialResources:

@@ -545,6 +545,18 @@ class _Canonicalizer:
                                                       MAX_PENDING_TRIALS)
         if value.runtime_env is not None:
             result.runtime_env = _runtime_env(value.runtime_env, path + (Key("runtime_env"),))
+        if value.trial_placement is not None:
+            from ._placement import check_trial_placement
+            placement_path = path + (Key("trial_placement"),)
+            result.trial_placement = check_trial_placement(value.trial_placement, placement_path, self.style,
+                                                           self._trial_resources)
+            # trialResources, canonical, is each rank's (so a canonical config reads back as is).
+            if value.trial_resources and result.trial_resources != result.trial_placement["resources_per_worker"]:
+                raise Problem(placement_path, f"give {format_path(path + (Key('trial_resources'),), self.style)} "
+                                              f"or {format_path(placement_path, self.style)}, not both: with "
+                                              f"{format_path(placement_path, self.style)}, each worker asks for "
+                                              "its resourcesPerWorker")
+            result.trial_resources = result.trial_placement["resources_per_worker"]
         return result
 
     def _trial_resources(self, value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
