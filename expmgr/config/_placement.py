@@ -41,7 +41,10 @@ def check_trial_placement(value: Any, path: FieldPath, style: str,
         strategy = "PACK"
     elif not isinstance(strategy, str) or strategy.upper() not in STRATEGIES:
         raise Problem(path + (Key("strategy"),), f"expected one of {', '.join(STRATEGIES)}, got {shown_value(strategy)}")
-    return {"workers": workers,
-            "resources_per_worker": resources(given.get("resources_per_worker"), path + (Key("resources_per_worker"),)),
-            "strategy": strategy.upper()}
+    resources_path = path + (Key("resources_per_worker"),)
+    each = resources(given.get("resources_per_worker"), resources_path)
+    if not any(amount for amount in each.values()):
+        raise Problem(resources_path, "a Ray placement group needs each worker to ask for some resource, "
+                                      "e.g. {cpu: 1}")
+    return {"workers": workers, "resources_per_worker": each, "strategy": strategy.upper()}
 

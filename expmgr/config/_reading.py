@@ -113,10 +113,9 @@ def training_service_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, 
         raise Problem(path + (Key("platform"),), "required (e.g. platform: local)")
     own = PLATFORMS[check_platform(platform[0], path + (Key("platform"),))]
     section = own.section
-    # A field of another platform (trialPlacement on local, say) is named as such.
-    hints = {norm(name): f"{spell(name, style)} is a field of platform {other.name}, not of {own.name}"
-             for other in PLATFORMS.values() for name in public_fields(other.section)
-             if name not in public_fields(section)}
+    # A multi-node trial is Ray's alone: said so, rather than a did-you-mean.
+    hints = {} if own.name == "ray" else {
+        norm("trial_placement"): f"{spell('trial_placement', style)} is a field of platform ray, not of {own.name}"}
     values = match_keys(raw, public_fields(section), path, style, hints)   # keys depend on the platform
     machines = values.get("machine_list")
     if section is RemoteConfig and isinstance(machines, list):
