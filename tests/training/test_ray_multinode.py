@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +16,14 @@ import psutil
 from expmgr import Experiment, ExperimentConfig
 from tests.helpers.common import wait_until, write_script
 from tests.helpers.ray_cluster import RayCluster, ray_cluster, ray_cluster_module  # noqa: F401
+from tests.helpers.server import get_text
 
 DEADLINE = 90.0
 
 # Each rank writes what it sees into ../seen/<trial>.<attempt>.rank<RANK>.json once rank 1 has
 # reached rank 0 at MASTER_ADDR:MASTER_PORT (rank 0 listens, rank 1 connects and says hello);
-# then, with mode "fail", rank 1 exits 3; else each waits for ../release, reports its rank and ends.
+# then, with mode "fail", rank 1 exits 3 (and rank 0 ignores SIGTERM); else each waits for
+# ../release, reports its rank and ends. A SIGTERM is noted in ../seen/<...>.term.
 RANK_TRIAL = """
     import json, os, signal, socket, subprocess, sys, time
     import expmgr
@@ -29,7 +33,8 @@ RANK_TRIAL = """
     os.makedirs("seen", exist_ok=True)
     def on_term(*_):
         open(f"seen/{name}.term", "w").close()
-        sys.exit(143)
+        if params["mode"] != "fail":   # with "fail", rank 0 ignores it: only SIGKILL ends it
+            sys.exit(143)
     signal.signal(signal.SIGTERM, on_term)
     child = subprocess.Popen(["sleep", "300"], start_new_session=True)   # leaves the rank's group
     address = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
@@ -111,9 +116,9 @@ def attempts_of(experiment: Experiment) -> list[tuple[int, str, str | None]]:
 
 
 def test_two_ranks_run_one_per_node_meet_at_the_master_and_the_trial_succeeds_with_both_outputs(
-        ray_cluster, tmp_path, code_dir):
+        ray_cluster, home, code_dir):
     write_script(code_dir, "trial.py", RANK_TRIAL)
-    experiment = Experiment(placement_config(ray_cluster, code_dir, tmp_path / "home"))
+    experiment = Experiment(placement_config(ray_cluster, code_dir, home))
     experiment.start(port=0)
     try:
         ranks = both_ranks(code_dir)
@@ -125,8 +130,15 @@ def test_two_ranks_run_one_per_node_meet_at_the_master_and_the_trial_succeeds_wi
         assert ranks[0]["heard"] == "hello from rank 1", "rank 1 reached rank 0 at MASTER_ADDR:MASTER_PORT"
         (code_dir / "release").write_text("")
         assert experiment.wait(timeout=DEADLINE)
+        [trial] = experiment.list_trial_jobs()
+        assert experiment.port is not None
+        served = get_text(experiment.port, f"/api/v1/nni/trial-file/{trial.trialJobId}/rank1.stdout")
+        assert served[0::2] == (200, "rank 1 says hello\n"), "the REST trial-file route serves rank 1's output"
     finally:
         experiment.stop()
+    logged = subprocess.run([sys.executable, "-m", "expmgr.cli", "log", "stderr", experiment.id, trial.trialJobId,
+                             "--rank", "1"], capture_output=True, text=True, timeout=60)
+    assert logged.returncode == 0 and "rank 1 on stderr" in logged.stdout, logged.stderr
     [trial] = experiment.list_trial_jobs()
     assert (trial.status, trial.finalMetric) == ("SUCCEEDED", 0), "rank 0's result is the trial's"
     assert [(attempt, status) for attempt, status, _ in attempts_of(experiment)] == [(1, "SUCCEEDED")]
@@ -140,25 +152,43 @@ def test_two_ranks_run_one_per_node_meet_at_the_master_and_the_trial_succeeds_wi
     assert len((folder / "metrics.jsonl").read_text().splitlines()) == 1, "rank 0's report alone"
 
 
-def test_a_failing_rank_ends_the_other_and_the_trial_fails_with_its_exit_code(ray_cluster, tmp_path, code_dir):
+def test_a_failing_rank_ends_the_other_after_its_grace_and_the_trial_fails_with_its_exit_code(
+        ray_cluster, tmp_path, code_dir):
     write_script(code_dir, "trial.py", RANK_TRIAL)
     experiment = Experiment(placement_config(ray_cluster, code_dir, tmp_path / "home", mode="fail",
-                                             trial_grace_period=60))
+                                             trial_grace_period=3))
     experiment.start(port=0)
     try:
         ranks = both_ranks(code_dir)
         pids = [pid for rank in ranks.values() for pid in rank["pids"]]
-        # Rank 0 waits for a release that never comes: only the SIGTERM its failing peer brings ends it.
+        # Rank 0 waits for a release that never comes and ignores SIGTERM: only the SIGKILL that
+        # follows its failing peer's SIGTERM after the grace period ends it.
         assert experiment.wait(timeout=DEADLINE)
     finally:
         experiment.stop()
     [trial] = experiment.list_trial_jobs()
     assert trial.status == "FAILED"
     with sqlite3.connect(experiment.paths.database) as db:
-        assert db.execute("SELECT exit_code FROM attempts").fetchall() == [(3,)], "rank 1's exit code"
-    [term] = (code_dir / "seen").glob("*.rank0.term")
-    assert term.exists(), "rank 0 got SIGTERM"
+        assert db.execute("SELECT exit_code, signal FROM attempts").fetchall() == [(3, None)], "rank 1's exit"
+    assert [path.name.split(".")[-2] for path in (code_dir / "seen").glob("*.term")] == ["rank0"], \
+        "rank 0 was told first (SIGTERM)"
     wait_until(lambda: not alive(pids), 10, "both ranks and their children on both nodes to end")
+
+
+def test_killing_the_trial_signals_every_rank(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", RANK_TRIAL)
+    experiment = Experiment(placement_config(ray_cluster, code_dir, tmp_path / "home"))
+    experiment.start(port=0)
+    try:
+        ranks = both_ranks(code_dir)
+        pids = [pid for rank in ranks.values() for pid in rank["pids"]]
+        [trial] = experiment.list_trial_jobs()
+        experiment.kill_trial_job(trial.trialJobId)
+        wait_until(lambda: len(list((code_dir / "seen").glob("*.term"))) == 2, DEADLINE, "SIGTERM on both ranks")
+        wait_until(lambda: not alive(pids), 15, "both ranks and their children on both nodes to end")
+        wait_until(lambda: experiment.list_trial_jobs()[0].status == "USER_CANCELED", DEADLINE, "the trial ended")
+    finally:
+        experiment.stop()
 
 
 def test_stop_gives_every_rank_its_grace_and_leaves_no_process_on_either_node(ray_cluster, tmp_path, code_dir):
