@@ -165,7 +165,7 @@ class RayTrainingService(TrainingService):
         if self._config.trial_placement is not None:
             self._groups = TrialGroups(self._config.trial_placement, GroupParts(
                 self._events, self._session, self._slot_actor, self._forwarded_env, self._log_limits.as_env(),
-                self._forward, self._node_name, self._trial_grace_period, self._log))
+                self._forward, self._node_name, self._trial_grace_period, self._log, _reason))
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
         self._trials_run = asyncio.Event()

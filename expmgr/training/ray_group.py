@@ -62,6 +62,8 @@ class GroupParts:
     grace_period: float
     """``trialGracePeriod``: the other ranks' time to end after one failed."""
     log: logging.Logger
+    reason: Callable[[BaseException], str]
+    """A Ray error's cause, in one line without terminal colour codes."""
 
 
 @dataclass(eq=False)
@@ -276,8 +278,8 @@ class TrialGroups:
         the trial's own fault, its code folder missing, say (FAILED)."""
         from ray import exceptions
 
-        from expmgr.training.ray import _reason
         from expmgr.training.ray_slot import FolderNotSharedError
+        reason = self._parts.reason
         trial, events = run.launch, self._parts.events
         trial_fault = isinstance(error, exceptions.RayTaskError) and not isinstance(error.cause, FolderNotSharedError)
         if self._stopping:
@@ -286,13 +288,13 @@ class TrialGroups:
                               preempted=self._stop_signal == signals.SIGUSR1)
         elif trial_fault:
             system = is_system_error(getattr(error, "cause", None) or error, in_trial_folder=False)
-            events.trial_launch_failed(trial.trial_id, trial.attempt, _reason(error), system=system)
+            events.trial_launch_failed(trial.trial_id, trial.attempt, reason(error), system=system)
         else:
             hosts = ",".join(dict.fromkeys(rank.host for rank in run.ranks if rank.host)) or None
             self._parts.log.warning("trial %s: a rank could not start on its node: %s", trial.trial_id,
-                                    _reason(error))
+                                    reason(error))
             events.trial_started(trial.trial_id, trial.attempt, None, host=hosts)
-            events.trial_lost(trial.trial_id, trial.attempt, f"a rank could not start: {_reason(error)}")
+            events.trial_lost(trial.trial_id, trial.attempt, f"a rank could not start: {reason(error)}")
 
     async def _wait_ranks(self, run: _GroupRun) -> int | str:
         """Every rank's end: the first failing rank's return code (negative: its signal), or a
@@ -326,8 +328,6 @@ class TrialGroups:
     async def _wait_rank(self, run: _GroupRun, rank: _Rank) -> int | str:
         """The rank's return code, or why it was lost (its node or slot gone)."""
         from ray import exceptions
-
-        from expmgr.training.ray import _reason
         while True:
             try:
                 return await rank.actor.wait_trial.remote(run.launch.trial_id, run.launch.attempt)
@@ -335,7 +335,7 @@ class TrialGroups:
                 await asyncio.sleep(1.0)  # unreachable for now: it answers again, or it dies
             except exceptions.RayError as error:
                 rank.started = False
-                return f"node {rank.host} or slot is gone: {_reason(error)}"
+                return f"node {rank.host} or slot is gone: {self._parts.reason(error)}"
 
     def _signal_ranks(self, run: _GroupRun, signum: int) -> None:
         for rank in run.ranks:

@@ -11,7 +11,18 @@ import pytest
 from expmgr.config import (ExperimentConfig, ResolvedConfig, ResolvedRayConfig, ResolvedTrialPlacement,
                            ResolvedTrialResources)
 from tests.helpers.config import assert_error, load_error, write
-from tests.config.test_ray_config import RAY
+
+# a valid config, 8 lines; tests append lines 9+ (keys of trainingService), as test_ray_config.py's
+RAY = """\
+searchSpace:
+  lr: {_type: loguniform, _value: [0.0001, 0.1]}
+trialCommand: python3 trial.py
+trialConcurrency: 4
+tuner:
+  name: TPE
+trainingService:
+  platform: ray
+"""
 
 PLACEMENT = "trainingService.trialPlacement"
 
