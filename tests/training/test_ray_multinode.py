@@ -5,16 +5,19 @@ success, a failing rank, a stop, a lost node, each rank's output."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from expmgr import Experiment, ExperimentConfig
-from tests.helpers.common import wait_until, write_script
+from tests.helpers.common import REPO, wait_until, write_script
 from tests.helpers.ray_cluster import RayCluster, ray_cluster, ray_cluster_module  # noqa: F401
 from tests.helpers.server import get_text
 
@@ -23,7 +26,8 @@ DEADLINE = 90.0
 # Each rank writes what it sees into ../seen/<trial>.<attempt>.rank<RANK>.json once rank 1 has
 # reached rank 0 at MASTER_ADDR:MASTER_PORT (rank 0 listens, rank 1 connects and says hello);
 # then, with mode "fail", rank 1 exits 3 (and rank 0 ignores SIGTERM); else each waits for
-# ../release, reports its rank and ends. A SIGTERM is noted in ../seen/<...>.term.
+# ../release, reports its rank and ends. A SIGTERM is noted in ../seen/<...>.term, a SIGUSR1
+# in ../seen/<...>.usr1 (then it exits marked preempting).
 RANK_TRIAL = """
     import json, os, signal, socket, subprocess, sys, time
     import expmgr
@@ -36,6 +40,11 @@ RANK_TRIAL = """
         if params["mode"] != "fail":   # with "fail", rank 0 ignores it: only SIGKILL ends it
             sys.exit(143)
     signal.signal(signal.SIGTERM, on_term)
+    def on_usr1(*_):   # a preemption notice: noted, then the rank ends preempting
+        open(f"seen/{name}.usr1", "w").close()
+        expmgr.mark_preempting()
+        sys.exit(128 + signal.SIGUSR1)
+    signal.signal(signal.SIGUSR1, on_usr1)
     child = subprocess.Popen(["sleep", "300"], start_new_session=True)   # leaves the rank's group
     address = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
     if rank == 0:
@@ -239,3 +248,60 @@ def test_a_placement_no_cluster_can_hold_is_a_clear_error_at_start(ray_cluster, 
         experiment.stop()
     assert experiment.get_status() == "ERROR"
     assert "cannot place trialPlacement's 3 workers of (cpu: 1) with strategy STRICT_SPREAD" in experiment.get_error()
+
+
+def start_daemon_in_foreground(cluster: RayCluster, code_dir: Path, home: Path) -> subprocess.Popen:
+    """``expctl create --foreground`` of one two-rank trial: the experiment process itself."""
+    (code_dir / "config.yml").write_text(textwrap.dedent(f"""\
+        searchSpace: {{mode: {{_type: choice, _value: [ok]}}}}
+        trialCommand: python3 trial.py
+        trialCodeDirectory: .
+        trialConcurrency: 1
+        maxTrialNumber: 1
+        trialGracePeriod: 60
+        tuner: {{name: GridSearch}}
+        trainingService:
+          platform: ray
+          address: "{cluster.address}"
+          trialPlacement: {{workers: 2, resourcesPerWorker: {{cpu: 1}}, strategy: STRICT_SPREAD}}
+        """))
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                             "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_sigkilled_experiment_leaves_no_rank_nor_child_on_either_node(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", RANK_TRIAL)
+    create = start_daemon_in_foreground(ray_cluster, code_dir, tmp_path / "home")
+    try:
+        ranks = both_ranks(code_dir)
+        pids = [pid for rank in ranks.values() for pid in rank["pids"]]
+        assert len(alive(pids)) == 4
+        create.kill()
+        create.wait(timeout=30)
+        wait_until(lambda: not alive(pids), 15, "no rank, nor child of one, left on either node")
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+
+
+def test_a_preempted_experiment_gives_every_rank_sigusr1_and_the_trial_ends_preempted(ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", RANK_TRIAL)
+    home = tmp_path / "home"
+    create = start_daemon_in_foreground(ray_cluster, code_dir, home)
+    try:
+        ranks = both_ranks(code_dir)
+        pids = [pid for rank in ranks.values() for pid in rank["pids"]]
+        create.send_signal(signal.SIGUSR1)
+        create.wait(timeout=DEADLINE)
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    assert sorted(path.name.split(".")[-2] for path in (code_dir / "seen").glob("*.usr1")) == ["rank0", "rank1"]
+    wait_until(lambda: not alive(pids), 15, "no rank, nor child of one, left on either node")
+    database = next(home.glob("*/db/experiment.sqlite"))
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT attempt, status FROM attempts").fetchall() == [(1, "PREEMPTED")]
