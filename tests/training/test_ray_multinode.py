@@ -238,6 +238,29 @@ def test_a_killed_worker_node_crashes_the_trial_ends_its_other_rank_and_the_tria
     assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"]
 
 
+def test_a_drained_node_preempts_the_trial_on_every_rank_and_it_runs_again_on_a_new_placement(
+        ray_cluster, tmp_path, code_dir):
+    write_script(code_dir, "trial.py", RANK_TRIAL)
+    experiment = Experiment(placement_config(ray_cluster, code_dir, tmp_path / "home", max_trial_retries=0))
+    experiment.start(port=0)
+    try:
+        ranks = both_ranks(code_dir)
+        pids = [pid for rank in ranks.values() for pid in rank["pids"]]
+        ray_cluster.drain_worker(reason="preemption", deadline_s=60)
+        wait_until(lambda: [(a, s) for a, s, _ in attempts_of(experiment)][:1] == [(1, "PREEMPTED")], DEADLINE,
+                   "the first attempt PREEMPTED")
+        assert sorted(p.name.split(".")[-2] for p in (code_dir / "seen").glob("*.1.rank*.usr1")) == ["rank0", "rank1"]
+        wait_until(lambda: not alive(pids), 15, "both ranks and their children to end")
+        ray_cluster.kill_worker()  # a drained node takes no new work: STRICT_SPREAD needs a second node
+        ray_cluster.add_worker()
+        both_ranks(code_dir, attempt=2)
+        (code_dir / "release").write_text("")
+        assert experiment.wait(timeout=DEADLINE)
+    finally:
+        experiment.stop()
+    assert [(a, s) for a, s, _ in attempts_of(experiment)] == [(1, "PREEMPTED"), (2, "SUCCEEDED")]
+
+
 def test_a_placement_no_cluster_can_hold_is_a_clear_error_at_start(ray_cluster, tmp_path, code_dir):
     write_script(code_dir, "trial.py", "")
     experiment = Experiment(placement_config(ray_cluster, code_dir, tmp_path / "home", workers=3))
