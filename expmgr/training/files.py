@@ -19,6 +19,7 @@ import abc
 from typing import Iterable
 
 from expmgr.logreader import LogFile
+from expmgr.trial import rank_file_name
 
 TRIAL_LOGS = ("stdout", "stderr", "trial.log")
 """The logs a trial has: its two output streams, kept apart, and its ``nni.*`` records."""
@@ -31,7 +32,6 @@ def is_trial_log(name: str) -> bool:
     ``rank<k>.stdout``, ``rank<k>.stderr``, ``rank<k>.trial.log``, 1 <= k < MAX_RANK_LOGS)."""
     if name in TRIAL_LOGS:
         return True
-    from expmgr.trial import rank_file_name
     prefix, _, log = name.partition(".")
     number = prefix.removeprefix("rank")
     return (number.isdigit() and number.isascii() and 0 < int(number) < MAX_RANK_LOGS and log in TRIAL_LOGS

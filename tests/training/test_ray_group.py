@@ -7,6 +7,7 @@ import pytest
 
 from expmgr.config import ResolvedTrialPlacement, ResolvedTrialResources
 from expmgr.training.base import TrainingServiceError
+from expmgr.training.files import is_trial_log
 from expmgr.training.ray_group import check_group_fits, rank_environments
 
 
@@ -45,3 +46,12 @@ def test_a_placement_the_nodes_can_never_hold_is_refused_naming_what_they_have(
 def test_workers_asking_for_nothing_are_refused() -> None:
     with pytest.raises(TrainingServiceError, match="resourcesPerWorker asks for nothing"):
         check_group_fits(ResolvedTrialPlacement(2, ResolvedTrialResources(cpu=0), "PACK"), NODES)
+
+
+@pytest.mark.parametrize("name, served", [
+    ("stdout", True), ("rank1.stdout", True), ("rank2.stderr", True), ("rank1023.trial.log", True),
+    ("rank0.stdout", False), ("rank01.stdout", False), ("rank1024.stdout", False), ("rank1.parameter.json", False),
+    ("rank.stdout", False), ("rank1.stdout.1", False), ("rank\u0661.stdout", False),
+])
+def test_a_ranks_logs_are_the_trial_logs_served_besides_the_trials_own(name: str, served: bool) -> None:
+    assert is_trial_log(name) is served
