@@ -67,7 +67,8 @@ RANK_TRIAL = """
         heard = None
     print(f"rank {rank} says hello")
     print(f"rank {rank} on stderr", file=sys.stderr)
-    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+             "CUDA_VISIBLE_DEVICES")
     with open(f"seen/{name}.json", "w") as f:
         json.dump({"env": {n: os.environ.get(n) for n in names}, "heard": heard, "ppid": os.getppid(),
                    "pids": [os.getpid(), child.pid]}, f)
@@ -86,7 +87,8 @@ def placement_config(cluster: RayCluster, code_dir: Path, home: Path, mode: str 
         trial_command="python3 trial.py", trial_code_directory=code_dir, tuner={"name": "GridSearch"},
         experiment_working_directory=home,
         training_service={"platform": "ray", "address": cluster.address,
-                          "trialPlacement": {"workers": fields.pop("workers", 2), "resourcesPerWorker": {"cpu": 1},
+                          "trialPlacement": {"workers": fields.pop("workers", 2),
+                                             "resourcesPerWorker": fields.pop("resources", {"cpu": 1}),
                                              "strategy": "STRICT_SPREAD"}},
         **{"trial_concurrency": 1, "max_trial_number": 1, "trial_grace_period": 5, **fields})
 
@@ -127,15 +129,17 @@ def attempts_of(experiment: Experiment) -> list[tuple[int, str, str | None]]:
 def test_two_ranks_run_one_per_node_meet_at_the_master_and_the_trial_succeeds_with_both_outputs(
         ray_cluster, home, code_dir):
     write_script(code_dir, "trial.py", RANK_TRIAL)
-    experiment = Experiment(placement_config(ray_cluster, code_dir, home))
+    experiment = Experiment(placement_config(ray_cluster, code_dir, home, resources={"cpu": 1, "gpu": 1}))
     experiment.start(port=0)
     try:
         ranks = both_ranks(code_dir)
         assert {node_of(ray_cluster, ranks[r]["ppid"]) for r in (0, 1)} == {"head", "worker"}, "one rank per node"
         for rank in (0, 1):
+            assert ranks[rank]["env"]["CUDA_VISIBLE_DEVICES"] in ("0", "1"), "its bundle's one GPU"
             assert ranks[rank]["env"] == {
                 "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-                "MASTER_ADDR": ranks[0]["env"]["MASTER_ADDR"], "MASTER_PORT": ranks[0]["env"]["MASTER_PORT"]}
+                "MASTER_ADDR": ranks[0]["env"]["MASTER_ADDR"], "MASTER_PORT": ranks[0]["env"]["MASTER_PORT"],
+                "CUDA_VISIBLE_DEVICES": ranks[rank]["env"]["CUDA_VISIBLE_DEVICES"]}
         assert ranks[0]["heard"] == "hello from rank 1", "rank 1 reached rank 0 at MASTER_ADDR:MASTER_PORT"
         (code_dir / "release").write_text("")
         assert experiment.wait(timeout=DEADLINE)
