@@ -47,6 +47,8 @@ ENV_ACCESS_TOKEN = "EXPMGR_TOKEN"
 """expctl's access token of an experiment's server (server/auth.py), never in a trial's
 environment: a trial reports with its own ENV_TOKEN, and its code is not to reach the
 server's other routes with the owner's token."""
+ENV_TRIAL_RANK = "EXPMGR_TRIAL_RANK"
+"""A multi-node Ray trial's rank (``training/ray_group.py``); unset: 0, the only rank."""
 ENV_LOG_LEVEL = "EXPMGR_LOG_LEVEL"
 ENV_LOG_LIMITS = "EXPMGR_LOG_LIMITS"
 """``logMaxSize:logFilesKept`` in bytes and files, for the trial's own trial.log (expmgr.rotation)."""
@@ -99,6 +101,12 @@ TRIAL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trial_pat
 and NNI's channel to expmgr, importable by any Python 3.8+ (docs/nni-migration.md)."""
 
 
+def rank_file_name(name: str, rank: int) -> str:
+    """A trial's log ``name`` (stdout, stderr, trial.log) as rank ``rank`` of a multi-node trial
+    writes it: rank 0's is the trial's own, rank k's ``rank<k>.<name>`` beside it."""
+    return name if rank == 0 else f"rank{rank}.{name}"
+
+
 def trial_pythonpath(user_pythonpath: str | None) -> str:
     """A trial's PYTHONPATH: :data:`TRIAL_PATH`, then the user's own."""
     return os.pathsep.join([TRIAL_PATH, *filter(None, [user_pythonpath])])
@@ -137,6 +145,9 @@ class _TrialContext:
         self.port = int(env.get(ENV_MANAGER_PORT, "0"))
         self.url_prefix = env.get(ENV_MANAGER_URL_PREFIX, "")
         self.token = env.get(ENV_TOKEN, "")
+        self.rank = int(env.get(ENV_TRIAL_RANK, "0"))
+        """Only rank 0 reports (as Ray Train keeps rank 0's); other ranks' reports are dropped."""
+        self.warned_rank = False
         self.parameters: dict[str, object] | None = None
         self.next_sequence = 0
 
@@ -191,7 +202,7 @@ def _configure_trial_logging() -> None:
     from expmgr.log import setup_trial_logging
     from expmgr.rotation import UNBOUNDED, RotationLimits
     ctx = _ctx()
-    setup_trial_logging(os.path.join(ctx.trial_dir or ".", "trial.log"), os.environ.get(ENV_LOG_LEVEL, "info"),
+    setup_trial_logging(os.path.join(ctx.trial_dir or ".", rank_file_name("trial.log", ctx.rank)), os.environ.get(ENV_LOG_LEVEL, "info"),
                         RotationLimits.from_env(os.environ.get(ENV_LOG_LIMITS)) or UNBOUNDED)
 
 
@@ -410,6 +421,11 @@ def _report(kind: str, metric: object) -> None:
         if ctx.platform is not None:
             raise _not_connected(ctx)
         _standalone_logger().info("%s result: %s", "final" if kind == "FINAL" else "intermediate", metric)
+        return
+    if ctx.rank != 0:  # one stream of results per trial: rank 0's (Ray Train keeps rank 0's too)
+        if not ctx.warned_rank:
+            ctx.warned_rank = True
+            _warn(f"rank {ctx.rank}'s metric reports are not stored: a multi-node trial's results are rank 0's")
         return
     record = {"attempt": ctx.attempt, "sequence": ctx.next_sequence, "type": kind, "value": metric}
     line = signed_line(ctx.token, _json_dumps(record))

@@ -34,6 +34,8 @@ from expmgr.logreader import (BLOCK_BYTES, Listing, LogFile, RefusedFile, Snapsh
                               read_blocks)
 from expmgr.server.home import stored_trial_files
 from expmgr.store.registry import RegistryEntry
+from expmgr.training.files import MAX_RANK_LOGS
+from expmgr.trial import rank_file_name
 
 if TYPE_CHECKING:
     from expmgr.store import TrialRecord
@@ -66,6 +68,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         tail = ("--tail", "-T") if name in ("stdout", "stderr") else ("--tail",)  # nnictl's -T
         parser.add_argument(*tail, type=int, metavar="N", help="the last N lines only (then follow)")
         parser.add_argument("--head", "-H", type=int, metavar="N", help="the first N lines only")
+        if name in _TRIAL_LOGS:
+            parser.add_argument("--rank", type=int, default=0, metavar="K",
+                                help="rank K's log of a multi-node Ray trial (default 0: the trial's own)")
         if name in ("stdout", "stderr"):
             parser.add_argument("--path", action="store_true", help="print the file's path (nnictl's)")
         if name == "trial":
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--head goes with neither --tail nor --follow")
     trial_log = args.which in _TRIAL_LOGS
     if trial_log and _nnictl_meaning(args):
+        if args.rank:
+            raise CliError(f"--rank goes with a trial: expctl log {args.which} [ID] TRIAL --rank {args.rank}")
         return _run_nnictl(args)
     accepted = (1, 2) if trial_log else (0, 1)
     if len(args.ids) not in accepted:
@@ -91,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     paths = ExperimentPaths(Path(entry.dir))
     if trial_log:
         trial_id = _find_trial(entry, check_id(args.ids[-1], "TRIAL"))
-        log = stored_trial_files(paths).log(trial_id, _TRIAL_LOGS[args.which])
+        if not 0 <= args.rank < MAX_RANK_LOGS:
+            raise CliError(f"--rank: expected a rank from 0 to {MAX_RANK_LOGS - 1}, got {args.rank}")
+        log = stored_trial_files(paths).log(trial_id, rank_file_name(_TRIAL_LOGS[args.which], args.rank))
         ended = lambda: _trial_ended(trial_id, entry)  # noqa: E731
     else:
         path = getattr(paths, _EXPERIMENT_LOGS[args.which])

@@ -16,7 +16,8 @@ from ._errors import ConfigError
 from ._model import ExperimentConfig, stored_config_minimizes
 from ._parameters import check_parameters
 from ._platforms import (PLATFORMS, STRICT_HOST_KEY_CHECKING, Platform, ResolvedLocalConfig, ResolvedRayConfig,
-                         ResolvedRemoteConfig, ResolvedRemoteMachine, ResolvedTrainingService, ResolvedTrialResources,
+                         ResolvedRemoteConfig, ResolvedRemoteMachine, ResolvedTrainingService, ResolvedTrialPlacement,
+                         ResolvedTrialResources,
                          platforms_label, stored_config_platform)
 from ._sections import AlgorithmConfig, LocalConfig, RayConfig, RemoteConfig, RemoteMachineConfig
 from ._search_space import SEARCH_SPACE_TYPES, validate_search_space
@@ -40,6 +41,7 @@ __all__ = [
     "ResolvedRemoteConfig",
     "ResolvedRemoteMachine",
     "ResolvedTrainingService",
+    "ResolvedTrialPlacement",
     "ResolvedTrialResources",
     "SEARCH_SPACE_TYPES",
     "STRICT_HOST_KEY_CHECKING",

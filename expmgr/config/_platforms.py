@@ -47,6 +47,16 @@ class ResolvedTrialResources:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedTrialPlacement:
+    """A multi-node trial's placement group (``trialPlacement``): ``workers`` bundles of
+    ``resources`` each, one rank per bundle, placed by Ray's ``strategy`` (``_placement.STRATEGIES``)."""
+
+    workers: int
+    resources: ResolvedTrialResources
+    strategy: str = "PACK"
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedRayConfig:
     """The Ray training service's settings (``trainingService: {platform: ray, ...}``)."""
 
@@ -61,6 +71,8 @@ class ResolvedRayConfig:
     storage_path: str | None = None
     """Where checkpoints are kept (a local absolute path or an s3:// URI); None: the experiment's
     folder is shared by every node. Set: no folder is shared (``ray_files``)."""
+    trial_placement: ResolvedTrialPlacement | None = None
+    """Each trial is this placement group's ranks (``ray_group``); None: one process (``trial_resources``)."""
 
 
 STRICT_HOST_KEY_CHECKING = ("yes", "accept-new")
@@ -132,7 +144,8 @@ def _resolve_ray(section: Any) -> ResolvedRayConfig:
                              trial_resources=_trial_resources(section.trial_resources),
                              max_pending_trials=section.max_pending_trials,
                              runtime_env=copy.deepcopy(section.runtime_env),
-                             storage_path=section.storage_path)
+                             storage_path=section.storage_path,
+                             trial_placement=_trial_placement(section.trial_placement))
 
 
 def _resolve_remote(section: Any) -> ResolvedRemoteConfig:
@@ -155,6 +168,13 @@ def _resolve_remote(section: Any) -> ResolvedRemoteConfig:
             strict_host_key_checking=checking))
     return ResolvedRemoteConfig(machines=tuple(machines), strict_host_key_checking=section.strict_host_key_checking,
                                 reuse_mode=section.reuse_mode)
+
+
+def _trial_placement(placement: dict[str, Any] | None) -> ResolvedTrialPlacement | None:
+    if placement is None:
+        return None
+    return ResolvedTrialPlacement(workers=placement["workers"], strategy=placement["strategy"],
+                                  resources=_trial_resources(placement["resources_per_worker"]))
 
 
 def _trial_resources(resources: dict[str, Any] | None) -> ResolvedTrialResources:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigError, Key, PathSegment, Problem, format_path
-from ._keys import match_keys, norm, unknown_message
+from ._keys import match_keys, norm, spell, unknown_message
 from ._loader import load_yaml, read_text, to_plain, type_name
 from ._nni_v1 import SHARED_STORAGE, convert_v1, is_v1
 from ._platforms import NNI_ONLY_PLATFORMS, PLATFORMS, TrainingServiceSection
@@ -111,8 +111,12 @@ def training_service_from_mapping(raw: dict[Any, Any], path: tuple[PathSegment, 
     platform = [v for k, v in raw.items() if isinstance(k, str) and norm(k) == "platform"]
     if not platform:
         raise Problem(path + (Key("platform"),), "required (e.g. platform: local)")
-    section = PLATFORMS[check_platform(platform[0], path + (Key("platform"),))].section
-    values = match_keys(raw, public_fields(section), path, style)   # keys depend on the platform
+    own = PLATFORMS[check_platform(platform[0], path + (Key("platform"),))]
+    section = own.section
+    # A multi-node trial is Ray's alone: said so, rather than a did-you-mean.
+    hints = {} if own.name == "ray" else {
+        norm("trial_placement"): f"{spell('trial_placement', style)} is a field of platform ray, not of {own.name}"}
+    values = match_keys(raw, public_fields(section), path, style, hints)   # keys depend on the platform
     machines = values.get("machine_list")
     if section is RemoteConfig and isinstance(machines, list):
         values["machine_list"] = [

@@ -70,6 +70,8 @@ class RayConfig:
     max_pending_trials: int | None = None
     runtime_env: dict[str, Any] | None = None
     storage_path: str | None = None
+    trial_placement: dict[str, Any] | None = None
+    """A trial of several ranks on a placement group (``_placement``), instead of ``trial_resources``."""
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

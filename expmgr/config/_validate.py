@@ -547,6 +547,24 @@ class _Canonicalizer:
             result.runtime_env = _runtime_env(value.runtime_env, path + (Key("runtime_env"),))
         if value.storage_path is not None:
             result.storage_path = _storage_path(value.storage_path, path + (Key("storage_path"),))
+        if value.trial_placement is not None:
+            from ._placement import check_trial_placement
+            placement_path = path + (Key("trial_placement"),)
+            result.trial_placement = check_trial_placement(value.trial_placement, placement_path, self.style,
+                                                           self._trial_resources)
+            # trialResources, canonical, is each rank's (so a canonical config reads back as is).
+            if value.trial_resources and result.trial_resources != result.trial_placement["resources_per_worker"]:
+                raise Problem(placement_path, f"give {format_path(path + (Key('trial_resources'),), self.style)} "
+                                              f"or {format_path(placement_path, self.style)}, not both: with "
+                                              f"{format_path(placement_path, self.style)}, each worker asks for "
+                                              "its resourcesPerWorker")
+            result.trial_resources = result.trial_placement["resources_per_worker"]
+            if result.storage_path is not None:
+                # Each rank would stream its own files from its own node folder: not built yet.
+                raise Problem(placement_path, f"multi-node trials need the shared folder for now: give "
+                                              f"{format_path(placement_path, self.style)} or "
+                                              f"{format_path(path + (Key('storage_path'),), self.style)}, not both "
+                                              "(docs/ray.md, Limits)")
         return result
 
     def _trial_resources(self, value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:

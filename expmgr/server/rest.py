@@ -36,6 +36,7 @@ from expmgr.server.experiments_info import experiments_info
 from expmgr.server.home import ExperimentRecords, HomeSite, home_routes
 from expmgr.server.live import LiveHub, LiveSocket
 from expmgr.server.refusals import RequestError, send_refusal
+from expmgr.training.files import is_trial_log
 from expmgr.engine.commands import (AddCustomizedTrial, Command, ImportData, KillTrial, StopSearch, UpdateConfig,
                                     apply_command)
 from expmgr.engine.errors import Refusal, RefusalKind
@@ -374,7 +375,7 @@ class TrialFileHandler(_Handler):
     rotated files, oldest first, then the current one."""
 
     async def get(self, trial_id: str, name: str) -> None:
-        if name not in tails.TRIAL_FILES:
+        if not is_trial_log(name):
             raise RequestError(RefusalKind.INVALID,
                                f"name: expected one of {', '.join(tails.TRIAL_FILES)}, got {name!r}")
         await self.send_log(tails.log_file(self.paths, self.files, self.store, name, trial_id))
@@ -387,7 +388,7 @@ class LogDownloadHandler(_Handler):
     async def get(self, name: str) -> None:
         trial_id = self.get_query_argument("trial", None)
         log = tails.log_file(self.paths, self.files, self.store, name, trial_id)   # INVALID / NOT_FOUND named there
-        owner = [self.store.profile().id, trial_id] if name in tails.TRIAL_FILES and trial_id else [self.store.profile().id]
+        owner = [self.store.profile().id, trial_id] if is_trial_log(name) and trial_id else [self.store.profile().id]
         await self.send_log(log, downloads.download_name(*owner, name.removesuffix(".log"), "log"))
 
 

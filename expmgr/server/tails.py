@@ -27,6 +27,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.logreader import BLOCK_BYTES, KeptFile, Listing, LogFile, RefusedFile, open_kept, read_blocks
 from expmgr.store import Store
 from expmgr.training import TRIAL_LOGS, TrialFiles
+from expmgr.training.files import is_trial_log
 
 __all__ = ["EXPERIMENT_FILES", "MAX_BYTES", "TRIAL_FILES", "LogFile", "Tail", "TailError", "log_file", "read_tail",
            "tail_json", "whole_log"]
@@ -89,7 +90,7 @@ def log_file(paths: ExperimentPaths, files: TrialFiles, store: Store, which: str
     """The file named ``which``: a trial's ``stdout``, ``stderr`` or ``trial.log`` (with
     ``trial_id``), as its trial ``files`` give it, or the experiment's ``experiment.log``
     or ``dispatcher.log``."""
-    if which in TRIAL_FILES:
+    if is_trial_log(which):
         if not trial_id:
             raise TailError(RefusalKind.INVALID, f"trial: {which} is a trial's file; name the trial")
         if store.trial(trial_id) is None:

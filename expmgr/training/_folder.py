@@ -15,7 +15,7 @@ from typing import IO, Iterator
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFolder
 from expmgr.logreader import LogFile
-from expmgr.training.files import TRIAL_LOGS, TrialFiles, TrialFilesError
+from expmgr.training.files import TRIAL_LOGS, TrialFiles, TrialFilesError, is_trial_log
 
 
 class SharedTrialFolders(TrialFiles):
@@ -32,8 +32,9 @@ class SharedTrialFolders(TrialFiles):
         return TrialFolder(self._paths.trial_dir(trial_id))
 
     def log(self, trial_id: str, name: str) -> LogFile:
-        if name not in TRIAL_LOGS:
-            raise TrialFilesError(f"a trial's log is one of {', '.join(TRIAL_LOGS)}, not {name!r}")
+        if not is_trial_log(name):
+            raise TrialFilesError(f"a trial's log is one of {', '.join(TRIAL_LOGS)} (rank k's of a multi-node "
+                                  f"trial: rank<k>.stdout, ...), not {name!r}")
         # Opened one folder at a time from the experiment's: a trial that made its folder a
         # symlink cannot have files outside it served (logreader.LogFile).
         return LogFile(self._paths.root, self._paths.trial_dir(trial_id).relative_to(self._paths.root) / name)

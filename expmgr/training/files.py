@@ -19,9 +19,23 @@ import abc
 from typing import Iterable
 
 from expmgr.logreader import LogFile
+from expmgr.trial import rank_file_name
 
 TRIAL_LOGS = ("stdout", "stderr", "trial.log")
 """The logs a trial has: its two output streams, kept apart, and its ``nni.*`` records."""
+MAX_RANK_LOGS = 1024
+"""The ranks whose logs are served (``config._placement.MAX_WORKERS``)."""
+
+
+def is_trial_log(name: str) -> bool:
+    """One of TRIAL_LOGS, or rank k's of a multi-node Ray trial (``trial.rank_file_name``:
+    ``rank<k>.stdout``, ``rank<k>.stderr``, ``rank<k>.trial.log``, 1 <= k < MAX_RANK_LOGS)."""
+    if name in TRIAL_LOGS:
+        return True
+    prefix, _, log = name.partition(".")
+    number = prefix.removeprefix("rank")
+    return (number.isdigit() and number.isascii() and 0 < int(number) < MAX_RANK_LOGS and log in TRIAL_LOGS
+            and rank_file_name(log, int(number)) == name)
 
 
 class TrialFilesError(ValueError):

@@ -32,6 +32,7 @@ from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
 from expmgr.training.ray_connect import check_reachable
 from expmgr.training.ray_files import NoSharedFolder
+from expmgr.training.ray_group import GroupParts, TrialGroups, check_group_fits
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.base import is_system_error, launch_error
 
@@ -88,8 +89,11 @@ class RayTrainingService(TrainingService):
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
                  manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED,
-                 code_directory: Path | None = None) -> None:
+                 code_directory: Path | None = None, trial_grace_period: float = 30.0) -> None:
         self._config = config
+        self._trial_grace_period = trial_grace_period
+        self._groups: TrialGroups | None = None
+        """Multi-node trials (``trialPlacement``): every trial is one of them (``ray_group``)."""
         self._log_limits = log_limits
         # The experiment's own choice of Python's output buffering reaches every node's trials
         # (without one, each slot makes trials unbuffered: _process.trial_environment).
@@ -144,7 +148,11 @@ class RayTrainingService(TrainingService):
         ready = False
         try:
             self._connect(ray)
-            check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
+            alive = [n for n in ray.nodes() if n.get("Alive")]
+            if self._config.trial_placement is not None:
+                check_group_fits(self._config.trial_placement, alive)
+            else:
+                check_some_node_fits(self._config.trial_resources, alive)
             await (probe_shared_folder(self._paths, self._log) if self._no_share is None else self._no_share.check())
             ready = True
         finally:
@@ -161,6 +169,10 @@ class RayTrainingService(TrainingService):
         # rule keeps new slots off it instead (_new_slot).
         self._slot_class = ray.remote(TrialSlot).options(**self._slot_options, scheduling_strategy="SPREAD")
         self._slot_actor = ray.remote(TrialSlot)
+        if self._config.trial_placement is not None:
+            self._groups = TrialGroups(self._config.trial_placement, GroupParts(
+                self._events, self._session, self._slot_actor, self._forwarded_env, self._log_limits.as_env(),
+                self._forward, self._node_name, self._trial_grace_period, self._log, _reason))
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
         self._trials_run = asyncio.Event()
@@ -186,6 +198,8 @@ class RayTrainingService(TrainingService):
         if not self._started:
             return
         self._stopping, self._stop_signal = True, signum
+        if self._groups is not None:
+            await self._groups.stop(grace_period, signum)
         for trial_id in list(self._runs):
             self.signal(trial_id, signum)
         for run in list(self._runs.values()):
@@ -220,7 +234,8 @@ class RayTrainingService(TrainingService):
 
     def _waiting_for_resources(self) -> int:
         """Trials whose new slot Ray has not placed yet."""
-        return sum(1 for run in self._runs.values() if not run.placed)
+        return (sum(1 for run in self._runs.values() if not run.placed)
+                + (self._groups.waiting() if self._groups is not None else 0))
 
     async def launch(self, trial: TrialLaunch) -> None:
         files = self.files.folder_of(trial.trial_id)
@@ -231,6 +246,10 @@ class RayTrainingService(TrainingService):
         env = {**trial.env, trial_api.ENV_TRIAL_DIR: str(files.root)}
         host = env.get(trial_api.ENV_MANAGER_HOST, self._manager_host)
         url = (f"http://{f'[{host}]' if ':' in host else host}:{env.get(trial_api.ENV_MANAGER_PORT, '0')}")
+        if self._groups is not None:
+            self._groups.launch(trial, env, url)
+            self._trials_run.set()
+            return
         placed = bool(self._idle)
         if placed:
             slot = self._idle.pop()
@@ -245,6 +264,8 @@ class RayTrainingService(TrainingService):
 
     def signal(self, trial_id: str, signum: int) -> bool:
         """A trial still waiting for its resources gets the signal the moment it starts."""
+        if self._groups is not None:
+            return self._groups.signal(trial_id, signum)
         run = self._runs.get(trial_id)
         if run is None:
             return False
@@ -266,7 +287,7 @@ class RayTrainingService(TrainingService):
         from expmgr.training.ray_drain import draining_nodes
         drained: set[str] = set()
         while True:
-            if not self._runs:
+            if not self._runs and not (self._groups is not None and self._groups.running()):
                 self._trials_run.clear()
                 await self._trials_run.wait()  # nothing to look after: no lookups while idle
             try:
@@ -282,6 +303,8 @@ class RayTrainingService(TrainingService):
     def _preempt_node(self, node_id: str) -> None:
         """The node is being taken away: its trials get SIGUSR1 and end PREEMPTED (run again
         first, elsewhere); its idle slots are ended so that no trial goes there."""
+        if self._groups is not None:
+            self._groups.preempt_node(node_id)
         for slot in [slot for slot in self._idle if slot.node_id == node_id]:
             self._end_slot(slot)  # (a slot never used is placed on a node too: _placed)
         for trial_id, run in self._runs.items():
@@ -488,15 +511,16 @@ class RayTrainingService(TrainingService):
             except exceptions.RayError:
                 return  # the slot is gone; _run_attempt tells what became of its trial
             run = next((r for r in self._runs.values() if r.slot is slot), None)
-            answers = [await self._forward(run, path, token, body) for request_id, path, token, body in batch]
+            answers = [await self._forward(run.manager_url if run else None, path, token, body)
+                       for request_id, path, token, body in batch]
             slot.actor.answer.remote([(request_id, status, body)
                                       for (request_id, *_), (status, body) in zip(batch, answers)])
 
-    async def _forward(self, run: _Run | None, path: bytes, token: bytes, body: bytes) -> tuple[int, bytes]:
+    async def _forward(self, manager_url: str | None, path: bytes, token: bytes, body: bytes) -> tuple[int, bytes]:
         from tornado.httpclient import HTTPRequest
-        if run is None:
+        if manager_url is None:
             return 409, b'{"error": "no trial runs on this slot"}'
-        request = HTTPRequest(run.manager_url + path.decode("latin-1"), method="POST", body=body,
+        request = HTTPRequest(manager_url + path.decode("latin-1"), method="POST", body=body,
                               headers={"Content-Type": "application/json",
                                        trial_api.TOKEN_HEADER: token.decode("latin-1")},
                               request_timeout=20.0)
@@ -652,4 +676,5 @@ def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: Exp
     if not isinstance(config.training_service, ResolvedRayConfig):
         raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")
     return RayTrainingService(config.training_service, events, paths, manager_host=manager_host,
-                              log_limits=config.log_limits, code_directory=config.trial_code_directory)
+                              log_limits=config.log_limits, code_directory=config.trial_code_directory,
+                              trial_grace_period=config.trial_grace_period)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal as signals
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,12 @@ class TrialSlot:
         """(this node's address, its Ray node id)."""
         return self._host, self._node_id
 
+    def free_port(self) -> int:
+        """A TCP port free on this node now: a multi-node trial's MASTER_PORT, on rank 0's node."""
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            return probe.getsockname()[1]
+
     async def start_trial(self, spec: dict[str, Any]) -> tuple[int, float | None, str, str]:
         """Start one attempt (``spec``: trial_id, attempt, command, code_directory, trial_dir,
         env); returns (pid, its start time, this node's address, its Ray node id). Raises if
@@ -127,8 +134,11 @@ class TrialSlot:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         marker = trial_marker(self._session, trial_id, attempt)
         env[MARKER_ENV] = marker
+        # A multi-node trial's rank k writes rank<k>.stdout, rank<k>.stderr (ray_group).
+        rank = int(spec["env"].get(trial_api.ENV_TRIAL_RANK, "0"))
         try:
-            output = self._output_pump(spec).open(files.stdout, files.stderr)
+            output = self._output_pump(spec).open(files.root / trial_api.rank_file_name("stdout", rank),
+                                                  files.root / trial_api.rank_file_name("stderr", rank))
             try:
                 process = spawn_trial(spec["command"], code_directory, env, output.stdout, output.stderr)
             finally:

@@ -450,8 +450,8 @@ def test_storage_path_is_read_into_the_resolved_service_and_survives_the_round_t
 
 
 @pytest.mark.parametrize("value, fragment", [
-    ("relative/store", "'relative/store' is not an absolute path"),
-    ("''", "expected an absolute path or an s3:// URI"),
+    ("relative/store", "'relative/store' is a relative path: give an absolute path"),
+    ("''", "the storage path is empty: give an absolute path or an s3:// URI"),
     ("[a, b]", "expected an absolute path or an s3:// URI"),
     ("5", "expected an absolute path or an s3:// URI"),
 ])

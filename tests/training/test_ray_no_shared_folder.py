@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from expmgr import Experiment, ExperimentConfig
 from expmgr.layout import TrialFolder
 from expmgr.store import open_store
+from expmgr.training.checkpoint_storage import CheckpointStorage
 from expmgr.training.ray_files import node_local_folder
 from tests.experiment.test_nni_pbt import NNI_PBT_TRIAL
 from tests.helpers.common import wait_until, write_script
@@ -46,17 +48,31 @@ class Setup:
     home: Path
     """The experiments' folder: only the head sees it."""
     store: Path
-    """storagePath: every node sees it."""
+    """A folder every node sees: storagePath, unless ``storage_path`` names the S3 server's."""
     gate: Path
+    storage_path: str = ""
+    node_env: dict[str, str] | None = None
+    """What the nodes need to reach ``storage_path`` (the S3 server's credentials)."""
 
     def config(self, **fields: Any) -> ExperimentConfig:
         service = {"platform": "ray", "address": self.cluster.address, "trialResources": {"cpu": 1},
-                   "storagePath": str(self.store), **fields.pop("service", {})}
+                   "storagePath": self.storage_path or str(self.store), **fields.pop("service", {})}
+        if self.node_env:
+            runtime_env = dict(service.get("runtimeEnv") or {})
+            runtime_env["env_vars"] = {**self.node_env, **runtime_env.get("env_vars", {})}
+            service["runtimeEnv"] = runtime_env
         return ExperimentConfig(
             search_space=fields.pop("search_space", {"x": {"_type": "choice", "_value": [1, 2, 3, 4]}}),
             trial_command=fields.pop("trial_command", "python3 trial.py"), trial_code_directory=self.code,
             tuner=fields.pop("tuner", {"name": "GridSearch"}), experiment_working_directory=self.home,
             training_service=service, **{"trial_concurrency": 4, "trial_grace_period": 5, **fields})
+
+    def stored(self, experiment_id: str, trial_id: str, name: str) -> str:
+        """The text of file ``name`` of the trial's checkpoint as kept in the storage."""
+        with tempfile.TemporaryDirectory() as folder:
+            storage = CheckpointStorage(self.storage_path or str(self.store), experiment_id)
+            assert storage.download(trial_id, Path(folder)), f"no checkpoint of {trial_id} is stored"
+            return (Path(folder) / name).read_text()
 
     def trial(self, body: str) -> None:
         write_script(self.code, "trial.py", f"GATE = {str(self.gate)!r}\n" + textwrap.dedent(body))
@@ -66,13 +82,21 @@ class Setup:
 
 
 @pytest.fixture
-def setup(private_cluster: tuple[RayCluster, Path], tmp_path: Path) -> Setup:
+def setup(request: pytest.FixtureRequest, private_cluster: tuple[RayCluster, Path], tmp_path: Path) -> Setup:
+    """storagePath a folder both nodes see, or (``indirect`` param "s3") the local S3 server."""
     cluster, private = private_cluster
     cluster.ensure_worker()
     own = private / tmp_path.name
     (own / "code").mkdir(parents=True)
     (tmp_path / "gate").mkdir()
-    return Setup(cluster, own / "code", own / "home", tmp_path / "store", tmp_path / "gate")
+    setup = Setup(cluster, own / "code", own / "home", tmp_path / "store", tmp_path / "gate")
+    if getattr(request, "param", "folder") == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        setup.storage_path, setup.node_env = s3.uri, dict(s3.env)
+    return setup
+
+
+ON_FOLDER_AND_S3 = pytest.mark.parametrize("setup", ["folder", "s3"], indirect=True)
 
 
 def stdout_of(experiment: Experiment, trial_id: str) -> str:
@@ -165,6 +189,7 @@ TICKING_TRIAL = """
 """
 
 
+@ON_FOLDER_AND_S3
 def test_a_running_trials_stdout_grows_in_the_managers_trial_folder_while_it_runs(setup):
     setup.trial(TICKING_TRIAL)
     experiment = Experiment(setup.config(max_trial_number=1, search_space={"x": {"_type": "choice", "_value": [1]}}))
@@ -204,6 +229,7 @@ PREEMPTIBLE_TRIAL = """
 """
 
 
+@ON_FOLDER_AND_S3
 def test_a_drained_worker_preempts_its_trials_and_their_retries_on_the_head_restore_the_checkpoint_from_storage(
         setup):
     setup.trial(PREEMPTIBLE_TRIAL)
@@ -227,13 +253,14 @@ def test_a_drained_worker_preempts_its_trials_and_their_retries_on_the_head_rest
     for trial_id in on_worker:
         x = trials[trial_id].finalMetric["default"]
         assert trials[trial_id].finalMetric["from"] == f"checkpoint of x={x}", "the retry restored the checkpoint"
-        assert (setup.store / experiment.id / trial_id / "state").read_text() == f"checkpoint of x={x}"
+        assert setup.stored(experiment.id, trial_id, "state") == f"checkpoint of x={x}"
         assert TrialFolder(experiment.paths.trial_dir(trial_id)).preempting_marker.read_text() == "1", \
             "the preempting marker came back"
     again = {(trial_id, host) for trial_id, attempt, _, host in attempts_of(experiment) if attempt == 2}
     assert again == {(trial_id, "head") for trial_id in on_worker}, again
 
 
+@ON_FOLDER_AND_S3
 def test_pbt_exploits_copy_checkpoints_in_the_storage_path_for_trials_on_either_node(setup):
     # The first generation waits until all four run, so that it is on both nodes.
     setup.trial(textwrap.dedent("""
@@ -268,7 +295,7 @@ def test_pbt_exploits_copy_checkpoints_in_the_storage_path_for_trials_on_either_
         else:   # the copy of the member it continues or exploits, written by that trial on its node
             source = sources[trial.trial_id]
             assert loaded == {"score": finals[source], "writer": source}, (trial.trial_id, hosts)
-        saved = json.loads((setup.store / experiment.id / trial.trial_id / "model.json").read_text())
+        saved = json.loads(setup.stored(experiment.id, trial.trial_id, "model.json"))
         assert saved == {"score": finals[trial.trial_id], "writer": trial.trial_id}, "stored after it exited"
 
 
