@@ -46,6 +46,11 @@ class ResolvedTrialResources:
     """Custom Ray resources as (name, amount), sorted by name."""
 
 
+DEFAULT_SCALE_UP_TIMEOUT = 15 * 60.0
+"""``scaleUpTimeout``'s default: a cloud GPU node's boot and image pull take minutes; a cluster
+that cannot add such a node is said within this."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedRayConfig:
     """The Ray training service's settings (``trainingService: {platform: ray, ...}``)."""
@@ -58,6 +63,14 @@ class ResolvedRayConfig:
     """Trials submitted to Ray and not yet running, at most; None: as many as ``trialConcurrency``."""
     runtime_env: dict[str, Any] | None = None
     """Ray's runtime_env for each trial, as written."""
+    scale_up_timeout: float = DEFAULT_SCALE_UP_TIMEOUT
+    """Seconds trials wait for the autoscaler to add a node with their resources (docs/ray.md)."""
+    trial_python: str = "ray"
+    """``python``/``python3`` in the trial's command: ``ray``, the slot's own interpreter (the
+    driver's, or the runtime env's); ``path``, the node's PATH (TRIAL_PYTHON_CHOICES)."""
+
+
+TRIAL_PYTHON_CHOICES = ("ray", "path")
 
 
 STRICT_HOST_KEY_CHECKING = ("yes", "accept-new")
@@ -128,7 +141,9 @@ def _resolve_ray(section: Any) -> ResolvedRayConfig:
     return ResolvedRayConfig(address=section.address,
                              trial_resources=_trial_resources(section.trial_resources),
                              max_pending_trials=section.max_pending_trials,
-                             runtime_env=copy.deepcopy(section.runtime_env))
+                             runtime_env=copy.deepcopy(section.runtime_env),
+                             scale_up_timeout=DEFAULT_SCALE_UP_TIMEOUT if section.scale_up_timeout is None else section.scale_up_timeout,
+                             trial_python=section.trial_python or "ray")
 
 
 def _resolve_remote(section: Any) -> ResolvedRemoteConfig:

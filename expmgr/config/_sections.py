@@ -69,6 +69,8 @@ class RayConfig:
     trial_resources: dict[str, Any] | None = field(default_factory=dict)
     max_pending_trials: int | None = None
     runtime_env: dict[str, Any] | None = None
+    scale_up_timeout: float | str | None = None
+    trial_python: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)
