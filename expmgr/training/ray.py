@@ -27,6 +27,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
+from expmgr.training.ray_autoscale import ScaleUp
 from expmgr.training.ray_connect import check_reachable
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch
 from expmgr.training.base import is_system_error, launch_error
@@ -83,8 +84,12 @@ class RayTrainingService(TrainingService):
     """Trials on a Ray cluster; see the module docstring."""
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
-                 manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED) -> None:
+                 manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED,
+                 trials_at_once: int = 1) -> None:
         self._config = config
+        self._trials_at_once = trials_at_once
+        """Bundles asked of an autoscaler (trialConcurrency, or fewer trials in all)."""
+        self._scale_up: ScaleUp | None = None
         self._log_limits = log_limits
         # The experiment's own choice of Python's output buffering reaches every node's trials
         # (without one, each slot makes trials unbuffered: _process.trial_environment).
@@ -136,11 +141,15 @@ class RayTrainingService(TrainingService):
         ready = False
         try:
             self._connect(ray)
-            check_some_node_fits(self._config.trial_resources, [n for n in ray.nodes() if n.get("Alive")])
+            # No node has the resources: asked of the autoscaler, trials wait (or an error without one).
+            self._scale_up = await ScaleUp.begin(self._config.trial_resources, self._trials_at_once,
+                                                 self._config.scale_up_timeout, self._events, self._log)
             await probe_shared_folder(self._paths, self._log)
             ready = True
         finally:
             if not ready:
+                if self._scale_up is not None:
+                    self._scale_up.end()
                 if ray.is_initialized():
                     ray.shutdown()
                 _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
@@ -196,6 +205,8 @@ class RayTrainingService(TrainingService):
             task.cancel()
         if self._http is not None:
             self._http.close()
+        if self._scale_up is not None:
+            self._scale_up.end()  # the request to the autoscaler is withdrawn
         import ray
         ray.shutdown()
         _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
@@ -205,8 +216,14 @@ class RayTrainingService(TrainingService):
 
     def has_capacity(self) -> bool:
         """At most ``maxPendingTrials`` trials wait for their resources at once."""
+        if self._scale_up is not None and self._scale_up.waiting:
+            return False  # no node has the resources yet (waiting_reason)
         limit = self._config.max_pending_trials
         return limit is None or self._waiting_for_resources() < limit
+
+    def waiting_reason(self) -> str | None:
+        """While the autoscaler is to add a node with the trials' resources, they wait for it."""
+        return self._scale_up.reason if self._scale_up is not None else None
 
     def _waiting_for_resources(self) -> int:
         """Trials whose new slot Ray has not placed yet."""
@@ -634,4 +651,5 @@ def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: Exp
     if not isinstance(config.training_service, ResolvedRayConfig):
         raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")
     return RayTrainingService(config.training_service, events, paths, manager_host=manager_host,
-                              log_limits=config.log_limits)
+                              log_limits=config.log_limits,
+                              trials_at_once=min(config.trial_concurrency, config.max_trial_number or 1 << 30))
