@@ -371,7 +371,8 @@ class RayTrainingService(TrainingService):
         trial = run.launch
         spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
-                "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env()}
+                "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env(),
+                "trial_python": self._config.trial_python}
         await run.slot_ready.wait()  # its new slot placed, or a freed one handed to it (_release)
         if run.placement_error is not None:
             await self._not_started(run, run.placement_error)
