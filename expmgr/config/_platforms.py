@@ -46,6 +46,11 @@ class ResolvedTrialResources:
     """Custom Ray resources as (name, amount), sorted by name."""
 
 
+DEFAULT_SCALE_UP_TIMEOUT = 15 * 60.0
+"""``scaleUpTimeout``'s default: a cloud GPU node's boot and image pull take minutes; a cluster
+that cannot add such a node is said within this."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedTrialPlacement:
     """A multi-node trial's placement group (``trialPlacement``): ``workers`` bundles of
@@ -73,6 +78,14 @@ class ResolvedRayConfig:
     folder is shared by every node. Set: no folder is shared (``ray_files``)."""
     trial_placement: ResolvedTrialPlacement | None = None
     """Each trial is this placement group's ranks (``ray_group``); None: one process (``trial_resources``)."""
+    scale_up_timeout: float = DEFAULT_SCALE_UP_TIMEOUT
+    """Seconds trials wait for the autoscaler to add a node with their resources (docs/ray.md)."""
+    trial_python: str = "ray"
+    """``python``/``python3`` in the trial's command: ``ray``, the slot's own interpreter (the
+    driver's, or the runtime env's); ``path``, the node's PATH (TRIAL_PYTHON_CHOICES)."""
+
+
+TRIAL_PYTHON_CHOICES = ("ray", "path")
 
 
 STRICT_HOST_KEY_CHECKING = ("yes", "accept-new")
@@ -145,7 +158,9 @@ def _resolve_ray(section: Any) -> ResolvedRayConfig:
                              max_pending_trials=section.max_pending_trials,
                              runtime_env=copy.deepcopy(section.runtime_env),
                              storage_path=section.storage_path,
-                             trial_placement=_trial_placement(section.trial_placement))
+                             trial_placement=_trial_placement(section.trial_placement),
+                             scale_up_timeout=DEFAULT_SCALE_UP_TIMEOUT if section.scale_up_timeout is None else section.scale_up_timeout,
+                             trial_python=section.trial_python or "ray")
 
 
 def _resolve_remote(section: Any) -> ResolvedRemoteConfig:

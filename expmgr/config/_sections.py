@@ -72,6 +72,8 @@ class RayConfig:
     storage_path: str | None = None
     trial_placement: dict[str, Any] | None = None
     """A trial of several ranks on a placement group (``_placement``), instead of ``trial_resources``."""
+    scale_up_timeout: float | str | None = None
+    trial_python: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

@@ -565,6 +565,10 @@ class _Canonicalizer:
                                               f"{format_path(placement_path, self.style)} or "
                                               f"{format_path(path + (Key('storage_path'),), self.style)}, not both "
                                               "(docs/ray.md, Limits)")
+        if value.scale_up_timeout is not None:
+            result.scale_up_timeout = _duration(value.scale_up_timeout, path + (Key("scale_up_timeout"),))
+        if value.trial_python is not None:
+            result.trial_python = _trial_python(value.trial_python, path + (Key("trial_python"),))
         return result
 
     def _trial_resources(self, value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
@@ -682,6 +686,14 @@ def _duration(value: Any, path: tuple[PathSegment, ...]) -> float:
         raise Problem(path, exc.message) from None
 
 
+
+
+def _trial_python(value: Any, path: tuple[PathSegment, ...]) -> str:
+    from ._platforms import TRIAL_PYTHON_CHOICES
+    if isinstance(value, str) and value.lower() in TRIAL_PYTHON_CHOICES:
+        return value.lower()
+    raise Problem(path, f"expected one of {', '.join(TRIAL_PYTHON_CHOICES)} (ray: the Ray worker's own Python; "
+                        f"path: the node's PATH), got {shown_value(value)}")
 
 
 def _resource_amount(value: Any, path: tuple[PathSegment, ...]) -> float:

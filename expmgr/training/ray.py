@@ -30,6 +30,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
+from expmgr.training.ray_autoscale import ScaleUp
 from expmgr.training.ray_connect import check_reachable
 from expmgr.training.ray_files import NoSharedFolder
 from expmgr.training.ray_group import GroupParts, TrialGroups, check_group_fits
@@ -89,11 +90,15 @@ class RayTrainingService(TrainingService):
 
     def __init__(self, config: "ResolvedRayConfig", events: TrialEvents, paths: ExperimentPaths,
                  manager_host: str = "127.0.0.1", log_limits: RotationLimits = UNBOUNDED,
-                 code_directory: Path | None = None, trial_grace_period: float = 30.0) -> None:
+                 code_directory: Path | None = None, trial_grace_period: float = 30.0,
+                 trials_at_once: int = 1) -> None:
         self._config = config
         self._trial_grace_period = trial_grace_period
         self._groups: TrialGroups | None = None
         """Multi-node trials (``trialPlacement``): every trial is one of them (``ray_group``)."""
+        self._trials_at_once = trials_at_once
+        """Bundles asked of an autoscaler (trialConcurrency, or fewer trials in all)."""
+        self._scale_up: ScaleUp | None = None
         self._log_limits = log_limits
         # The experiment's own choice of Python's output buffering reaches every node's trials
         # (without one, each slot makes trials unbuffered: _process.trial_environment).
@@ -148,15 +153,18 @@ class RayTrainingService(TrainingService):
         ready = False
         try:
             self._connect(ray)
-            alive = [n for n in ray.nodes() if n.get("Alive")]
             if self._config.trial_placement is not None:
-                check_group_fits(self._config.trial_placement, alive)
+                check_group_fits(self._config.trial_placement, [n for n in ray.nodes() if n.get("Alive")])
             else:
-                check_some_node_fits(self._config.trial_resources, alive)
+                # No node has the resources: asked of the autoscaler, trials wait (or an error without one).
+                self._scale_up = await ScaleUp.begin(self._config.trial_resources, self._trials_at_once,
+                                                     self._config.scale_up_timeout, self._events, self._log)
             await (probe_shared_folder(self._paths, self._log) if self._no_share is None else self._no_share.check())
             ready = True
         finally:
             if not ready:
+                if self._scale_up is not None:
+                    self._scale_up.end()
                 if ray.is_initialized():
                     ray.shutdown()
                 _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
@@ -172,7 +180,8 @@ class RayTrainingService(TrainingService):
         if self._config.trial_placement is not None:
             self._groups = TrialGroups(self._config.trial_placement, GroupParts(
                 self._events, self._session, self._slot_actor, self._forwarded_env, self._log_limits.as_env(),
-                self._forward, self._node_name, self._trial_grace_period, self._log, _reason))
+                self._forward, self._node_name, self._trial_grace_period, self._log, _reason,
+                trial_python=self._config.trial_python))
         from tornado.httpclient import AsyncHTTPClient
         self._http = AsyncHTTPClient(force_instance=True)
         self._trials_run = asyncio.Event()
@@ -220,6 +229,8 @@ class RayTrainingService(TrainingService):
             task.cancel()
         if self._http is not None:
             self._http.close()
+        if self._scale_up is not None:
+            self._scale_up.end()  # the request to the autoscaler is withdrawn
         import ray
         ray.shutdown()
         _RAY_WORKER_LOG.removeFilter(_without_expected_noise)
@@ -229,8 +240,14 @@ class RayTrainingService(TrainingService):
 
     def has_capacity(self) -> bool:
         """At most ``maxPendingTrials`` trials wait for their resources at once."""
+        if self._scale_up is not None and self._scale_up.waiting:
+            return False  # no node has the resources yet (waiting_reason)
         limit = self._config.max_pending_trials
         return limit is None or self._waiting_for_resources() < limit
+
+    def waiting_reason(self) -> str | None:
+        """While the autoscaler is to add a node with the trials' resources, they wait for it."""
+        return self._scale_up.reason if self._scale_up is not None else None
 
     def _waiting_for_resources(self) -> int:
         """Trials whose new slot Ray has not placed yet."""
@@ -387,7 +404,8 @@ class RayTrainingService(TrainingService):
         trial = run.launch
         spec = {"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                 "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
-                "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env()}
+                "env": {**self._forwarded_env, **run.env}, "log_limits": self._log_limits.as_env(),
+                "trial_python": self._config.trial_python}
         if self._no_share is not None:
             spec.update(self._no_share.spec_fields(trial))
         await run.slot_ready.wait()  # its new slot placed, or a freed one handed to it (_release)
@@ -677,4 +695,5 @@ def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: Exp
         raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")
     return RayTrainingService(config.training_service, events, paths, manager_host=manager_host,
                               log_limits=config.log_limits, code_directory=config.trial_code_directory,
-                              trial_grace_period=config.trial_grace_period)
+                              trial_grace_period=config.trial_grace_period,
+                              trials_at_once=min(config.trial_concurrency, config.max_trial_number or 1 << 30))

@@ -1,4 +1,4 @@
-"""The one private Ray API expmgr uses: which nodes are being drained (a spot node's
+"""A private Ray API expmgr uses (the other: ``ray_autoscale.has_autoscaler``): which nodes are being drained (a spot node's
 preemption notice, ``ray drain-node``, the autoscaler taking a node away), read as Ray
 Train's own PreemptionWatcher reads it. ``tests/training/test_ray_drain.py`` fails loudly
 when a Ray release changes it; the range of Ray versions expmgr accepts is pinned in

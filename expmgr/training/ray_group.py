@@ -63,6 +63,8 @@ class GroupParts:
     """``trialGracePeriod``: the other ranks' time to end after one failed."""
     log: logging.Logger
     reason: Callable[[BaseException], str]
+    trial_python: str = "ray"
+    """``trainingService.trialPython``: whose ``python3`` the ranks run."""
     """A Ray error's cause, in one line without terminal colour codes."""
 
 
@@ -258,7 +260,7 @@ class TrialGroups:
         specs = [{"trial_id": trial.trial_id, "attempt": trial.attempt, "command": trial.command,
                   "code_directory": str(trial.code_directory), "trial_dir": run.env[trial_api.ENV_TRIAL_DIR],
                   "env": {**parts.base_env, **run.env, **env},
-                  "log_limits": parts.log_limits} for env in rank_environments(places, master_port)]
+                  "log_limits": parts.log_limits, "trial_python": parts.trial_python} for env in rank_environments(places, master_port)]
         answers = await asyncio.gather(*(rank.actor.start_trial.remote(spec) for rank, spec in zip(run.ranks, specs)),
                                        return_exceptions=True)
         failure: BaseException | None = None

@@ -34,6 +34,7 @@ import ray
 from expmgr import trial as trial_api
 from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training._interpreter import with_interpreter_first
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of, kill_group, process_start_time, spawn_trial
 from expmgr.training.ray_node_files import NodeTrialFiles
@@ -126,6 +127,8 @@ class TrialSlot:
         env["PYTHONPATH"] = trial_api.trial_pythonpath(env.get("PYTHONPATH"))
         env.update(spec["env"])
         env.update(trial_api.nni_environment(spec["env"], code_directory))
+        if spec.get("trial_python", "ray") == "ray":  # python/python3: this worker's (the driver's, the runtime env's)
+            env["PATH"] = with_interpreter_first(sys.executable, env.get("PATH", ""))
         # Reports go to this slot's relay; the trial's URL prefix is the manager's, kept.
         env[trial_api.ENV_MANAGER_HOST] = "127.0.0.1"
         env[trial_api.ENV_MANAGER_PORT] = str(self._relay_port)

@@ -208,6 +208,22 @@ def test_max_pending_trials_is_a_positive_integer(config_path: Path, value: str,
     assert_error(err, config_path, 9, f"{SERVICE}.maxPendingTrials", fragment, column=21)
 
 
+def test_scale_up_timeout_is_a_duration_15_minutes_by_default(config_path: Path) -> None:
+    assert resolved_service(config_path, RAY).scale_up_timeout == 15 * 60
+    assert resolved_service(config_path, RAY + "  scaleUpTimeout: 90s\n").scale_up_timeout == 90
+    assert resolved_service(config_path, RAY + "  scaleUpTimeout: 2h\n").scale_up_timeout == 7200
+    err = load_error(config_path, RAY + "  scaleUpTimeout: soon\n")
+    assert_error(err, config_path, 9, f"{SERVICE}.scaleUpTimeout", "expected a duration such as 30s", column=19)
+
+
+def test_trial_python_is_ray_by_default_or_path(config_path: Path) -> None:
+    assert resolved_service(config_path, RAY).trial_python == "ray"
+    assert resolved_service(config_path, RAY + "  trialPython: path\n").trial_python == "path"
+    assert resolved_service(config_path, RAY + "  trialPython: Ray\n").trial_python == "ray"
+    err = load_error(config_path, RAY + "  trialPython: /usr/bin/python3\n")
+    assert_error(err, config_path, 9, f"{SERVICE}.trialPython", "expected one of ray, path", column=16)
+
+
 def test_ray_client_addresses_are_not_supported(config_path: Path) -> None:
     err = load_error(config_path, RAY + "  address: ray://10.0.0.5:10001\n")
     assert_error(err, config_path, 9, f"{SERVICE}.address",
@@ -246,7 +262,8 @@ def test_runtime_env_is_passed_as_written_without_renaming_its_keys(config_path:
 
 
 @pytest.mark.parametrize("key, message", [
-    ("gpuIndices: [0]", "unknown key; known keys: platform, address, trialResources, maxPendingTrials, runtimeEnv"),
+    ("gpuIndices: [0]", "unknown key; known keys: platform, address, trialResources, maxPendingTrials, runtimeEnv, "
+                        "scaleUpTimeout, trialPython"),
     ("trialResource: {cpu: 1}", "unknown key; did you mean 'trialResources'?"),
     ("maxPendingTrial: 2", "unknown key; did you mean 'maxPendingTrials'?"),
 ])

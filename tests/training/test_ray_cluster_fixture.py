@@ -148,3 +148,23 @@ def test_nothing_of_a_cluster_is_left_after_it_stops():
     left = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not left, f"cluster processes still running: {left}"
     assert not cluster.temp_dir.exists()
+
+
+def test_nothing_of_an_autoscaling_cluster_is_left_after_it_stops_the_nodes_its_autoscaler_added_too():
+    from tests.helpers.ray_autoscaling_cluster import AutoscalingRayCluster
+    if not ray_importable():
+        pytest.skip("Ray is not installed")
+    with AutoscalingRayCluster(head_cpus=0, worker_resources={"CPU": 1, "scaled": 1}) as cluster:
+        out = run_driver(cluster.address, """
+            @ray.remote(num_cpus=1, resources={"scaled": 1})
+            def where():
+                return ray.get_runtime_context().get_node_id()
+            out["node"] = ray.get(where.remote(), timeout=50)
+        """)
+        assert cluster.worker_node_ids() == [out["node"]], "the autoscaler added the node the task ran on"
+        pids = {process.pid for process in cluster.processes()}
+        raylets = [pid for pid in pids if "raylet" in " ".join(psutil.Process(pid).cmdline())]
+        assert len(raylets) == 2, "the head's raylet and the added node's"
+    left = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"cluster processes still running: {left}"
+    assert not cluster.temp_dir.exists()
