@@ -263,7 +263,7 @@ def test_runtime_env_is_passed_as_written_without_renaming_its_keys(config_path:
 
 @pytest.mark.parametrize("key, message", [
     ("gpuIndices: [0]", "unknown key; known keys: platform, address, trialResources, maxPendingTrials, runtimeEnv, "
-                        "scaleUpTimeout, trialPython"),
+                        "storagePath, trialPlacement, scaleUpTimeout, trialPython"),
     ("trialResource: {cpu: 1}", "unknown key; did you mean 'trialResources'?"),
     ("maxPendingTrial: 2", "unknown key; did you mean 'maxPendingTrials'?"),
 ])

@@ -87,8 +87,8 @@ def test_the_checkpoint_is_uploaded_at_the_end_and_downloaded_by_the_next_attemp
     async def scenario():
         files = NodeTrialFiles()
         folder = await files.prepare(spec)
-        assert not folder.checkpoint_dir.exists(), "nothing stored yet"
-        folder.checkpoint_dir.mkdir()
+        assert not any(folder.checkpoint_dir.glob("*")), "nothing stored yet"
+        folder.checkpoint_dir.mkdir(exist_ok=True)
         (folder.checkpoint_dir / "state").write_text("epoch 3")
         await files.finish("Ab1", 1)
         await take_all(files)
