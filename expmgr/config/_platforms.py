@@ -31,6 +31,9 @@ class ResolvedLocalConfig:
     """The GPUs trials may use; None: every GPU ``nvidia-smi`` sees."""
     trial_process_limit: int = DEFAULT_TRIAL_PROCESS_LIMIT
     """The processes one trial may have at once, counted by the watchdog; 0: no limit."""
+    warm_start: tuple[str, ...] | None = None
+    """``trialWarmStart``: the modules a warm template imports for Python trials (``auto``:
+    none, the interpreter start alone); None (``off``): every trial starts cold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +152,15 @@ def _resolve_local(section: Any) -> ResolvedLocalConfig:
                                max_trial_number_per_gpu=section.max_trial_number_per_gpu,
                                gpu_indices=None if indices is None else tuple(indices),
                                trial_process_limit=DEFAULT_TRIAL_PROCESS_LIMIT
-                               if section.trial_process_limit is None else section.trial_process_limit)
+                               if section.trial_process_limit is None else section.trial_process_limit,
+                               warm_start=warm_start_modules(section.trial_warm_start))
+
+
+def warm_start_modules(value: Any) -> tuple[str, ...] | None:
+    """``trialWarmStart`` as checked (``off``, ``auto`` or a list of modules) resolved."""
+    if value is None or value == "off":
+        return None
+    return () if value == "auto" else tuple(value)
 
 
 def _resolve_ray(section: Any) -> ResolvedRayConfig:

@@ -53,6 +53,7 @@ class LocalConfig:
     max_trial_number_per_gpu: int = 1
     gpu_indices: list[int] | int | str | None = None
     trial_process_limit: int | None = None
+    trial_warm_start: str | list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

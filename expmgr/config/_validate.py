@@ -29,7 +29,7 @@ from ._search_space import check_search_space
 from ._platforms import PLATFORMS, Platform, TrainingServiceSection, platform_of_section
 from ._sections import AlgorithmConfig, LocalConfig, RayConfig, RemoteConfig, public_fields
 from ._sizes import parse_size
-from ._values import check_bool, check_gpu_indices, non_negative_int, positive_int, shown_value
+from ._values import check_bool, check_gpu_indices, check_warm_start, non_negative_int, positive_int, shown_value
 
 if TYPE_CHECKING:  # _model calls this module: the ExperimentConfig class is passed in
     from expmgr.algorithms.registered import RegisteredAlgorithm
@@ -532,6 +532,8 @@ class _Canonicalizer:
         if value.trial_process_limit is not None:   # None: the default (ResolvedLocalConfig's)
             result.trial_process_limit = non_negative_int(value.trial_process_limit,
                                                            path + (Key("trial_process_limit"),), MAX_TRIAL_PROCESS_LIMIT)
+        if value.trial_warm_start is not None:
+            result.trial_warm_start = check_warm_start(value.trial_warm_start, path + (Key("trial_warm_start"),))
         return result
 
     def _ray_service(self, value: RayConfig, path: tuple[PathSegment, ...]) -> RayConfig:

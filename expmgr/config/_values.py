@@ -70,3 +70,23 @@ def check_gpu_indices(value: Any, path: tuple[PathSegment, ...]) -> list[int] | 
     if len(set(items)) != len(items):
         raise Problem(path, f"GPU indices repeat: {value!r}")
     return [int(i) for i in items]
+
+
+_NOT_PRELOADED = ("expmgr", "nni")
+"""Modules a warm template never imports: they read the trial's own environment when imported."""
+
+
+def check_warm_start(value: Any, path: tuple[PathSegment, ...]) -> str | list[str]:
+    """``trialWarmStart``: ``auto``, ``off``, or a list of module names to preload."""
+    if value in ("auto", "off"):
+        return str(value)
+    expected = "expected auto, off, or a list of module names such as [numpy, sklearn.ensemble]"
+    if not isinstance(value, list):
+        raise Problem(path, f"{expected}, got {shown_value(value)}")
+    for index, name in enumerate(value):
+        if not isinstance(name, str) or not name or not all(part.isidentifier() for part in name.split(".")):
+            raise Problem(path + (index,), f"{expected}; {shown_value(name)} is not a module name")
+        if name.split(".")[0] in _NOT_PRELOADED:
+            raise Problem(path + (index,), f"{name} cannot be preloaded: it reads each trial's environment "
+                                           f"when imported (leave it out; importing it costs next to nothing)")
+    return list(value)

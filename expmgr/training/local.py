@@ -22,10 +22,11 @@ from expmgr.training._gpus import GpuScheduler, query_gpus, usable_gpus
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
-from expmgr.training._process import process_start_time as _process_start_time, spawn_trial
+from expmgr.training._process import process_start_time as _process_start_time, spawn_trial, trial_environment
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch, launch_error
 from expmgr.training.watchdog import MARKER_ENV, OVER_LIMIT, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
+from expmgr.training.warm import WarmStarter, WarmTrial
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig, ResolvedLocalConfig
@@ -49,7 +50,7 @@ class LocalTrainingService(TrainingService):
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
         self._events = events
-        self._processes: dict[str, subprocess.Popen] = {}
+        self._processes: dict[str, subprocess.Popen | WarmTrial] = {}
         self._waiters: set[asyncio.Task] = set()
         self._gpu_slots: GpuScheduler | None = None
         self._gpu_watch: asyncio.Task | None = None
@@ -58,6 +59,9 @@ class LocalTrainingService(TrainingService):
         self._pending_over_limit: set[int] = set()
         """Pgids the watchdog said it killed for their process limit (see _over_process_limit)."""
         self._session = ""
+        self._log_dir = paths.log_dir
+        self._warm: WarmStarter | None = None
+        """Forks Python trials from a template (``trialWarmStart``), None when off."""
         self._output = OutputPump(log_limits, on_error=self._output_trouble)
         # The experiment's folder is named after it: this logger's records are its own.
         self._log = logging.getLogger(f"nni.{paths.root.name}.training")
@@ -72,6 +76,10 @@ class LocalTrainingService(TrainingService):
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
         assert self._watchdog.stdout is not None
         os.set_blocking(self._watchdog.stdout.fileno(), False)  # read when a trial ends, never waited on
+        if self._config.warm_start is not None:
+            # `auto` (no module listed) learns what to preload from the first trial that succeeds.
+            self._warm = WarmStarter(self._config.warm_start, self._session, self._log, self._log_dir,
+                                     learn=not self._config.warm_start)
         # Read once: copying os.environ decodes every variable, on every launch.
         self._base_env = dict(os.environ)
         # PATH stays the user's (as NNI leaves it), so `python3` is their environment's;
@@ -138,7 +146,7 @@ class LocalTrainingService(TrainingService):
             prepare_folder(files, trial.parameter_record)
             output = self._output.open(files.stdout, files.stderr)
             in_trial_folder = False
-            process = spawn_trial(trial.command, trial.code_directory, env, output.stdout, output.stderr)
+            process = await self._spawn(trial, env, output)
         except OSError as error:
             if self._gpu_slots is not None:
                 self._gpu_slots.release(trial.trial_id)
@@ -155,14 +163,24 @@ class LocalTrainingService(TrainingService):
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
 
-    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen, output: TrialOutput) -> None:
+    async def _spawn(self, trial: TrialLaunch, env: dict[str, str], output: TrialOutput) -> subprocess.Popen | WarmTrial:
+        """The trial forked from its warm template when it can be, else started cold."""
+        if self._warm is not None:
+            warm = await self._warm.spawn(trial.command, str(trial.code_directory), trial_environment(env),
+                                          output.stdout, output.stderr, env[MARKER_ENV])
+            if warm is not None:
+                return warm
+        return spawn_trial(trial.command, trial.code_directory, env, output.stdout, output.stderr)
+
+    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen | WarmTrial, output: TrialOutput) -> None:
         try:
             await self._wait_for_exit(trial, process, output)
         except Exception:  # a task's exception would be lost, the trial left RUNNING
             self._events.service_failed(traceback.format_exc())
 
-    async def _wait_for_exit(self, trial: TrialLaunch, process: subprocess.Popen, output: TrialOutput) -> None:
-        returncode = await _exit_of(process)
+    async def _wait_for_exit(self, trial: TrialLaunch, process: subprocess.Popen | WarmTrial,
+                             output: TrialOutput) -> None:
+        returncode = await (process.exited if isinstance(process, WarmTrial) else _exit_of(process))
         # The trial's process is gone; children it left in its group go with it.
         _kill_group(process.pid, signals.SIGKILL)
         self._tell_watchdog(f"-{process.pid}")
@@ -198,6 +216,8 @@ class LocalTrainingService(TrainingService):
                 for trial_id in list(self._processes):
                     self.signal(trial_id, signals.SIGKILL)
                 await asyncio.wait(still_running)
+        if self._warm is not None:
+            await self._warm.stop()
         await asyncio.get_running_loop().run_in_executor(None, self._output.stop)
         watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None:

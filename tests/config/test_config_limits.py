@@ -178,3 +178,21 @@ def test_trial_process_limit_is_a_count_from_0_off_to_linuxs_largest_pid_max(tmp
                          (True, "expected an integer >= 0"), ("10", "expected an integer >= 0")]:
         with pytest.raises(ConfigError, match="trial_process_limit: " + message):
             local(trial_process_limit=bad).canonical()
+
+
+def test_trial_warm_start_is_auto_off_or_a_list_of_modules_and_errors_name_the_line(tmp_path):
+    from expmgr.config.resolved import ResolvedConfig
+
+    def resolved(text: str):
+        path = write(tmp_path / "config.yml", GOOD + text)
+        return ResolvedConfig.from_config(ExperimentConfig.load(path)).training_service
+    assert resolved("").warm_start is None, "off by default"
+    assert resolved("  trialWarmStart: off\n").warm_start is None
+    assert resolved("  trialWarmStart: auto\n").warm_start == ()
+    assert resolved("  trialWarmStart: [numpy, sklearn.ensemble]\n").warm_start == ("numpy", "sklearn.ensemble")
+    for bad, field, message in [("yes", "trainingService.trialWarmStart", "expected auto, off, or a list"),
+                                ("[numpy, 'not a module']", "trainingService.trialWarmStart[1]",
+                                 "'not a module' is not a module name"),
+                                ("[nni]", "trainingService.trialWarmStart[0]", "nni cannot be preloaded")]:
+        err = load_error(tmp_path / "config.yml", GOOD + f"  trialWarmStart: {bad}\n")
+        assert (err.line, err.field) == (13, field) and message in err.message, str(err)

@@ -31,6 +31,7 @@ from tests.helpers.ssh_hosts import SshHost, ssh_client_home, ssh_host_pair, ssh
 
 SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
     "local": {"platform": "local"},
+    "local-warm": {"platform": "local", "trialWarmStart": "auto"},  # Python trials forked from a template
     "ray": {"platform": "ray", "trialResources": {"cpu": 1}},  # address: the test cluster's
     "remote": {"platform": "remote"},  # machineList: one test sshd host
 }
@@ -107,7 +108,7 @@ def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[N
         search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="true", trial_code_directory=code,
         tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", trial_concurrency=1,
         **config))
-    assert checked.training_service.platform == name
+    assert checked.training_service.platform == name.removesuffix("-warm")
     paths = ExperimentPaths(tmp_path / "home" / "exp")
     paths.create()
     events = Recorder()
@@ -217,6 +218,7 @@ def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
 
     # Local and remote: one GPU, one trial per GPU. Ray: one trial may wait for its resources at once.
     held = {"local": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1},
+            "local-warm": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1, "trialWarmStart": "auto"},
             "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1},
             "remote": {"platform": "remote", "machineList": [
                 {**machine, "gpuIndices": [0], "maxTrialNumberPerGpu": 1}
@@ -265,7 +267,7 @@ def test_the_trials_logs_are_read_through_its_files_and_without_the_service_alik
         c.write_code("printing.py", printing)
         await c.service.launch(c.launch_of("printer", "python3 printing.py"))
         await c.until(lambda: c.events.exit_of("printer"), "its exit")
-        stored = trial_files(c.paths, service)
+        stored = trial_files(c.paths, service.removesuffix("-warm"))
         folder = c.paths.trial_dir("printer")
         for files in (c.service.files, stored):
             assert whole_text(files.log("printer", "stdout")) == "to stdout\n"

@@ -41,11 +41,16 @@ if not first:
 """
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
+WARM = "trainingService:\n  platform: local\n  trialWarmStart: auto\n"
+"""Trials forked from a warm template: the watchdog finds their processes all the same."""
+
+
+@pytest.fixture(params=["cold", "warm"])
+def project(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     (tmp_path / "trial.py").write_text(TRIAL)
     (tmp_path / "space.json").write_text('{"x": {"_type": "uniform", "_value": [0, 1]}}')
-    (tmp_path / "config.yml").write_text(BASE + "trialGracePeriod: 2s\n")
+    (tmp_path / "config.yml").write_text(BASE + "trialGracePeriod: 2s\n" + (WARM if request.param == "warm" else ""))
+    (tmp_path / "warm").write_text(WARM if request.param == "warm" else "")
     (tmp_path / "pids").mkdir()
     return tmp_path
 
@@ -98,7 +103,7 @@ def test_processes_a_trial_started_in_a_new_session_end_when_the_trial_ends(proj
 def test_processes_trials_started_in_a_new_session_do_not_outlive_a_sigkilled_experiment(project: Path):
     pids_dir = project / "pids"
     (project / "config.yml").write_text(BASE.replace("trialConcurrency: 1", "trialConcurrency: 2")
-                                        .replace("maxTrialNumber: 2", "maxTrialNumber: 3"))
+                                        .replace("maxTrialNumber: 2", "maxTrialNumber: 3") + (project / "warm").read_text())
     process = start_create(project, project / "home", extra_env={"PIDS_DIR": str(pids_dir), "ESCAPE_ALL": "1"},
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psutil
+import pytest
 
 from expmgr import Experiment, ExperimentConfig
 from tests.helpers.common import wait_until, write_script
@@ -41,8 +42,9 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.parametrize("warm", ["off", "auto"])   # cold, and forked from a warm template
 def test_a_fork_bomb_over_the_process_limit_ends_failed_with_the_limit_named_and_nothing_left(
-        tmp_path: Path, monkeypatch):
+        tmp_path: Path, monkeypatch, warm: str):
     code = tmp_path / "code"
     code.mkdir()
     write_script(code, "trial.py", BOMB)
@@ -53,7 +55,8 @@ def test_a_fork_bomb_over_the_process_limit_ends_failed_with_the_limit_named_and
     experiment = Experiment(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [1]}}, trial_command="python3 trial.py",
         trial_code_directory=code, trial_concurrency=1, max_trial_number=1, tuner={"name": "Random"},
-        training_service={"platform": "local", "trial_process_limit": LIMIT}, trial_grace_period=1,
+        training_service={"platform": "local", "trial_process_limit": LIMIT, "trial_warm_start": warm},
+        trial_grace_period=1,
         experiment_working_directory=tmp_path / "home"))
     experiment.start(port=0)
     try:
@@ -65,13 +68,17 @@ def test_a_fork_bomb_over_the_process_limit_ends_failed_with_the_limit_named_and
         assert wait_until(lambda: not tagged_processes(tag), what="every process of the bomb gone")
         started = [int(pid) for pid in pids.read_text().split()]
         assert len(started) >= LIMIT, "the bomb went over the limit before it was ended"
+        if warm == "auto":
+            assert (experiment.paths.log_dir / "warm-template.log").exists(), "the trial was started warm"
+            assert "warm start not used" not in experiment.paths.experiment_log.read_text()
     finally:
         experiment.stop()
         for process in tagged_processes(tag):
             process.kill()
 
 
-def test_a_trial_within_its_limit_and_the_limit_off_are_left_alone(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize("warm", ["off", "auto"])
+def test_a_trial_within_its_limit_and_the_limit_off_are_left_alone(tmp_path: Path, monkeypatch, warm: str):
     code = tmp_path / "code"
     code.mkdir()
     write_script(code, "trial.py", BOMB.replace("time.sleep(300)", "expmgr.report_final_result(1.0)"))
@@ -82,7 +89,8 @@ def test_a_trial_within_its_limit_and_the_limit_off_are_left_alone(tmp_path: Pat
     experiment = Experiment(ExperimentConfig(
         search_space={"x": {"_type": "choice", "_value": [1, 2]}}, trial_command="python3 trial.py",
         trial_code_directory=code, trial_concurrency=1, max_trial_number=1, tuner={"name": "GridSearch"},
-        training_service={"platform": "local", "trial_process_limit": 3 * LIMIT}, trial_grace_period=1,
+        training_service={"platform": "local", "trial_process_limit": 3 * LIMIT, "trial_warm_start": warm},
+        trial_grace_period=1,
         experiment_working_directory=tmp_path / "home"))
     experiment.start(port=0)
     try:
