@@ -607,9 +607,11 @@ class TrialRunner:
 
     @_loop_handler
     def service_failed(self, error: str) -> None:
-        """The training service broke (a bug of ours): the experiment ends in ERROR."""
+        """The training service broke (a bug of ours, or a cluster that cannot serve the
+        experiment): the experiment ends in ERROR; a one-line reason stays one line."""
         if self._handler_error is None:
-            self._handler_error = f"the training service failed:\n{error}"
+            error = error.strip()
+            self._handler_error = f"the training service failed:{chr(10) if chr(10) in error else ' '}{error}"
         self._wake.set()
 
     def _conclude_exit(self, live: LiveAttempt, ended: float, exit_code: int | None, signum: int | None,

@@ -105,6 +105,7 @@ def test_when_the_autoscaler_adds_no_such_node_within_the_limit_the_experiment_e
     error = experiment.get_error()
     assert ("the Ray autoscaler added no node with the trialResources a trial asks for (cpu: 1, scaled: 2) "
             "within trainingService.scaleUpTimeout (15s)") in error and "Traceback" not in error, error
+    assert "\n" not in error.strip(), f"one line: {error!r}"
     assert not (code_dir / "started").exists()
     assert standing_request(autoscaling_cluster.address) == [], "the request is withdrawn at the end"
 
