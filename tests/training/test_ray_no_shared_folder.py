@@ -82,12 +82,18 @@ class Setup:
 
 
 @pytest.fixture
-def setup(request: pytest.FixtureRequest, private_cluster: tuple[RayCluster, Path], tmp_path: Path) -> Setup:
+def setup(request: pytest.FixtureRequest, private_cluster: tuple[RayCluster, Path], tmp_path: Path,
+          monkeypatch: pytest.MonkeyPatch) -> Setup:
     """storagePath a folder both nodes see, or (``indirect`` param "s3") the local S3 server."""
     cluster, private = private_cluster
     cluster.ensure_worker()
     own = private / tmp_path.name
     (own / "code").mkdir(parents=True)
+    # The trials' node folders are named after the driver's temp dir: under ``private``, each
+    # node has its own (both nodes of this machine share /tmp), so a checkpoint reaches another
+    # node through the storage only.
+    (own / "node-tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own / "node-tmp"))
     (tmp_path / "gate").mkdir()
     setup = Setup(cluster, own / "code", own / "home", tmp_path / "store", tmp_path / "gate")
     if getattr(request, "param", "folder") == "s3":
