@@ -748,10 +748,9 @@ def _runtime_env(value: Any, path: tuple[PathSegment, ...]) -> dict[str, Any]:
 
 def _storage_path(value: Any, path: tuple[PathSegment, ...]) -> str:
     """``storagePath``: where checkpoints are kept when no folder is shared (docs/ray.md)."""
-    from expmgr.training.checkpoint_storage import check_storage_path
     if not isinstance(value, str):
         raise Problem(path, f"expected an absolute path or an s3:// URI, got {shown_value(value)}")
-    problem = check_storage_path(value)
+    problem = _storage_path_problem(value)
     if problem is not None:
         raise Problem(path, problem)
     return value
@@ -771,3 +770,18 @@ def _check_json(value: Any, path: tuple[PathSegment, ...]) -> None:
     elif value is not None and not isinstance(value, (str, int, float, bool)):
         raise Problem(path, f"expected a JSON value (a string, number, boolean, list or mapping), "
                             f"got {shown_value(value)}")
+
+
+def _storage_path_problem(value: str) -> str | None:
+    """The form of a storage path (the Ray service checks its S3 options when it starts:
+    ``training.checkpoint_storage``, a layer above this one)."""
+    if not value.strip():
+        return "the storage path is empty: give an absolute path or an s3:// URI"
+    if "://" not in value:
+        if not value.startswith("/"):
+            return f"{value!r} is a relative path: give an absolute path (the same on every node) or an s3:// URI"
+        return None
+    scheme = value.split("://", 1)[0].lower()
+    if scheme not in ("file", "s3"):
+        return f"scheme {scheme!r} is not supported; give an absolute path, a file:// URI or an s3:// URI"
+    return None

@@ -30,7 +30,7 @@ from expmgr.layout import ExperimentPaths
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._process import UNBUFFERED_ENV
-from expmgr.training.ray_autoscale import ScaleUp
+from expmgr.training.ray_autoscale import ScaleUp, check_some_node_fits
 from expmgr.training.ray_connect import check_reachable
 from expmgr.training.ray_files import NoSharedFolder
 from expmgr.training.ray_group import GroupParts, TrialGroups, check_group_fits
@@ -560,26 +560,6 @@ def _without_expected_noise(record: logging.LogRecord) -> bool:
     meanwhile (told to the runner through the slot's own end)."""
     message = record.getMessage()
     return "SIGTERM handler is not set" not in message and not message.startswith("Unhandled error")
-
-
-def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[str, Any]]) -> None:
-    """TrainingServiceError unless some node of the cluster has every resource a trial asks for
-    (Ray would keep such a trial waiting forever)."""
-    wanted = {"CPU": resources.cpu, "GPU": resources.gpu, **dict(resources.custom)}
-    if resources.memory is not None:
-        wanted["memory"] = resources.memory
-    wanted = {name: amount for name, amount in wanted.items() if amount}
-    if any(all(node.get("Resources", {}).get(name, 0) >= amount for name, amount in wanted.items())
-           for node in nodes):
-        return
-    names = {"CPU": "cpu", "GPU": "gpu"}
-    asked = ", ".join(f"{names.get(name, name)}: {amount:g}" for name, amount in wanted.items())
-    have = "; ".join(
-        f"{node.get('NodeManagerAddress', '?')}: " + ", ".join(
-            f"{names.get(name, name)} {node.get('Resources', {}).get(name, 0):g}" for name in wanted)
-        for node in nodes)
-    raise TrainingServiceError(f"no node of the Ray cluster has the trialResources a trial asks for ({asked}); "
-                               f"its nodes have {have or 'nothing'}")
 
 
 async def probe_shared_folder(paths: ExperimentPaths, log: logging.Logger | None = None,

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from expmgr.training.base import TrialEvents
+from expmgr.training.base import TrainingServiceError, TrialEvents
 
 if TYPE_CHECKING:
     from expmgr.config import ResolvedTrialResources
@@ -129,7 +129,6 @@ class ScaleUp:
         if some_node_fits(bundle, nodes):
             return None
         if not await asyncio.to_thread(has_autoscaler):
-            from expmgr.training.ray import check_some_node_fits
             check_some_node_fits(resources, nodes)  # raises, naming what each node has
         scale_up = cls(bundle, count, timeout, events, log, alive)
         await asyncio.to_thread(request_resources, [bundle] * count)
@@ -188,3 +187,23 @@ def _duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"
     return f"{seconds:g}s"
+
+
+def check_some_node_fits(resources: "ResolvedTrialResources", nodes: list[dict[str, Any]]) -> None:
+    """TrainingServiceError unless some node of the cluster has every resource a trial asks for
+    (Ray would keep such a trial waiting forever)."""
+    wanted = {"CPU": resources.cpu, "GPU": resources.gpu, **dict(resources.custom)}
+    if resources.memory is not None:
+        wanted["memory"] = resources.memory
+    wanted = {name: amount for name, amount in wanted.items() if amount}
+    if any(all(node.get("Resources", {}).get(name, 0) >= amount for name, amount in wanted.items())
+           for node in nodes):
+        return
+    names = {"CPU": "cpu", "GPU": "gpu"}
+    asked = ", ".join(f"{names.get(name, name)}: {amount:g}" for name, amount in wanted.items())
+    have = "; ".join(
+        f"{node.get('NodeManagerAddress', '?')}: " + ", ".join(
+            f"{names.get(name, name)} {node.get('Resources', {}).get(name, 0):g}" for name in wanted)
+        for node in nodes)
+    raise TrainingServiceError(f"no node of the Ray cluster has the trialResources a trial asks for ({asked}); "
+                               f"its nodes have {have or 'nothing'}")

@@ -20,10 +20,10 @@ from expmgr.layout import TrialFolder
 from expmgr.store import open_store
 from expmgr.training.checkpoint_storage import CheckpointStorage
 from expmgr.training.ray_files import node_local_folder
-from tests.experiment.test_nni_pbt import NNI_PBT_TRIAL
+from tests.helpers.pbt_trial import NNI_PBT_TRIAL
 from tests.helpers.common import wait_until, write_script
 from tests.helpers.ray_cluster import RayCluster, ray_importable
-from tests.training.test_ray_service import attempts_of
+from tests.helpers.attempts import attempts_of
 
 DEADLINE = 90.0
 

@@ -18,7 +18,7 @@ import pytest
 from expmgr.training.local import LocalTrainingService
 from tests.helpers.cli_create import BASE, start_create
 from tests.helpers.common import wait_until
-from tests.training.test_contract import Context, run_service
+from tests.helpers.contract_service import Context, run_service
 
 PROBE = """\
 import io, json, os, signal, sys
