@@ -10,12 +10,12 @@ its path. Workloads, each run cold (``trialWarmStart: off``) and warm:
 - heavy: ``--heavy-trials`` trials of NNI's sklearn classification example (``load_digits``,
   an ``SVC`` fitted on a quarter of it), which import numpy and scikit-learn (warm: those
   modules listed; then ``auto``, which learns them from the first trial).
-Each trial appends to a file: its process's start (``/proc/self/stat`` against ``/proc/uptime``:
-10 ms ticks), its first
+Each trial appends to a file: its process's start (its first line's time less the time the
+process spent on a CPU or waiting for one, ``/proc/self/schedstat``, in ns: a fork's or exec's
+start, not counting time blocked on disk, which a page-cached start hardly has), its first
 line, the line after its imports, and its last line. Printed per run: whole run (``start()`` to
 DONE), start() to the first trial's first line, the idle gap (median; trial k's first line after
-trial k-c's last), process start to its first line and to the line after the imports (medians;
-10 ms resolution), the
+trial k-c's last), process start to its first line and to the line after the imports (medians), the
 peak manager-side PSS (the driver and its descendants that are not trials: manager, dispatcher,
 watchdog, template) and the template's own peak USS (its unshared part). The floor: ``--trials``
 bare ``python -c pass`` through a plain pool at the same concurrency. Ratios are warm/cold and
@@ -44,6 +44,8 @@ RUN_TIMEOUT = 1800.0
 TRIVIAL = """\
 import time
 first = time.time()
+with open("/proc/self/schedstat") as _schedstat:   # ns on a CPU and waiting for one, since the process began
+    _alive = sum(map(int, _schedstat.read().split()[:2])) / 1e9
 import expmgr
 imported = time.time()
 params = expmgr.get_next_parameter()
@@ -53,6 +55,8 @@ expmgr.report_final_result(params["x"])
 HEAVY = """\
 import time
 first = time.time()
+with open("/proc/self/schedstat") as _schedstat:   # ns on a CPU and waiting for one, since the process began
+    _alive = sum(map(int, _schedstat.read().split()[:2])) / 1e9
 import numpy
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
@@ -68,11 +72,7 @@ expmgr.report_final_result(model.score(X_test, y_test))
 HEAVY_PRELOAD = ["numpy", "sklearn.datasets", "sklearn.model_selection", "sklearn.svm"]
 
 TIMES = """\
-import os
-with open("/proc/self/stat") as _stat:
-    _ticks = int(_stat.read().rsplit(")", 1)[1].split()[19])
-with open("/proc/uptime") as _uptime:   # its age, on the clock of its start (btime is whole seconds)
-    _started = time.time() - (float(_uptime.read().split()[0]) - _ticks / os.sysconf("SC_CLK_TCK"))
+_started = first - _alive
 with open({times!r}, "a") as _times:
     _times.write(f"{{_started}} {{first}} {{imported}} {{time.time()}}\\n")
 """

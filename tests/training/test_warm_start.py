@@ -322,6 +322,9 @@ def test_a_sigkilled_manager_leaves_no_warm_trial_and_no_template(tmp_path: Path
         seen = [pid for trial in trials for pid in trial]
         templates = {parent for _, parent in trials}
         assert len(templates) == 1 and process.pid not in templates, "both forked by one template"
+        spares = wait_until(lambda: [child.pid for child in psutil.Process(*templates).children()
+                                     if child.pid not in seen], timeout=30, what="the template's spare")
+        seen += [*templates, *spares]
         assert all(_alive(pid) for pid in seen)
         process.kill()
         process.wait(timeout=30)
@@ -445,3 +448,70 @@ def test_a_learned_module_that_fails_in_the_template_is_left_out_and_trials_stay
     outputs, logged, templates = _warm_outputs(tmp_path, "auto", {"trial.py": trial}, "python3 trial.py", 3)
     assert [output.split() for output in outputs][1:] == [[str(templates[0]), "False"]] * 2
     assert not [line for line in logged if "cold" in line or "cannot" in line], logged
+
+
+def _spares(template: int, trials: set[int]) -> list[int]:
+    """The template's children that are no trial: its spare, forked for the next trial."""
+    return [child.pid for child in psutil.Process(template).children() if child.pid not in trials]
+
+
+def test_a_spare_killed_while_it_waits_is_replaced_and_the_next_trial_starts_warm(tmp_path: Path):
+    """The template forks each trial's process before the trial is asked for (a spare); one
+    that dies waiting is replaced when the next trial comes, and none outlives the service."""
+    spares: list[int] = []
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("nni").addHandler(handler)
+
+    async def test(c: Context) -> None:
+        c.write_code("ppid.py", PPID)
+        assert await _run(c, "first", "python3 ppid.py") == ("exited", "first", 1, 0, None)
+        [template] = _template_pids(c)
+        spare = await c.until(lambda: _spares(template, set()), "the template's spare")
+        spares.extend(spare)
+        os.kill(spare[0], signal.SIGKILL)
+        await c.until(lambda: not _alive(spare[0]), "the killed spare to be reaped")
+        assert await _run(c, "next", "python3 ppid.py") == ("exited", "next", 1, 0, None), \
+            (c.paths.trial_dir("next") / "stderr").read_text()
+        assert int((c.paths.trial_dir("next") / "stdout").read_text()) == template
+        assert _template_pids(c) == [template], "the same template, still warm"
+        spares.extend(await c.until(lambda: _spares(template, set()), "a new spare"))
+
+    try:
+        run_service("local", tmp_path, test, training_service={"platform": "local", "trialWarmStart": "auto"})
+    finally:
+        logging.getLogger("nni").removeHandler(handler)
+    assert len(spares) == 2 and not any(_alive(pid) for pid in spares), "no spare outlives the service"
+    assert not [line for line in records if "cold" in line or "exited" in line], records
+
+
+LOGS = """\
+import os, sys
+{before}
+import expmgr
+import logging
+logging.getLogger("nni.trial_code").info("logged by %s", os.getpid())
+print(os.getpid(), "logging" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("warm", ["auto", ["logging"]], ids=["auto", "logging-preloaded"])
+@pytest.mark.parametrize("before", ["", "import logging"], ids=["expmgr-first", "logging-first"])
+def test_a_warm_trials_nni_records_go_to_its_own_trial_log(tmp_path: Path, warm: Any, before: str):
+    """expmgr's trial API is preloaded in the template; what its import does for a trial
+    (``nni.*`` records to trial.log) is done in each warm trial, with its own folder."""
+    logs: list[tuple[str, str]] = []
+
+    async def test(c: Context) -> None:
+        c.write_code("logs.py", LOGS.format(before=before))
+        for trial in ("t0", "t1", "t2"):
+            assert await _run(c, trial, "python3 logs.py") == ("exited", trial, 1, 0, None), \
+                (c.paths.trial_dir(trial) / "stderr").read_text()
+            folder = c.paths.trial_dir(trial)
+            logs.append(((folder / "stdout").read_text().split()[0], (folder / "trial.log").read_text()))
+        assert len(_template_pids(c)) >= 1
+
+    run_service("local", tmp_path, test, training_service={"platform": "local", "trialWarmStart": warm})
+    for pid, log in logs:
+        assert log.count("logged by") == 1 and f"logged by {pid}" in log, logs

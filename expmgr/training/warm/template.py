@@ -18,6 +18,7 @@ It exits when the socket closes, once its children have exited.
 """
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -27,6 +28,7 @@ import socket
 import sys
 import traceback
 
+_TRIAL_API = "expmgr.trial"
 MARKER_ENV = "EXPMGR_TRIAL_MARKER"   # watchdog.MARKER_ENV: the same name, not importable here
 _MAX_MESSAGE = 1 << 22
 
@@ -91,9 +93,15 @@ def _write_marker(snapshot: _Snapshot, marker: str) -> bool:
     encoded = marker.encode()
     if not snapshot.marker_at or len(encoded) >= snapshot.marker_room:
         return False
-    import ctypes
-    ctypes.memmove(snapshot.marker_at, encoded.ljust(snapshot.marker_room, b"\0"), snapshot.marker_room)
-    return True
+    value = encoded.ljust(snapshot.marker_room, b"\0")
+    try:   # the process's own memory, through /proc: without importing ctypes (2 ms a trial)
+        with io.open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(snapshot.marker_at)
+            return memory.write(value) == len(value)
+    except OSError:   # a kernel that refuses writes there (proc_mem.force_override=never)
+        import ctypes
+        ctypes.memmove(snapshot.marker_at, value, snapshot.marker_room)
+        return True
 
 
 def _send(sock: socket.socket, message: dict) -> None:
@@ -103,22 +111,49 @@ def _send(sock: socket.socket, message: dict) -> None:
         pass  # the manager is gone: the watchdog ends what is left
 
 
-def _unsafe_reason(code_directory: str) -> str | None:
-    """Why forking now would not give a trial what a fresh interpreter gives, or None."""
-    import threading
-    if threading.active_count() > 1:
-        names = ", ".join(thread.name for thread in threading.enumerate() if thread is not threading.main_thread())
-        return f"the template has running threads ({names})"
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
-        return "CUDA is initialized in the template"
-    own = os.path.join(os.path.realpath(code_directory), "")
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and os.path.realpath(path).startswith(own):
-            return f"module {name} of the trial's code directory was imported in the template"
-    return None
+class _Safety:
+    """Why forking now would not give a trial what a fresh interpreter gives, or None. Asked
+    before every fork; each module is looked at once (a realpath per module per fork would cost
+    milliseconds of every trial's start)."""
+
+    def __init__(self, code_directory: str) -> None:
+        self._own = os.path.join(os.path.realpath(code_directory), "")
+        self._seen: set = set()
+
+    def unsafe_reason(self) -> str | None:
+        import threading
+        if threading.active_count() > 1:
+            names = ", ".join(thread.name for thread in threading.enumerate()
+                              if thread is not threading.main_thread())
+            return f"the template has running threads ({names})"
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+            return "CUDA is initialized in the template"
+        if len(sys.modules) != len(self._seen):
+            for name, module in list(sys.modules.items()):
+                if name in self._seen:
+                    continue
+                path = getattr(module, "__file__", None)
+                if isinstance(path, str) and os.path.realpath(path).startswith(self._own):
+                    return f"module {name} of the trial's code directory was imported in the template"
+                self._seen.add(name)
+        return None
+
+
+def _set_environment(env: dict) -> None:
+    """``os.environ`` (and the C environment) as ``env``, in its order, as a fresh interpreter
+    has it; only the variables that differ are set or unset (clearing all costs ~1 ms)."""
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    data = getattr(os.environ, "_data", None)   # CPython's mapping behind os.environ: its order
+    if isinstance(data, dict):
+        ordered = {os.environ.encodekey(name): data[os.environ.encodekey(name)] for name in env}  # type: ignore[attr-defined]
+        data.clear()
+        data.update(ordered)
 
 
 def _script_dir(path: str) -> str:
@@ -250,26 +285,36 @@ def _run_main(main: list, program: str) -> None:
     exec(compile(source, path, "exec", dont_inherit=True), vars(module))
 
 
-def _child(snapshot: _Snapshot, request: dict, stdout_fd: int, stderr_fd: int, sock: socket.socket) -> None:
-    """In the forked child: become the trial's fresh interpreter, run it, never return."""
+def _spare(snapshot: _Snapshot, inbox: socket.socket) -> None:
+    """In a spare, forked before its trial is known: everything a trial's start needs that
+    is not the trial's own, then wait for the trial and become it; never returns. (Forking,
+    a new session and the signals cost 1-2 ms that no trial then waits for.)"""
     try:
         os.setsid()
         snapshot.restore_signals()
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(stdout_fd, 1)
-        os.dup2(stderr_fd, 2)
-        sock.close()
         for name in os.listdir("/proc/self/fd"):   # a fresh interpreter has 0-2 alone
-            if int(name) > 2:
+            if int(name) > 2 and int(name) != inbox.fileno():
                 try:
                     os.close(int(name))
                 except OSError:
                     pass
+        try:
+            data, fds, _, _ = socket.recv_fds(inbox, _MAX_MESSAGE, 2)
+        except OSError:
+            data, fds = b"", []
+        if not data or len(fds) != 2:
+            os._exit(0)   # the template is gone, or retires this spare
+        request = json.loads(data)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for each in (devnull, *fds):
+            os.close(each)
+        inbox.close()
         env = request["env"]
         os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(env)
+        _set_environment(env)
         _write_marker(snapshot, request["marker"])
         _standard_streams(env)
         argv = request["argv"]
@@ -281,14 +326,23 @@ def _child(snapshot: _Snapshot, request: dict, stdout_fd: int, stderr_fd: int, s
         main = sys.modules["__main__"]
         vars(main).clear()
         vars(main).update(snapshot.main_dict)
+        trial_api = sys.modules.get(_TRIAL_API)
+        if trial_api is not None:
+            trial_api._route_trial_logging()   # what its import does in a trial
         numpy = sys.modules.get("numpy")
         if numpy is not None and "numpy.random" in sys.modules:
             numpy.random.seed()   # random reseeds itself at fork; numpy's global generator does not
     except BaseException:
         traceback.print_exc()
         os._exit(1)
+    _run_trial(snapshot, request)
+
+
+def _run_trial(snapshot: _Snapshot, request: dict) -> None:
+    """Run the trial's script or module, and end the process as Python's own exit would."""
     code = 0
-    learn = (request.get("learn"), set(sys.modules), request["cwd"])
+    # Only when asked: copying sys.modules' names writes to (so copies) hundreds of shared pages.
+    learn = (request["learn"], set(sys.modules), request["cwd"]) if request.get("learn") else None
     try:
         _run_main(request["main"], snapshot.program)
     except SystemExit as error:
@@ -312,6 +366,23 @@ def _returncode(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+def _preload_trial_api(code_directory: str) -> None:
+    """``import expmgr`` (its trial API, which every reporting trial imports: 1-2 ms each) as
+    the trial's PYTHONPATH finds it, unless that is in the trial's code directory. Its only
+    work that depends on the trial, routing ``nni.*`` logging to trial.log, is done in each
+    trial (see _TRIAL_API)."""
+    try:
+        import expmgr  # noqa: F401  (the interpreter's own, through trial_path)
+    except BaseException:
+        pass
+    own = os.path.join(os.path.realpath(code_directory), "")
+    loaded = [name for name in sys.modules if name == "expmgr" or name.startswith("expmgr.")]
+    if any(os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(own) for name in loaded) \
+            or _TRIAL_API not in sys.modules:
+        for name in loaded:
+            del sys.modules[name]
+
+
 def serve(control_fd: int, preload: list) -> int:
     snapshot = _Snapshot()
     sock = socket.socket(fileno=control_fd)
@@ -328,52 +399,118 @@ def serve(control_fd: int, preload: list) -> int:
         except BaseException as error:  # a preload's SystemExit is a failure too
             if not learned:
                 failed.append([name, f"{type(error).__name__}: {error}"])
-    unsafe = _unsafe_reason(code_directory)
+    _preload_trial_api(code_directory)
+    safety = _Safety(code_directory)
+    unsafe = safety.unsafe_reason()
     if unsafe is None and not snapshot.marker_at:
         unsafe = "the watchdog could not find forked trials: no /proc/self/environ"
     _send(sock, {"op": "ready", "failed": failed, "unsafe": unsafe, "environ": snapshot.environ})
     if failed or unsafe:
         return 1
-    children: dict = {}   # pidfd -> pid
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    open_ = True
-    while open_ or children:
-        for fd, _ in poller.poll():
-            if fd in children:
-                pid = children.pop(fd)
-                poller.unregister(fd)
-                os.close(fd)
-                _, status = os.waitpid(pid, 0)
-                _send(sock, {"op": "exit", "pid": pid, "returncode": _returncode(status)})
-                continue
-            try:
-                data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 2)
-            except OSError:
-                data, fds = b"", []
-            if not data:
-                open_ = False
-                poller.unregister(sock.fileno())
-                continue
-            request = json.loads(data)
-            reason = _unsafe_reason(code_directory) if len(fds) == 2 else "no output descriptors were sent"
-            if reason is not None:
-                _send(sock, {"op": "refused", "id": request["id"], "reason": reason})
-                for each in fds:
-                    os.close(each)
-                continue
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            pid = os.fork()
-            if pid == 0:
-                _child(snapshot, request, fds[0], fds[1], sock)
-            for each in fds:
-                os.close(each)
-            pidfd = os.pidfd_open(pid)
-            children[pidfd] = pid
-            poller.register(pidfd, select.POLLIN)
-            _send(sock, {"op": "forked", "id": request["id"], "pid": pid})
+    _Server(snapshot, sock, safety).run()
     return 0
+
+
+class _Server:
+    """The template's loop: a fork request is handed to the spare forked in advance (a new
+    spare is forked once the trial is told), and each trial's exit is told."""
+
+    def __init__(self, snapshot: _Snapshot, sock: socket.socket, safety: _Safety) -> None:
+        self._snapshot = snapshot
+        self._sock = sock
+        self._safety = safety
+        self._children: dict = {}   # pidfd -> pid, of the trials
+        self._spare: tuple | None = None   # (pid, pidfd, its inbox)
+        self._poller = select.poll()
+        self._poller.register(sock.fileno(), select.POLLIN)
+
+    def run(self) -> None:
+        self._fork_spare()
+        open_ = True
+        while open_ or self._children:
+            for fd, _ in self._poller.poll():
+                if fd in self._children:
+                    pid = self._children.pop(fd)
+                    self._reap(fd, pid)
+                    _send(self._sock, {"op": "exit", "pid": pid, "returncode": _returncode(os.waitpid(pid, 0)[1])})
+                elif self._spare is not None and fd == self._spare[1]:
+                    self._drop_spare()   # it died waiting (killed from outside): another is forked when needed
+                elif open_:
+                    open_ = self._on_request()
+        self._drop_spare()
+
+    def _on_request(self) -> bool:
+        try:
+            data, fds, _, _ = socket.recv_fds(self._sock, _MAX_MESSAGE, 2)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            self._poller.unregister(self._sock.fileno())
+            return False
+        request = json.loads(data)
+        reason = self._safety.unsafe_reason() if len(fds) == 2 else "no output descriptors were sent"
+        pid = None
+        if reason is None:
+            for _ in range(2):   # a spare that died since it was forked: once more with a new one
+                if self._spare is None:
+                    self._fork_spare()
+                pid = self._hand_to_spare(data, fds)
+                if pid is not None:
+                    break
+        for each in fds:
+            os.close(each)
+        if pid is None:
+            _send(self._sock, {"op": "refused", "id": request["id"],
+                               "reason": reason or "the template could not fork a trial"})
+            return True
+        _send(self._sock, {"op": "forked", "id": request["id"], "pid": pid})
+        self._fork_spare()
+        return True
+
+    def _hand_to_spare(self, data: bytes, fds: list) -> int | None:
+        """The spare's pid, now the trial's; None if it cannot take the trial."""
+        assert self._spare is not None
+        pid, pidfd, inbox = self._spare
+        try:
+            socket.send_fds(inbox, [data], fds)
+        except OSError:
+            self._drop_spare()
+            return None
+        self._spare = None
+        inbox.close()
+        self._children[pidfd] = pid
+        return pid
+
+    def _fork_spare(self) -> None:
+        if self._spare is not None or self._safety.unsafe_reason() is not None:
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        # Every object so far out of the collector's reach: a collection in a trial would
+        # otherwise walk (and so copy) the template's whole heap, milliseconds per trial.
+        gc.freeze()
+        pid = os.fork()
+        if pid == 0:
+            _spare(self._snapshot, theirs)
+        theirs.close()
+        pidfd = os.pidfd_open(pid)
+        self._poller.register(pidfd, select.POLLIN)
+        self._spare = (pid, pidfd, ours)
+
+    def _drop_spare(self) -> None:
+        """End the spare (it exits when its inbox closes) and reap it."""
+        if self._spare is None:
+            return
+        pid, pidfd, inbox = self._spare
+        self._spare = None
+        inbox.close()
+        self._reap(pidfd, pid)
+        os.waitpid(pid, 0)
+
+    def _reap(self, pidfd: int, pid: int) -> None:
+        self._poller.unregister(pidfd)
+        os.close(pidfd)
 
 
 BOOTSTRAP = ("(lambda s,g:(exec(compile(open(s.argv[1]).read(),s.argv[1],'exec'),g),"
