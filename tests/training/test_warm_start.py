@@ -515,3 +515,17 @@ def test_a_warm_trials_nni_records_go_to_its_own_trial_log(tmp_path: Path, warm:
     run_service("local", tmp_path, test, training_service={"platform": "local", "trialWarmStart": warm})
     for pid, log in logs:
         assert log.count("logged by") == 1 and f"logged by {pid}" in log, logs
+
+
+def test_a_preloaded_module_with_a_relative_file_name_does_not_make_trials_start_cold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """torch.ops says its ``__file__`` is "_ops.py": no place, so not the trial's code directory
+    (the template's working directory), where a relative path would resolve."""
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "relative_library.py").write_text('__file__ = "_ops.py"\n')
+    monkeypatch.setenv("PYTHONPATH", str(library))
+    outputs, logged, templates = _warm_outputs(tmp_path, ["relative_library"], {"ppid.py": PPID},
+                                               "python3 ppid.py", 2)
+    assert logged == [], logged
+    assert [int(output) for output in outputs] == [templates[0]] * 2

@@ -135,7 +135,8 @@ class _Safety:
                 if name in self._seen:
                     continue
                 path = getattr(module, "__file__", None)
-                if isinstance(path, str) and os.path.realpath(path).startswith(self._own):
+                # (A relative __file__ names no place: torch.ops says "_ops.py".)
+                if isinstance(path, str) and os.path.isabs(path) and os.path.realpath(path).startswith(self._own):
                     return f"module {name} of the trial's code directory was imported in the template"
                 self._seen.add(name)
         return None
@@ -375,10 +376,8 @@ def _preload_trial_api(code_directory: str) -> None:
         import expmgr  # noqa: F401  (the interpreter's own, through trial_path)
     except BaseException:
         pass
-    own = os.path.join(os.path.realpath(code_directory), "")
     loaded = [name for name in sys.modules if name == "expmgr" or name.startswith("expmgr.")]
-    if any(os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(own) for name in loaded) \
-            or _TRIAL_API not in sys.modules:
+    if _Safety(code_directory).unsafe_reason() is not None or _TRIAL_API not in sys.modules:
         for name in loaded:
             del sys.modules[name]
 
