@@ -29,6 +29,8 @@ from expmgr.training.watchdog import command as watchdog_command
 from expmgr.training.warm import WarmStarter, WarmTrial
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from expmgr.config import ResolvedConfig, ResolvedLocalConfig
 
 OUTPUT_DRAIN_TIMEOUT = 5.0
@@ -43,8 +45,11 @@ class LocalTrainingService(TrainingService):
 
     def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
                  paths: ExperimentPaths, manager_host: str = "127.0.0.1",
-                 log_limits: RotationLimits = UNBOUNDED) -> None:
+                 log_limits: RotationLimits = UNBOUNDED, trial_command: tuple[str, "Path"] | None = None) -> None:
         self._config = config
+        self._trial_command = trial_command
+        """The experiment's trial command and code directory: a warm template is started for them
+        with the service (before the first trial asks for it)."""
         self.files: SharedTrialFolders = SharedTrialFolders(paths)
         self._manager_host = manager_host
         self._gpus_per_trial = trial_gpu_number or 0
@@ -85,6 +90,9 @@ class LocalTrainingService(TrainingService):
         # PATH stays the user's (as NNI leaves it), so `python3` is their environment's;
         # `import nni` and `import expmgr` reach any interpreter through TRIAL_PATH.
         self._base_env["PYTHONPATH"] = trial_api.trial_pythonpath(self._base_env.get("PYTHONPATH"))
+        if self._warm is not None and self._trial_command is not None:
+            command, code_directory = self._trial_command
+            self._warm.prestart(command, str(code_directory), trial_environment(self._base_env))
         if self._gpus_per_trial == 0:
             return
         found = await query_gpus()
@@ -290,4 +298,5 @@ def create_local_service(config: "ResolvedConfig", events: TrialEvents, paths: E
     if not isinstance(config.training_service, ResolvedLocalConfig):
         raise TrainingServiceError(f"not a local config: platform {config.training_service.platform!r}")
     return LocalTrainingService(config.training_service, config.trial_gpu_number, events, paths,
-                                manager_host=manager_host, log_limits=config.log_limits)
+                                manager_host=manager_host, log_limits=config.log_limits,
+                                trial_command=(config.trial_command, config.trial_code_directory))

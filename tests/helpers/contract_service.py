@@ -100,8 +100,9 @@ def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[N
     code = tmp_path / "code"
     code.mkdir()
     config.setdefault("training_service", SERVICE_CONFIGS[name])
+    config.setdefault("trial_command", "true")
     checked = ResolvedConfig.from_config(ExperimentConfig(
-        search_space={"x": {"_type": "choice", "_value": [0]}}, trial_command="true", trial_code_directory=code,
+        search_space={"x": {"_type": "choice", "_value": [0]}}, trial_code_directory=code,
         tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", trial_concurrency=1,
         **config))
     assert checked.training_service.platform == name.removesuffix("-warm")

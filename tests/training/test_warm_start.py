@@ -221,6 +221,18 @@ def _warm_outputs(tmp_path: Path, warm: Any, code: dict[str, str], command: str,
 PPID = "import os\nprint(os.getppid())\n"
 
 
+def test_the_template_is_started_with_the_service_and_the_first_trial_is_forked_from_it(tmp_path: Path):
+    async def test(c: Context) -> None:
+        templates = await c.until(lambda: _template_pids(c), "the template, before any trial is launched")
+        c.write_code("ppid.py", PPID)
+        assert await _run(c, "t0", "python3 ppid.py") == ("exited", "t0", 1, 0, None)
+        assert int((c.paths.trial_dir("t0") / "stdout").read_text()) == templates[0]
+        assert _template_pids(c) == templates
+
+    run_service("local", tmp_path, test, training_service={"platform": "local", "trialWarmStart": ["json"]},
+                trial_command="python3 ppid.py")
+
+
 def test_unseeded_random_and_numpy_draws_differ_between_warm_trials(tmp_path: Path):
     pytest.importorskip("numpy")
     draw = PPID + "import random, numpy\nprint(random.random(), numpy.random.random(), numpy.random.randint(1 << 30))\n"

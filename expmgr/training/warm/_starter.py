@@ -198,6 +198,7 @@ class WarmStarter:
         """Keys whose template could not be used: their trials start cold (said once)."""
         self._starting: dict[tuple, asyncio.Future] = {}
         self._closing: set[asyncio.Task] = set()
+        self._prestarting: asyncio.Task | None = None
 
     def template_pids(self) -> list[int]:
         """Every template that became usable so far, in turn (the last is the one in use)."""
@@ -210,9 +211,7 @@ class WarmStarter:
         if python is None:
             return None
         learned = self._learned or ()
-        preload = self._preload + tuple(f"?{name}" for name in learned)
-        key = (python.interpreter, os.path.realpath(cwd), preload,
-               tuple(sorted((name, value) for name, value in env.items() if name.startswith(_TEMPLATE_ENV_PREFIXES))))
+        key = self._key(python, cwd, env)
         if key in self._cold:
             return None
         template = await self._template(key, python, cwd, env)
@@ -234,6 +233,22 @@ class WarmStarter:
         if learn is not None:
             forked.exited.add_done_callback(lambda exited: self._learn_from(Path(learn), exited))
         return forked
+
+    def prestart(self, command: str, cwd: str, env: dict[str, str]) -> None:
+        """Start the template the first trial of ``command`` will need now, beside the rest of
+        the experiment's start, rather than when that trial comes."""
+        python = python_command(command, env, cwd)
+        if python is None or self._prestarting is not None:
+            return
+        key = self._key(python, cwd, env)
+        self._prestarting = asyncio.get_running_loop().create_task(self._template(key, python, cwd, env))
+
+    def _key(self, python: PythonCommand, cwd: str, env: dict[str, str]) -> tuple:
+        """What a template is specific to: the interpreter, the code directory, the preload list
+        and the environment that shapes the interpreter."""
+        preload = self._preload + tuple(f"?{name}" for name in self._learned or ())
+        return (python.interpreter, os.path.realpath(cwd), preload,
+                tuple(sorted((name, value) for name, value in env.items() if name.startswith(_TEMPLATE_ENV_PREFIXES))))
 
     def _learn_from(self, path: Path, exited: asyncio.Future) -> None:
         """The first trial to succeed has ended: what it imported is preloaded from now on (by a
@@ -318,6 +333,9 @@ class WarmStarter:
         closing.add_done_callback(self._closing.discard)
 
     async def stop(self) -> None:
+        if self._prestarting is not None:   # a template still starting is not left behind
+            self._prestarting.cancel()
+            await asyncio.gather(self._prestarting, return_exceptions=True)
         templates = list(self._templates.values()) + self._retired
         self._templates.clear()
         self._retired.clear()
