@@ -34,6 +34,9 @@ class ResolvedLocalConfig:
     warm_start: tuple[str, ...] | None = None
     """``trialWarmStart``: the modules a warm template imports for Python trials (``auto``:
     none, the interpreter start alone); None (``off``): every trial starts cold."""
+    reattach_window: float = 0.0
+    """``reattachWindow``: seconds a trial runs on after the experiment process died, for a resume
+    to take it over (training/keeper.py); 0: it is ended at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,8 @@ def _resolve_local(section: Any) -> ResolvedLocalConfig:
                                gpu_indices=None if indices is None else tuple(indices),
                                trial_process_limit=DEFAULT_TRIAL_PROCESS_LIMIT
                                if section.trial_process_limit is None else section.trial_process_limit,
-                               warm_start=warm_start_modules(section.trial_warm_start))
+                               warm_start=warm_start_modules(section.trial_warm_start),
+                               reattach_window=section.reattach_window or 0.0)
 
 
 def warm_start_modules(value: Any) -> tuple[str, ...] | None:

@@ -54,6 +54,7 @@ class LocalConfig:
     gpu_indices: list[int] | int | str | None = None
     trial_process_limit: int | None = None
     trial_warm_start: str | list[str] | None = None
+    reattach_window: float | str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

@@ -534,6 +534,14 @@ class _Canonicalizer:
                                                            path + (Key("trial_process_limit"),), MAX_TRIAL_PROCESS_LIMIT)
         if value.trial_warm_start is not None:
             result.trial_warm_start = check_warm_start(value.trial_warm_start, path + (Key("trial_warm_start"),))
+        if value.reattach_window is not None:
+            result.reattach_window = _duration(value.reattach_window, path + (Key("reattach_window"),))
+        if result.reattach_window and result.trial_warm_start not in (None, "off"):
+            # A kept trial's parent is its keeper (training/keeper.py), not a template's fork.
+            raise Problem(path + (Key("reattach_window"),),
+                          f"a reattach window keeps each trial under a process of its own, which a warm start "
+                          f"cannot fork: set {format_path(path + (Key('trial_warm_start'),), self.style)} to off "
+                          f"or the window to 0")
         return result
 
     def _ray_service(self, value: RayConfig, path: tuple[PathSegment, ...]) -> RayConfig:

@@ -142,6 +142,18 @@ class LiveAttempts:
             live.stop_reason = live.stop_reason or reason
         await self._service.stop(grace_period, signum)
 
+    def adopt(self, live: LiveAttempt, attempt: AttemptRecord) -> bool:
+        """On resume: put ``live`` in the table if the training service takes over the process
+        of ``attempt`` that ran on while no manager did (``TrainingService.adopt``)."""
+        if attempt.pid is None or attempt.pid_started is None:
+            return False
+        self._live[live.trial_id] = live
+        live.pid, live.host, live.started = attempt.pid, attempt.host, attempt.start_time
+        if self._service.adopt(attempt.trial_id, attempt.attempt, attempt.pid, attempt.pid_started):
+            return True
+        del self._live[live.trial_id]
+        return False
+
     def end_leftover(self, attempt: AttemptRecord) -> bool:
         """On resume: end the process of an attempt that outlived its manager (found by pid
         and start time, never by name); True if there was one."""

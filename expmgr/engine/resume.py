@@ -67,20 +67,25 @@ class ResumePlan:
 
 
 def plan_resume(store: Store, *, dead_run: tuple[int, float] | None, now: float,
-                last_output_time: Callable[[str], float]) -> ResumePlan:
+                last_output_time: Callable[[str], float], manager_gone_at: float | None = None) -> ResumePlan:
     """Read ``store`` and say what the resume does. ``dead_run``: the run with no end
     (``store.open_run()``, read before this run began) and its last recorded event; the
     manager is last known alive at that event or the last output of a trial it ran
     (``last_output_time``: the watchdog notes each trial's kill in its stderr as the
-    manager dies), so the time no manager ran counts neither as the experiment's nor a trial's."""
+    manager dies), so the time no manager ran counts neither as the experiment's nor a trial's.
+    ``manager_gone_at``: when the watchdog that kept the dead run's trials for a resume saw
+    the manager end (their output went on): the manager is last known alive then."""
     finals = store.final_metrics()
     open_attempts = {a.trial_id: a for a in store.attempts() if a.end_time is None}
     if dead_run is None:
         plan = ResumePlan(dead_run=None, died=now)
     else:
         run_id, last_event = dead_run
-        outputs = [last_output_time(trial_id) for trial_id in open_attempts]
-        plan = ResumePlan(dead_run=run_id, died=min(now, max([last_event, *outputs])))
+        if manager_gone_at is not None:
+            plan = ResumePlan(dead_run=run_id, died=min(now, max(last_event, manager_gone_at)))
+        else:
+            outputs = [last_output_time(trial_id) for trial_id in open_attempts]
+            plan = ResumePlan(dead_run=run_id, died=min(now, max([last_event, *outputs])))
     killed = store.killed_trials()
     for record in store.trials():
         plan.trial_ids.add(record.trial_id)

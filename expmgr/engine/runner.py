@@ -49,7 +49,7 @@ from expmgr.engine.strategy import StrategyTrials
 from expmgr.engine.updates import ConfigUpdates, change_line, raises_budget
 from expmgr.engine.waiting import WaitingTrials
 from expmgr.engine.writes import WRITE_BUSY_TIMEOUT_MS, WriteQueue
-from expmgr.store import TrialRecord, WritableStore
+from expmgr.store import AttemptRecord, TrialRecord, WritableStore
 from expmgr.states import ExperimentState, TrialState
 from expmgr.training.base import TrainingService, TrialEvents
 
@@ -211,7 +211,8 @@ class TrialRunner:
         with their parameters and next attempt), and replay every stored result to the
         fresh tuner."""
         plan = plan_resume(self.store, dead_run=self._dead_run, now=time.time(),
-                           last_output_time=self.training.files.last_output_time)
+                           last_output_time=self.training.files.last_output_time,
+                           manager_gone_at=self.training.manager_gone_at())
         if plan.dead_run is not None:
             self._writes.commit(self.store.end_run, plan.dead_run, plan.died)
             self.logger.info("the last run's manager was last known alive %s; its trials' attempts end there",
@@ -219,6 +220,8 @@ class TrialRunner:
         self._new_trials.taken(plan.trial_ids)
         for requeued in plan.requeued:
             record, open_attempt = requeued.record, requeued.open_attempt
+            if open_attempt is not None and self._adopt(record, open_attempt):
+                continue
             if open_attempt is not None:  # its manager died under it
                 if self._live.end_leftover(open_attempt):
                     self.logger.warning("trial %s: its process %d outlived the last run; its group was killed",
@@ -235,9 +238,27 @@ class TrialRunner:
             self._waiting.requeue(record, requeued.next_attempt, first=requeued.first)
             self._waiting.restored_reason(record.trial_id, record.waiting_reason)
             self.logger.info("trial %s is run again (it was %s)", record.trial_id, record.status.value)
+        self.training.end_adoption()
         self._progress.restore(plan.ended, plan.results)
         if plan.history and self.dispatcher is not None:
             self.dispatcher.replay_results(plan.history)
+
+    def _adopt(self, record: TrialRecord, open_attempt: AttemptRecord) -> bool:
+        """Take over an attempt that ran on while no manager did (reattachWindow): it goes on
+        as it was, its reports made meanwhile picked up from its metrics.jsonl, its deadline
+        counted from its start. False when the training service has no such attempt."""
+        attempt = open_attempt.attempt
+        live = self._live.attempt(record, attempt, AttemptReports(
+            assessed=self._assessed, attempt=attempt, stored=self.store.metrics(record.trial_id)))
+        if not self._live.adopt(live, open_attempt):
+            return False
+        self._writes.commit(self._receiver.ingest_unsent, live)
+        self._deadlines.trial_started(record.trial_id, attempt,
+                                      self._clock() - max(0.0, time.time() - open_attempt.start_time),
+                                      max_trial_duration=self.config.max_trial_duration)
+        self.logger.info("trial %s: attempt %d ran on while no manager did (process %d); this run takes it over",
+                         record.trial_id, attempt, open_attempt.pid)
+        return True
 
     async def _wake_when_dispatcher_exits(self, dispatcher: Dispatcher) -> None:
         await dispatcher.exited.wait()

@@ -179,3 +179,19 @@ class TrainingService(abc.ABC):
     def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
         """On resume: end a trial process that outlived its manager, found by pid and start
         time (never by name); True if one was found and ended."""
+
+    def adopt(self, trial_id: str, attempt: int, pid: int, pid_started: float) -> bool:
+        """On resume, before ``end_leftover``: take over an attempt that ran on while no manager
+        did (``reattachWindow``), still running or ended meanwhile, found by pid, start time and
+        marker; its end comes as ``trial_exited`` as if this run had launched it. False when
+        there is none to take over (a service that cannot keep trials: always)."""
+        return False
+
+    def end_adoption(self) -> None:
+        """On resume, after every ``adopt``: whatever kept the dead run's trials ends those not
+        adopted, and stops keeping the others (this run's watchdog has them now)."""
+
+    def manager_gone_at(self) -> float | None:
+        """When the dead run's experiment process was seen to end (by the watchdog that kept
+        its trials), or None if unknown: the resume's measure of the time away."""
+        return None

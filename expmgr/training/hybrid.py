@@ -121,6 +121,17 @@ class HybridTrainingService(TrainingService):
         watchdogs there ended them with the manager's connection)."""
         return any(member.end_leftover(trial_id, pid, pid_started) for member in self.members)
 
+    def adopt(self, trial_id: str, attempt: int, pid: int, pid_started: float) -> bool:
+        return any(member.adopt(trial_id, attempt, pid, pid_started) for member in self.members)
+
+    def end_adoption(self) -> None:
+        for member in self.members:
+            member.end_adoption()
+
+    def manager_gone_at(self) -> float | None:
+        return min((gone for member in self.members if (gone := member.manager_gone_at()) is not None),
+                   default=None)
+
 
 class _MembersTrialFiles(TrialFiles):
     """A running hybrid's trial files: each trial's are its member's (the member its latest

@@ -16,14 +16,17 @@ import traceback
 from typing import TYPE_CHECKING
 
 from expmgr import trial as trial_api
-from expmgr.layout import ExperimentPaths
+from expmgr.layout import ExperimentPaths, TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
+from expmgr.training._kept import KeptTrial, WatchdogRecord, keeper_of, release, spawn_kept, status_file
+from expmgr.training._kept import take_manager_gone
 from expmgr.training._gpus import GpuScheduler, query_gpus, usable_gpus
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
 from expmgr.training._output import OutputPump, TrialOutput
 from expmgr.training._process import exit_of as _exit_of, kill_group as _kill_group
 from expmgr.training._process import process_start_time as _process_start_time, spawn_trial, trial_environment
 from expmgr.training.base import TrainingService, TrainingServiceError, TrialEvents, TrialLaunch, launch_error
+from expmgr.training.keeper import read_status
 from expmgr.training.watchdog import MARKER_ENV, OVER_LIMIT, trial_marker
 from expmgr.training.watchdog import command as watchdog_command
 from expmgr.training.warm import WarmStarter, WarmTrial
@@ -55,7 +58,7 @@ class LocalTrainingService(TrainingService):
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
         self._events = events
-        self._processes: dict[str, subprocess.Popen | WarmTrial] = {}
+        self._processes: dict[str, subprocess.Popen | WarmTrial | KeptTrial] = {}
         self._waiters: set[asyncio.Task] = set()
         self._gpu_slots: GpuScheduler | None = None
         self._gpu_watch: asyncio.Task | None = None
@@ -68,6 +71,15 @@ class LocalTrainingService(TrainingService):
         self._warm: WarmStarter | None = None
         """Forks Python trials from a template (``trialWarmStart``), None when off."""
         self._output = OutputPump(log_limits, on_error=self._output_trouble)
+        self._log_limits = log_limits
+        self._state_dir = paths.root / "watchdog"
+        """The watchdogs' files: this run's (WatchdogRecord), what a dead run's watchdog wrote."""
+        self._previous_watchdog: WatchdogRecord | None = None
+        """The watchdog of the run before this one, until its kept trials are adopted (a resume)."""
+        self._adopted: list[int] = []
+        self._manager_gone_at: float | None = None
+        self._ended_by_window: set[int] = set()
+        """The trial groups the dead run's watchdog ended when its window passed: run again."""
         # The experiment's folder is named after it: this logger's records are its own.
         self._log = logging.getLogger(f"nni.{paths.root.name}.training")
 
@@ -76,9 +88,15 @@ class LocalTrainingService(TrainingService):
         # experiment's, or an earlier run's, are never taken for ours.
         self._session = secrets.token_hex(8)
         self._output.start()
+        self._state_dir.mkdir(mode=0o700, exist_ok=True)
+        self._previous_watchdog = WatchdogRecord.read(self._state_dir)
+        self._manager_gone_at, self._ended_by_window = take_manager_gone(self._state_dir)
         self._watchdog = subprocess.Popen(
-            watchdog_command(self._session), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+            watchdog_command(self._session, self._config.reattach_window, str(self._state_dir)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+            text=True)
+        WatchdogRecord(self._watchdog.pid, _process_start_time(self._watchdog.pid) or 0.0,
+                       self._session).write(self._state_dir)
         assert self._watchdog.stdout is not None
         os.set_blocking(self._watchdog.stdout.fileno(), False)  # read when a trial ends, never waited on
         if self._config.warm_start is not None:
@@ -152,9 +170,15 @@ class LocalTrainingService(TrainingService):
         in_trial_folder = True  # an OSError there is the system's (launch_error), not the trial's
         try:
             prepare_folder(files, trial.parameter_record)
-            output = self._output.open(files.stdout, files.stderr)
-            in_trial_folder = False
-            process = await self._spawn(trial, env, output)
+            process: subprocess.Popen | WarmTrial | KeptTrial
+            if self._config.reattach_window > 0:
+                keeper_stderr = os.open(files.stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                in_trial_folder = False
+                process = await self._spawn_kept(trial, env, files, keeper_stderr)
+            else:
+                output = self._output.open(files.stdout, files.stderr)
+                in_trial_folder = False
+                process = await self._spawn(trial, env, output)
         except OSError as error:
             if self._gpu_slots is not None:
                 self._gpu_slots.release(trial.trial_id)
@@ -180,31 +204,55 @@ class LocalTrainingService(TrainingService):
                 return warm
         return spawn_trial(trial.command, trial.code_directory, env, output.stdout, output.stderr)
 
-    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen | WarmTrial, output: TrialOutput) -> None:
+    async def _spawn_kept(self, trial: TrialLaunch, env: dict[str, str], files: TrialFolder,
+                          keeper_stderr: int) -> KeptTrial:
+        """The trial under its keeper (``reattachWindow``), which writes its output and its end;
+        the keeper's own errors go to the trial's stderr (``keeper_stderr``, closed here)."""
         try:
-            await self._wait_for_exit(trial, process, output)
+            return await spawn_kept(trial.command, trial.code_directory, env, files.root, trial.attempt,
+                                    files.stdout, files.stderr, self._log_limits, keeper_stderr)
+        finally:
+            os.close(keeper_stderr)
+
+    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen | WarmTrial | KeptTrial,
+                    output: TrialOutput | None) -> None:
+        try:
+            await self._wait_for_exit(trial.trial_id, trial.attempt, process, output)
         except Exception:  # a task's exception would be lost, the trial left RUNNING
             self._events.service_failed(traceback.format_exc())
 
-    async def _wait_for_exit(self, trial: TrialLaunch, process: subprocess.Popen | WarmTrial,
-                             output: TrialOutput) -> None:
-        returncode = await (process.exited if isinstance(process, WarmTrial) else _exit_of(process))
+    async def _wait_for_exit(self, trial_id: str, attempt: int, process: subprocess.Popen | WarmTrial | KeptTrial,
+                             output: TrialOutput | None) -> None:
+        returncode = await self._returncode(trial_id, attempt, process)
         # The trial's process is gone; children it left in its group go with it.
         _kill_group(process.pid, signals.SIGKILL)
         self._tell_watchdog(f"-{process.pid}")
         # Its last output reaches its files before its end is told: whoever reads them then
         # (a test, `expctl log`, the UI) sees all of it. Held longer only by a process that
-        # escaped the group, which the watchdog is ending now.
-        await output.drained(OUTPUT_DRAIN_TIMEOUT)
-        self._processes.pop(trial.trial_id, None)
+        # escaped the group, which the watchdog is ending now. (A keeper carried it already.)
+        if output is not None:
+            await output.drained(OUTPUT_DRAIN_TIMEOUT)
+        self._processes.pop(trial_id, None)
         if self._gpu_slots is not None:
-            self._gpu_slots.release(trial.trial_id)
+            self._gpu_slots.release(trial_id)
         if returncode < 0:
             over_limit = process.pid in self._over_process_limit()
             self._pending_over_limit.discard(process.pid)
-            self._events.trial_exited(trial.trial_id, trial.attempt, None, -returncode, failed=over_limit)
+            self._events.trial_exited(trial_id, attempt, None, -returncode, failed=over_limit)
         else:
-            self._events.trial_exited(trial.trial_id, trial.attempt, returncode, None)
+            self._events.trial_exited(trial_id, attempt, returncode, None)
+
+    async def _returncode(self, trial_id: str, attempt: int,
+                          process: subprocess.Popen | WarmTrial | KeptTrial) -> int:
+        """The trial's return code (negative: its signal), once it ended: a kept trial's is in its
+        keeper's status file (none: the keeper was killed, and the trial is killed with its group)."""
+        if isinstance(process, WarmTrial):
+            return await process.exited
+        if isinstance(process, KeptTrial):
+            await process.exited
+            kept = read_status(str(status_file(self.files.folder_of(trial_id).root, attempt)))
+            return -signals.SIGKILL if kept is None else kept
+        return await _exit_of(process)
 
     def signal(self, trial_id: str, signum: int) -> bool:
         process = self._processes.get(trial_id)
@@ -246,6 +294,39 @@ class LocalTrainingService(TrainingService):
     def _output_trouble(self, message: str) -> None:
         """From the output pump's thread: a trial's file cannot be written (or can again)."""
         self._log.warning("trial output: %s", message)
+
+    def adopt(self, trial_id: str, attempt: int, pid: int, pid_started: float) -> bool:
+        previous = self._previous_watchdog
+        if previous is None or pid in self._ended_by_window:
+            return False
+        folder = self.files.folder_of(trial_id)
+        keeper = keeper_of(pid, pid_started, previous.session, trial_id, attempt)
+        if keeper is None and read_status(str(status_file(folder.root, attempt))) is None:
+            return False   # not kept, or ended without its keeper's word: a rerun, as without a window
+        kept = KeptTrial.adopted(pid, keeper)
+        if keeper is not None:
+            self._processes[trial_id] = kept
+            self._adopted.append(pid)
+            marker = trial_marker(previous.session, trial_id, attempt)
+            self._tell_watchdog(f"+{pid} {marker} {self._config.trial_process_limit} {folder.stderr}")
+        waiter = asyncio.get_running_loop().create_task(self._wait_adopted(trial_id, attempt, kept))
+        self._waiters.add(waiter)
+        waiter.add_done_callback(self._waiters.discard)
+        return True
+
+    async def _wait_adopted(self, trial_id: str, attempt: int, kept: KeptTrial) -> None:
+        try:
+            await self._wait_for_exit(trial_id, attempt, kept, None)
+        except Exception:  # a task's exception would be lost, the trial left RUNNING
+            self._events.service_failed(traceback.format_exc())
+
+    def end_adoption(self) -> None:
+        previous, self._previous_watchdog = self._previous_watchdog, None
+        if previous is not None:
+            release(previous, self._adopted, self._state_dir)
+
+    def manager_gone_at(self) -> float | None:
+        return self._manager_gone_at
 
     def end_leftover(self, trial_id: str, pid: int, pid_started: float) -> bool:
         """Kill the group of ``pid`` if it is still the process that started at ``pid_started``

@@ -56,15 +56,16 @@ POLL_INTERVAL = 0.5
 """Seconds between two counts of the processes of trials with a process limit."""
 
 
-def command(session: str) -> list[str]:
+def command(session: str, window: float = 0.0, state_dir: str | None = None) -> list[str]:
     """How to start the watchdog for ``session``: this file by its path, with ``-I -S`` (no
     site-packages, no environment variables, not its folder on ``sys.path``), so that it
     imports the standard library only: about a third of the memory and start-up of
     ``python -m expmgr.training.watchdog``, which imports the ``expmgr`` package first."""
     path = os.path.abspath(__file__)
+    arguments = [session] + ([repr(window), state_dir] if window > 0 and state_dir else [])
     if not os.path.isfile(path):  # imported from a zip: only the package's importer reaches it
-        return [sys.executable, "-m", "expmgr.training.watchdog", session]
-    return [sys.executable, "-I", "-S", path, session]
+        return [sys.executable, "-m", "expmgr.training.watchdog", *arguments]
+    return [sys.executable, "-I", "-S", path, *arguments]
 
 
 def trial_marker(session: str, trial_id: str, attempt: int) -> str:
@@ -280,9 +281,12 @@ def enforce_process_limits(trials: dict[int, _Trial]) -> None:
         kill_marked(trial.marker, since=trial.since)
 
 
-def watch(lines: Iterable[str | None], session: str | None = None) -> int:
+def watch(lines: Iterable[str | None], session: str | None = None, window: float = 0.0,
+          state_dir: str | None = None) -> int:
     """Act on each line (see the module docstring); a None between lines (from
-    ``stdin_lines``) is a poll: trials over their process limit are ended."""
+    ``stdin_lines``) is a poll: trials over their process limit are ended. With a ``window``
+    (seconds), trials outlive their experiment process by that much, for a resume to adopt
+    them (``wait_for_a_resume``)."""
     trials: dict[int, _Trial] = {}
     for line in lines:
         if line is None:
@@ -304,19 +308,100 @@ def watch(lines: Iterable[str | None], session: str | None = None) -> int:
             trial = trials.pop(pgid, None)
             if trial is not None and trial.marker:
                 kill_marked(trial.marker, since=trial.since)
+    # Its last output is now: a resume ends such an attempt here, not when the resume came
+    # (the time with no manager is no trial's run time).
+    ended = ("expmgr: the experiment process ended without stopping this trial (killed, or crashed): all of its "
+             "processes were killed\n")
+    if window > 0 and state_dir and trials:
+        adopted = wait_for_a_resume(trials, window, state_dir)
+        if adopted is not None:   # the resumed experiment's watchdog watches those now
+            _end_trials({pgid: trial for pgid, trial in trials.items() if pgid not in adopted},
+                        "expmgr: the resumed experiment did not take this trial over: all of its processes were "
+                        "killed\n", each_marker=True)
+            return 0
+        ended = (f"expmgr: no resume took this trial over within its reattach window ({window:g} s): all of its "
+                 f"processes were killed\n")
+        # Said first: a resume reruns these, although their keepers write a (killed) end.
+        _write_file(os.path.join(state_dir, WINDOW_ENDED_FILE), "".join(f"{pgid}\n" for pgid in trials))
+    _end_trials(trials, ended)
+    if session:
+        kill_marked(session + "/", prefix=True)
+    return 0
+
+
+def _end_trials(trials: dict[int, _Trial], message: str, *, each_marker: bool = False) -> None:
+    """Tell each trial why in its stderr and SIGKILL its group; ``each_marker``: and what it
+    started outside the group (else the caller ends the whole session's)."""
     for pgid, trial in trials.items():
-        # Its last output is now: a resume ends this attempt here, not when the resume came
-        # (the time with no manager is no trial's run time).
         if trial.stderr:
-            _tell_trial(trial.stderr, "expmgr: the experiment process ended without stopping this trial "
-                                      "(killed, or crashed): all of its processes were killed\n")
+            _tell_trial(trial.stderr, message)
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    if session:
-        kill_marked(session + "/", prefix=True)
-    return 0
+        if each_marker and trial.marker:
+            kill_marked(trial.marker, since=trial.since)
+
+
+MANAGER_GONE_FILE = "manager-gone"
+"""In the watchdog's state folder: when it saw its experiment process end (seconds since the epoch)."""
+WINDOW_ENDED_FILE = "window-ended"
+"""In the watchdog's state folder: the pgids of the trials it ended when the window passed, one a line."""
+ADOPTED_FILE = "adopted"
+"""In the watchdog's state folder: the pgids a resumed experiment took over, one a line,
+written before it sends the watchdog SIGUSR1."""
+RELEASE_SIGNAL = signal.SIGUSR1
+
+
+def wait_for_a_resume(trials: dict[int, _Trial], window: float, state_dir: str) -> set[int] | None:
+    """The experiment process is gone: keep its trials for up to ``window`` seconds. A resumed
+    experiment that adopts them writes ADOPTED_FILE and sends RELEASE_SIGNAL (blocked since this
+    watchdog began, so none is lost): the pgids it took over are returned. None when the
+    window passed first. Meanwhile a trial that ends has what it left behind ended, as at its
+    ``-`` line, and process limits hold."""
+    _write_file(os.path.join(state_dir, MANAGER_GONE_FILE), repr(time.time()))
+    for trial in trials.values():
+        if trial.stderr:
+            _tell_trial(trial.stderr, f"expmgr: the experiment process ended without stopping this trial (killed, "
+                                      f"or crashed): it runs on for up to {window:g} s (reattachWindow) for "
+                                      f"`expctl resume` to take it over\n")
+    deadline = time.monotonic() + window
+    while (left := deadline - time.monotonic()) > 0:
+        if signal.sigtimedwait([RELEASE_SIGNAL], min(left, POLL_INTERVAL)) is not None:
+            try:
+                text = _read(os.path.join(state_dir, ADOPTED_FILE)).decode(errors="replace")
+            except OSError:
+                text = ""
+            return {int(word) for word in text.split() if word.isdigit()}
+        for pgid in [pgid for pgid in trials if not _group_alive(pgid)]:
+            trial = trials.pop(pgid)
+            if trial.marker:
+                kill_marked(trial.marker, since=trial.since)
+        enforce_process_limits(trials)
+    return None
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _write_file(path: str, text: str) -> None:
+    temporary = f"{path}.{os.getpid()}"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError:
+        pass   # a resume then counts the time away from the trials' last output
 
 
 def stdin_lines(fd: int, interval: float = POLL_INTERVAL) -> Iterator[str | None]:
@@ -342,4 +427,7 @@ def stdin_lines(fd: int, interval: float = POLL_INTERVAL) -> Iterator[str | None
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(watch(stdin_lines(sys.stdin.fileno()), sys.argv[1] if len(sys.argv) > 1 else None))
+    signal.pthread_sigmask(signal.SIG_BLOCK, [RELEASE_SIGNAL])   # taken by sigtimedwait, never lost
+    arguments = sys.argv[1:]
+    sys.exit(watch(stdin_lines(sys.stdin.fileno()), arguments[0] if arguments else None,
+                   float(arguments[1]) if len(arguments) > 2 else 0.0, arguments[2] if len(arguments) > 2 else None))

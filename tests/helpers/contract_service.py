@@ -1,5 +1,5 @@
 """The training-service contract suite's runner: each contract test runs one service (local,
-local-warm, ray, remote) through ``run_service`` with a ``Context`` (from tests/training/test_contract.py)."""
+local-warm, local-kept, ray, remote) through ``run_service`` with a ``Context`` (from tests/training/test_contract.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -28,6 +28,7 @@ from tests.helpers.ssh_hosts import SshHost, ssh_client_home, ssh_host_pair, ssh
 SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
     "local": {"platform": "local"},
     "local-warm": {"platform": "local", "trialWarmStart": "auto"},  # Python trials forked from a template
+    "local-kept": {"platform": "local", "reattachWindow": "10m"},  # trials under keepers, kept for a resume
     "ray": {"platform": "ray", "trialResources": {"cpu": 1}},  # address: the test cluster's
     "remote": {"platform": "remote"},  # machineList: one test sshd host
 }
@@ -105,7 +106,7 @@ def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[N
         search_space={"x": {"_type": "choice", "_value": [0]}}, trial_code_directory=code,
         tuner={"name": "GridSearch"}, experiment_working_directory=tmp_path / "home", trial_concurrency=1,
         **config))
-    assert checked.training_service.platform == name.removesuffix("-warm")
+    assert checked.training_service.platform == name.split("-")[0]
     paths = ExperimentPaths(tmp_path / "home" / "exp")
     paths.create()
     events = Recorder()

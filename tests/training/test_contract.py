@@ -122,6 +122,7 @@ def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
     # Local and remote: one GPU, one trial per GPU. Ray: one trial may wait for its resources at once.
     held = {"local": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1},
             "local-warm": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1, "trialWarmStart": "auto"},
+            "local-kept": {"platform": "local", "gpuIndices": [0], "maxTrialNumberPerGpu": 1, "reattachWindow": "10m"},
             "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1},
             "remote": {"platform": "remote", "machineList": [
                 {**machine, "gpuIndices": [0], "maxTrialNumberPerGpu": 1}
@@ -170,7 +171,7 @@ def test_the_trials_logs_are_read_through_its_files_and_without_the_service_alik
         c.write_code("printing.py", printing)
         await c.service.launch(c.launch_of("printer", "python3 printing.py"))
         await c.until(lambda: c.events.exit_of("printer"), "its exit")
-        stored = trial_files(c.paths, service.removesuffix("-warm"))
+        stored = trial_files(c.paths, service.split("-")[0])
         folder = c.paths.trial_dir("printer")
         for files in (c.service.files, stored):
             assert whole_text(files.log("printer", "stdout")) == "to stdout\n"
