@@ -9,7 +9,7 @@
     expctl trial ls [ID] [--table | --nnictl | --json]  # a table on a terminal, nnictl's JSON elsewhere
     expctl update ID concurrency|trialnum|duration|searchspace VALUE_OR_FILE
     expctl trial kill ID TRIAL
-    expctl stop [ID | --all] [--cancel]
+    expctl stop [ID | --all] [--cancel | --keep-trials]
     expctl top [ID]
     expctl webui url [ID]
     expctl experiment show|status|export|import|delete ...

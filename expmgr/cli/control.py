@@ -4,7 +4,9 @@ close the servers of ended ones (a DONE or ERROR experiment serves until stopped
 A stop is SIGTERM to the experiment's process, which stops it as Ctrl+C does (so only
 its owner can: the REST route that stops it needs the access token when there is one);
 ``--cancel`` sends a second SIGTERM once it is stopping, which kills its trials
-without waiting out ``trialGracePeriod``.
+without waiting out ``trialGracePeriod``. ``--keep-trials`` sends SIGUSR2 instead: the
+experiment stops and its running trials run on, for ``expctl resume`` (of this or a newer
+expmgr) to take over within the experiment's ``reattachWindow``.
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     stop.add_argument("--all", "-a", action="store_true", help="stop every running experiment")
     stop.add_argument("--port", "-p", type=port_number, help="stop the running experiment on this port")
     stop.add_argument("--cancel", action="store_true", help="kill the trials at once instead of gracefully")
+    stop.add_argument("--keep-trials", action="store_true",
+                      help="leave the running trials running, for 'expctl resume' to take over within the "
+                           "experiment's reattachWindow (an upgrade of expmgr, say)")
     stop.add_argument("--timeout", type=float, default=None,
                       help="seconds to wait for the end (default: the grace period plus 30)")
     stop.set_defaults(handler=run)
@@ -37,6 +42,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if sum(bool(choice) for choice in (args.id is not None, args.all, args.port is not None)) > 1:
         raise CliError("give one of an experiment id, --all or --port")
+    if args.cancel and args.keep_trials:
+        raise CliError("give --cancel (kill the trials) or --keep-trials (leave them running), not both")
     if args.port is not None:
         targets = [entry for entry in registry().entries() if entry.port == args.port and is_serving(entry)]
         if not targets:
@@ -55,8 +62,42 @@ def run(args: argparse.Namespace) -> int:
         if not is_serving(entry):
             print(f"experiment {entry.id} is not running ({shown_status(entry)})")
             continue
-        _stop(entry, cancel=args.cancel, timeout=args.timeout)
+        if args.keep_trials:
+            _stop_keeping_trials(entry, timeout=args.timeout)
+        else:
+            _stop(entry, cancel=args.cancel, timeout=args.timeout)
     return EXIT_OK
+
+
+def _stop_keeping_trials(entry: RegistryEntry, *, timeout: float | None) -> None:
+    window = _reattach_window(entry)
+    if not window:
+        raise CliError(f"--keep-trials: the trials of experiment {entry.id} cannot outlive it: that takes "
+                       f"trainingService.reattachWindow (platform local) in its config; 'expctl stop {entry.id}' "
+                       f"stops them", status=1)
+    deadline = time.monotonic() + (timeout if timeout is not None else _STOP_TIMEOUT_AFTER_GRACE)
+    try:
+        send_stop(entry, keep_trials=True)
+    except ActionRefused as refused:
+        raise CliError(str(refused), status=1) from None
+    if not _wait_for(entry, lambda e: not is_serving(e), deadline):
+        raise CliError(f"experiment {entry.id} did not stop in time (pid {entry.pid})", status=1)
+    ended = current_entry(entry)
+    print(f"experiment {entry.id} {shown_status(ended)}; its running trials run on for up to {window:g} s "
+          f"(reattachWindow): 'expctl resume {entry.id}' takes them over")
+
+
+def _reattach_window(entry: RegistryEntry) -> float:
+    """The experiment's ``trainingService.reattachWindow`` in seconds; 0 when none (or unreadable)."""
+    try:
+        with experiment_store(entry) as store:
+            service = store.profile().config.get("trainingService")
+    except CliError:
+        return 0.0
+    if not isinstance(service, dict) or service.get("platform") != "local":
+        return 0.0
+    window = service.get("reattachWindow")
+    return float(window) if isinstance(window, (int, float)) and not isinstance(window, bool) else 0.0
 
 
 def _stop(entry: RegistryEntry, *, cancel: bool, timeout: float | None) -> None:

@@ -16,9 +16,9 @@ EXPECTED = "expected a duration such as 30s, 10m, 1.5h or 2d (units s, m, h, d) 
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*$")
 
 
-def parse_duration(value: object) -> float:
+def parse_duration(value: object, *, allow_zero: bool = False) -> float:
     """Seconds in ``value``: a positive int/float, or a string of a positive number and a unit;
-    at most ten years."""
+    at most ten years. ``allow_zero``: 0 too (a setting for which 0 means "none")."""
     if isinstance(value, bool):
         raise ConfigError(f"{EXPECTED}, got {value!r}")
     if isinstance(value, (int, float)):
@@ -36,8 +36,9 @@ def parse_duration(value: object) -> float:
         seconds = float(match.group(1)) * UNITS[unit]
     else:
         raise ConfigError(f"{EXPECTED}, got {value!r}")
-    if math.isnan(seconds) or seconds <= 0:
-        raise ConfigError(f"a duration must be more than 0 seconds; {EXPECTED}, got {_shown(value)}")
+    if math.isnan(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ConfigError(f"a duration must be {'0 or more' if allow_zero else 'more than 0'} seconds; {EXPECTED}, "
+                          f"got {_shown(value)}")
     if seconds > MAX_DURATION_SECONDS:   # infinity too
         raise ConfigError(f"a duration must be at most {MAX_DURATION_SECONDS / 86400:g}d (10 years); "
                           f"{EXPECTED}, got {_shown(value)}")

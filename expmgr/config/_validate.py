@@ -535,7 +535,10 @@ class _Canonicalizer:
         if value.trial_warm_start is not None:
             result.trial_warm_start = check_warm_start(value.trial_warm_start, path + (Key("trial_warm_start"),))
         if value.reattach_window is not None:
-            result.reattach_window = _duration(value.reattach_window, path + (Key("reattach_window"),))
+            try:
+                result.reattach_window = parse_duration(value.reattach_window, allow_zero=True)
+            except ConfigError as exc:
+                raise Problem(path + (Key("reattach_window"),), exc.message) from None
         if result.reattach_window and result.trial_warm_start not in (None, "off"):
             # A kept trial's parent is its keeper (training/keeper.py), not a template's fork.
             raise Problem(path + (Key("reattach_window"),),

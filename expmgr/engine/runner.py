@@ -122,6 +122,8 @@ class TrialRunner:
         """maxTrialNumber or maxExperimentDuration changed after the search began to end: the
         manager runs the experiment again for them once it ended DONE (see more_trials.py)."""
         self._preempted = False
+        self._keep_trials = False
+        """A stop that leaves the running trials running (expctl stop --keep-trials)."""
         self._proposals = Proposals(dispatcher, next_sequence_id=store.next_sequence_id(), logger=logger)
         self._deadlines = Deadlines()   # its clock's start is set by run()
         self._updates = ConfigUpdates(dispatcher, updated=self._updated, apply=self._apply_update,
@@ -519,11 +521,16 @@ class TrialRunner:
         """Whether a stop (or a preemption) was asked for."""
         return self._stop_requested
 
-    def request_stop(self, *, kill_now: bool = False) -> None:
+    def request_stop(self, *, kill_now: bool = False, keep_trials: bool = False) -> None:
         """Stop gracefully: no new trials, running ones get SIGTERM then SIGKILL after
-        ``trialGracePeriod``; with ``kill_now`` (or when asked twice), SIGKILL at once."""
+        ``trialGracePeriod``; with ``kill_now`` (or when asked twice), SIGKILL at once; with
+        ``keep_trials`` (a first request only), left running for a resume if the training
+        service can keep them (TrainingService.leave_running)."""
         if kill_now or self._stop_requested:
             self._live.kill_all()
+            self._keep_trials = False
+        else:
+            self._keep_trials = keep_trials
         self._stop_requested = True
         self._wake.set()
 
@@ -532,7 +539,10 @@ class TrialRunner:
         if self._stop_requested and error is None:
             self._set_state(ExperimentState.STOPPING)
         reason = cancel_reason(error, self._stop_requested)
-        await self._stop_trials(reason)
+        if self._keep_trials and error is None and await self.training.leave_running():
+            self.logger.info("%d running trial(s) left running for `expctl resume` to take over", len(self._live))
+        else:
+            await self._stop_trials(reason)
         for record in self._waiting.take_all():
             self._writes.commit(self._never_run, record, reason, time.time())
         write_deadline = time.monotonic() + writes.FINAL_WRITE_PATIENCE

@@ -32,7 +32,8 @@ from typing import Any, Callable, Union
 from expmgr.config import ExperimentConfig, ResolvedConfig
 from expmgr.experiment.connected import Connection, running_on_port
 from expmgr.experiment.dual import class_or_instance
-from expmgr.experiment.interrupts import (PreemptSignal, StopSignal, raise_preempt_signal, raise_stop_signal,
+from expmgr.experiment.interrupts import (KeepTrialsSignal, PreemptSignal, StopSignal, raise_keep_trials_signal,
+                                          raise_preempt_signal, raise_stop_signal,
                                           signals_deferred)
 from expmgr.experiment.stored import new_experiment_id, stored_experiment
 from expmgr.experiment.errors import ExperimentError
@@ -397,19 +398,23 @@ class Experiment(ExperimentQueries):
         previous_handlers = {}
         if threading.current_thread() is threading.main_thread():
             previous_handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_stop_signal),
-                                 signal.SIGUSR1: signal.signal(signal.SIGUSR1, raise_preempt_signal)}
+                                 signal.SIGUSR1: signal.signal(signal.SIGUSR1, raise_preempt_signal),
+                                 signal.SIGUSR2: signal.signal(signal.SIGUSR2, raise_keep_trials_signal)}
         # Signals are only counted in the handlers; they are acted on inside the try, so
         # that a second Ctrl+C arriving while the first is being passed on is caught too.
         stops = preemptions = stops_told = preemptions_told = 0
+        keep_trials = False   # SIGUSR2 (expctl stop --keep-trials): stop, the trials run on
         try:
             if start is not None:
                 try:
                     start()
-                except (KeyboardInterrupt, StopSignal, PreemptSignal) as signalled:
+                except (KeyboardInterrupt, StopSignal, PreemptSignal, KeepTrialsSignal) as signalled:
                     if not self.started:  # nothing to stop
                         raise
                     if isinstance(signalled, PreemptSignal):
                         preemptions += 1
+                    elif isinstance(signalled, KeepTrialsSignal):
+                        keep_trials = True
                     else:
                         stops += 1
             manager = self._manager
@@ -421,6 +426,11 @@ class Experiment(ExperimentQueries):
                         preemptions_told += 1
                         self.logger.info("experiment %s is preempted (SIGUSR1)", self.id)
                         manager.request_preemption()
+                    if keep_trials and not stops:
+                        keep_trials = False
+                        stops = stops_told = 1
+                        self.logger.info("stopping experiment %s, its trials left running for a resume", self.id)
+                        manager.request_stop(keep_trials=True)
                     while stops_told < stops:
                         stops_told += 1
                         if stops_told == 1:
@@ -432,6 +442,8 @@ class Experiment(ExperimentQueries):
                     break
                 except PreemptSignal:
                     preemptions += 1
+                except KeepTrialsSignal:
+                    keep_trials = True
                 except (KeyboardInterrupt, StopSignal):
                     stops += 1
         finally:

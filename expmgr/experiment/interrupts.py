@@ -36,16 +36,24 @@ class PreemptSignal(BaseException):
     """Raised in the main thread by SIGUSR1 (a preemption notice) while the experiment runs."""
 
 
+class KeepTrialsSignal(BaseException):
+    """Raised in the main thread by SIGUSR2 (``expctl stop --keep-trials``) while the experiment runs."""
+
+
 def raise_preempt_signal(signum: int, frame: Any) -> None:
     raise PreemptSignal()
+
+
+def raise_keep_trials_signal(signum: int, frame: Any) -> None:
+    raise KeepTrialsSignal()
 
 
 def raise_stop_signal(signum: int, frame: Any) -> None:
     raise StopSignal()
 
 
-DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
-"""The signals an experiment acts on (stop, stop, preemption notice)."""
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+"""The signals an experiment acts on (stop, stop, preemption notice, stop leaving the trials running)."""
 
 
 @contextlib.contextmanager

@@ -321,22 +321,23 @@ class Manager:
             self._logger.warning("the registry was not told that experiment %s stopped serving: %s",
                                  self.exp_id, error)
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, keep_trials: bool = False) -> None:
         """Stop gracefully: the search if it runs, then the server; returns at once
-        (``wait()`` for the end)."""
+        (``wait()`` for the end). ``keep_trials``: the running trials are left running for a
+        resume, where the training service can keep them (reattachWindow)."""
         loop = self._loop
         if loop is None or self._finished.is_set():
             return
         try:
-            loop.call_soon_threadsafe(self._stop_on_loop)
+            loop.call_soon_threadsafe(self._stop_on_loop, keep_trials)
         except RuntimeError:
             pass  # the loop closed in between: the server is closed
 
-    def _stop_on_loop(self) -> None:
+    def _stop_on_loop(self, keep_trials: bool = False) -> None:
         """On the loop, where the search's end is seen: no stop request slips between them."""
         self._stop_requested = True
         if self._runner is not None:
-            self._runner.request_stop()
+            self._runner.request_stop(keep_trials=keep_trials)
         if self._close is not None:
             self._close.set()
         if self._served_change is not None:

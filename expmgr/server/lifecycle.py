@@ -59,15 +59,20 @@ def _serving_refusal(entry: RegistryEntry) -> ActionRefused:
                                                f"(expctl stop {entry.id})")
 
 
-def send_stop(entry: RegistryEntry) -> None:
+KEEP_TRIALS_SIGNAL = signal.SIGUSR2
+"""Asks an experiment process to stop and leave its trials running (``expctl stop --keep-trials``)."""
+
+
+def send_stop(entry: RegistryEntry, *, keep_trials: bool = False) -> None:
     """Stop it as Ctrl+C does: SIGTERM to its process, which records the stop, ends its
-    trials gracefully and closes its server (``expctl stop`` then waits for that).
+    trials gracefully and closes its server (``expctl stop`` then waits for that); with
+    ``keep_trials``, SIGUSR2: the same, but its trials run on for a resume (reattachWindow).
     ActionRefused when its process does not run, or is another user's."""
     if not is_serving(entry):
         state = CRASHED if crashed(entry) else entry.status.value
         raise ActionRefused(RefusalKind.CONFLICT, f"experiment {entry.id} is not running ({state})")
     try:
-        os.kill(entry.pid or 0, signal.SIGTERM)
+        os.kill(entry.pid or 0, KEEP_TRIALS_SIGNAL if keep_trials else signal.SIGTERM)
     except PermissionError:
         raise ActionRefused(RefusalKind.FORBIDDEN, f"experiment {entry.id} runs as another user (pid {entry.pid}); "
                                                    "only its owner can stop it") from None

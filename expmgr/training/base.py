@@ -187,6 +187,12 @@ class TrainingService(abc.ABC):
         there is none to take over (a service that cannot keep trials: always)."""
         return False
 
+    async def leave_running(self) -> bool:
+        """Instead of ``stop``, for ``expctl stop --keep-trials``: let go of the running trials,
+        which keep running for a resume to ``adopt`` (their ends are no longer told); False,
+        with nothing done, when this service cannot keep trials (then ``stop`` them)."""
+        return False
+
     def end_adoption(self) -> None:
         """On resume, after every ``adopt``: whatever kept the dead run's trials ends those not
         adopted, and stops keeping the others (this run's watchdog has them now)."""

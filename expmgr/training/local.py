@@ -295,6 +295,26 @@ class LocalTrainingService(TrainingService):
         """From the output pump's thread: a trial's file cannot be written (or can again)."""
         self._log.warning("trial output: %s", message)
 
+    async def leave_running(self) -> bool:
+        if self._config.reattach_window <= 0:
+            return False
+        watch, self._gpu_watch = self._gpu_watch, None
+        if watch is not None:
+            watch.cancel()
+        waiters = set(self._waiters)
+        for waiter in waiters:   # their trials' ends are the next run's to see
+            waiter.cancel()
+        await asyncio.gather(*waiters, *([watch] if watch is not None else []), return_exceptions=True)
+        self._processes.clear()
+        await asyncio.get_running_loop().run_in_executor(None, self._output.stop)
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:   # its pipe closes without "stop": it keeps the trials for the window
+            assert watchdog.stdin is not None  # started with stdin=PIPE
+            watchdog.stdin.close()
+            if watchdog.stdout is not None:
+                watchdog.stdout.close()
+        return True
+
     def adopt(self, trial_id: str, attempt: int, pid: int, pid_started: float) -> bool:
         previous = self._previous_watchdog
         if previous is None or pid in self._ended_by_window:

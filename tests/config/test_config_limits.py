@@ -196,3 +196,21 @@ def test_trial_warm_start_is_auto_off_or_a_list_of_modules_and_errors_name_the_l
                                 ("[nni]", "trainingService.trialWarmStart[0]", "nni cannot be preloaded")]:
         err = load_error(tmp_path / "config.yml", GOOD + f"  trialWarmStart: {bad}\n")
         assert (err.line, err.field) == (13, field) and message in err.message, str(err)
+
+
+def test_reattach_window_is_a_duration_or_zero_not_with_a_warm_start_and_errors_name_the_line(tmp_path):
+    from expmgr.config.resolved import ResolvedConfig
+
+    def resolved(text: str):
+        path = write(tmp_path / "config.yml", GOOD + text)
+        return ResolvedConfig.from_config(ExperimentConfig.load(path)).training_service
+    assert resolved("").reattach_window == 0, "trials end with their manager by default"
+    assert resolved("  reattachWindow: 0\n").reattach_window == 0
+    assert resolved("  reattachWindow: 10m\n").reattach_window == 600
+    assert resolved("  reattachWindow: 90\n").reattach_window == 90
+    for bad, message in [("-1", "a duration must be 0 or more seconds"), ("ten", "expected a duration"),
+                         ("yes", "expected a duration")]:
+        err = load_error(tmp_path / "config.yml", GOOD + f"  reattachWindow: {bad}\n")
+        assert (err.line, err.field) == (13, "trainingService.reattachWindow") and message in err.message, str(err)
+    err = load_error(tmp_path / "config.yml", GOOD + "  trialWarmStart: auto\n  reattachWindow: 10m\n")
+    assert err.field == "trainingService.reattachWindow" and "trainingService.trialWarmStart" in err.message, str(err)

@@ -62,16 +62,16 @@ TRIAL = """
 
 
 class _Experiment:
-    """One experiment of four trials run by ``expctl`` (a daemon), and its store."""
+    """One experiment of ``trials`` trials at once run by ``expctl`` (a daemon), and its store."""
 
-    def __init__(self, tmp_path: Path, code_dir: Path, window: str) -> None:
-        write_script(code_dir, "trial.py", TRIAL)
+    def __init__(self, tmp_path: Path, code_dir: Path, window: str, trial: str = TRIAL, trials: int = 4) -> None:
+        write_script(code_dir, "trial.py", trial)
         self.control = tmp_path / "control"
         self.control.mkdir()
         (tmp_path / "config.yml").write_text(
-            "searchSpace: {x: {_type: choice, _value: [0, 1, 2, 3]}}\n"
-            f"trialCommand: python3 trial.py\ntrialCodeDirectory: {code_dir}\ntrialConcurrency: 4\n"
-            "maxTrialNumber: 4\ntrialGracePeriod: 1s\ntuner: {name: GridSearch}\n"
+            f"searchSpace: {{x: {{_type: choice, _value: {list(range(trials))}}}}}\n"
+            f"trialCommand: python3 trial.py\ntrialCodeDirectory: {code_dir}\ntrialConcurrency: {trials}\n"
+            f"maxTrialNumber: {trials}\ntrialGracePeriod: 1s\ntuner: {{name: GridSearch}}\n"
             f"trainingService: {{platform: local, reattachWindow: {window}}}\n")
         self.home = tmp_path / "home"
         self.tmp_path = tmp_path
@@ -197,3 +197,65 @@ def test_after_the_window_nothing_of_the_trials_is_left_and_the_resume_runs_them
     assert sorted(experiment.rows("SELECT attempt, status FROM attempts")) == [(1, "CRASHED")] * 4 + [
         (2, "SUCCEEDED")] * 4, out + err + experiment.experiment_log()
     assert all([attempt for _, _, attempt in starts] == [1, 2] for starts in experiment.starts().values())
+
+
+HEARTBEAT = """
+    import os, sys, time, expmgr
+    control = os.environ["CONTROL_DIR"]
+    trial = expmgr.get_trial_id()
+    expmgr.get_next_parameter()
+    with open(os.path.join(control, f"{trial}.starts"), "a") as starts:
+        starts.write(f"{os.getpid()} 0 {os.environ['EXPMGR_TRIAL_ATTEMPT']}\\n")
+    beat = 0
+    with open(os.path.join(control, f"{trial}.heartbeat"), "a", buffering=1) as heartbeat:
+        while not os.path.exists(os.path.join(control, "finish")):
+            heartbeat.write(f"{os.getpid()} {beat} {time.time()!r}\\n")
+            beat += 1
+            time.sleep(0.1)
+    expmgr.report_final_result(beat)
+"""
+
+
+def _beats(path: Path) -> list[tuple[int, int, float]]:
+    return [(int(pid), int(beat), float(at)) for pid, beat, at in
+            (line.split() for line in path.read_text().splitlines() if line.count(" ") == 2)]
+
+
+def test_stop_keep_trials_then_resume_never_interrupts_the_trials(tmp_path: Path, code_dir: Path):
+    experiment = _Experiment(tmp_path, code_dir, "10m", trial=HEARTBEAT, trials=2)
+    wait_until(lambda: len(experiment.notes("heartbeat")) == 2, timeout=120, what="two trials beating")
+    stopped = experiment.expctl("stop", experiment.exp_id, "--keep-trials")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "STOPPED" in stopped.stdout and "expctl resume" in stopped.stdout, stopped.stdout
+    stopped_at = time.time()
+    heartbeats = experiment.notes("heartbeat")
+    wait_until(lambda: all(_beats(path)[-1][2] > stopped_at for path in heartbeats), timeout=30,
+               what="the trials beating on with no manager")
+    resumed_at = time.time()
+    resumed = experiment.resume()
+    try:
+        wait_until(lambda: experiment.experiment_log().count("this run takes it over") == 2, timeout=120,
+                   what="the resume to take the trials over")
+        (experiment.control / "finish").touch()
+        out, err = resumed.communicate(timeout=120)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+            resumed.wait()
+    assert resumed.returncode == 0, err
+    assert sorted(experiment.rows("SELECT attempt, status FROM attempts")) == [(1, "SUCCEEDED")] * 2
+    for path in heartbeats:
+        beats = _beats(path)
+        assert len({pid for pid, _, _ in beats}) == 1, "one process from start to end"
+        assert [beat for _, beat, _ in beats] == list(range(len(beats))), "its count never restarted"
+        assert any(stopped_at < at < resumed_at for _, _, at in beats), "it beat while no manager ran"
+        assert beats[-1][2] > resumed_at
+
+
+def test_stop_keep_trials_is_refused_without_a_reattach_window_and_the_experiment_runs_on(
+        tmp_path: Path, code_dir: Path):
+    experiment = _Experiment(tmp_path, code_dir, "0", trial=HEARTBEAT, trials=1)
+    wait_until(lambda: len(experiment.notes("heartbeat")) == 1, timeout=120, what="the trial beating")
+    refused = experiment.expctl("stop", experiment.exp_id, "--keep-trials")
+    assert refused.returncode == 1 and "reattachWindow" in refused.stderr, refused.stderr
+    assert experiment.expctl("stop", experiment.exp_id).returncode == 0
