@@ -171,6 +171,13 @@ class GpuScheduler:
         self._held[trial_id] = chosen
         return chosen
 
+    def hold(self, trial_id: str, indices: list[int]) -> None:
+        """A trial already runs on ``indices`` (one a resume took over): they count as taken."""
+        held = [index for index in indices if index in self._trials_on]
+        for index in held:
+            self._trials_on[index] += 1
+        self._held[trial_id] = held
+
     def release(self, trial_id: str) -> None:
         for index in self._held.pop(trial_id, []):
             self._trials_on[index] -= 1

@@ -166,6 +166,19 @@ def keeper_of(pid: int, pid_started: float, session: str, trial_id: str, attempt
     return None
 
 
+def visible_gpus(pid: int) -> list[int]:
+    """The GPU indices process ``pid`` was given (its ``CUDA_VISIBLE_DEVICES``); [] if none or unreadable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            variables = file.read().split(b"\0")
+    except OSError:
+        return []
+    for variable in variables:
+        if variable.startswith(b"CUDA_VISIBLE_DEVICES="):
+            return [int(word) for word in variable[21:].split(b",") if word.strip().isdigit()]
+    return []
+
+
 def _environment_has(pid: int, name: str, value: str) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from expmgr import trial as trial_api
 from expmgr.layout import ExperimentPaths, TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
-from expmgr.training._kept import KeptTrial, WatchdogRecord, keeper_of, release, spawn_kept, status_file
+from expmgr.training._kept import KeptTrial, WatchdogRecord, keeper_of, release, spawn_kept, status_file, visible_gpus
 from expmgr.training._kept import take_manager_gone
 from expmgr.training._gpus import GpuScheduler, query_gpus, usable_gpus
 from expmgr.training._folder import SharedTrialFolders, prepare_folder
@@ -326,6 +326,8 @@ class LocalTrainingService(TrainingService):
         kept = KeptTrial.adopted(pid, keeper)
         if keeper is not None:
             self._processes[trial_id] = kept
+            if self._gpu_slots is not None:   # its GPUs are not given to another trial
+                self._gpu_slots.hold(trial_id, visible_gpus(pid))
             self._adopted.append(pid)
             marker = trial_marker(previous.session, trial_id, attempt)
             self._tell_watchdog(f"+{pid} {marker} {self._config.trial_process_limit} {folder.stderr}")

@@ -149,6 +149,9 @@ def test_a_resume_within_the_window_takes_the_running_trials_over_with_every_rep
     try:
         wait_until(lambda: experiment.experiment_log().count("this run takes it over") == 4, timeout=120,
                    what="the resume to take the four trials over")
+        # Taken over with them: what they reported while no manager ran, before any trial ends.
+        wait_until(lambda: experiment.rows("SELECT COUNT(*) FROM metrics")[0][0] == 3 * 3 + 4, timeout=60,
+                   what="the reports made while no manager ran, stored at the takeover")
         (experiment.control / "finish").touch()
         out, err = resumed.communicate(timeout=120)
     finally:

@@ -55,8 +55,10 @@ def service(request: pytest.FixtureRequest) -> str:
 
 
 class Context:
-    def __init__(self, service: TrainingService, events: Recorder, paths: ExperimentPaths, code: Path) -> None:
+    def __init__(self, service: TrainingService, events: Recorder, paths: ExperimentPaths, code: Path,
+                 config: ResolvedConfig) -> None:
         self.service, self.events, self.paths, self.code = service, events, paths, code
+        self.config = config
         self.host = REMOTE_HOST[0] if REMOTE_HOST else None
         self.code_there = code if self.host is None else self.host.home / ".expmgr" / paths.root.name / "code"
         """The code folder as trials see it where they run (its copy on a remote host)."""
@@ -89,6 +91,14 @@ class Context:
                            parameter_record=record,
                            env={trial_api.ENV_TRIAL_ID: trial_id, trial_api.ENV_ATTEMPT: str(attempt)})
 
+    async def successor(self) -> tuple[TrainingService, Recorder]:
+        """A new service of the same experiment, started as a resume starts it (after this one
+        let go of its trials, or died); the caller stops it."""
+        events = Recorder()
+        service = create_training_service(self.config, events, self.paths)
+        await service.start()
+        return service, events
+
     async def until(self, condition: Callable[[], Any], what: str, timeout: float = DEADLINE) -> Any:
         deadline = time.monotonic() + timeout
         while not (result := condition()):
@@ -115,7 +125,7 @@ def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[N
         service = create_training_service(checked, events, paths)
         await service.start()
         try:
-            await test(Context(service, events, paths, code))
+            await test(Context(service, events, paths, code, checked))
         finally:
             await service.stop(grace_period=1.0)
 

@@ -22,11 +22,14 @@ class Recorder:
         self.events: list[tuple[Any, ...]] = []
         self.hosts: dict[tuple[str, int], str | None] = {}
         """The host each started attempt was told to run on, by (trial id, attempt)."""
+        self.pids: dict[tuple[str, int], tuple[int | None, float | None]] = {}
+        """The pid and its start time each started attempt was told with, by (trial id, attempt)."""
 
     def trial_started(self, trial_id: str, attempt: int, pid: int | None, *,
                       pid_started: float | None = None, host: str | None = None) -> None:
         self.events.append(("started", trial_id, attempt))
         self.hosts[(trial_id, attempt)] = host
+        self.pids[(trial_id, attempt)] = (pid, pid_started)
 
     def trial_exited(self, trial_id: str, attempt: int, exit_code: int | None, signal: int | None,
                      preempted: bool = False, *, failed: bool = False) -> None:

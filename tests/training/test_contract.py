@@ -337,3 +337,43 @@ def test_a_trials_output_is_bounded_by_rotation_and_the_trial_is_not_stopped(ser
             path.stat().st_size for path in kept)
 
     run_service(service, tmp_path, test, log_max_size=100_000, log_files_kept=3)
+
+
+WAITER = ("import os, sys, time\nopen('waiting', 'w').close()\n"
+          "while not os.path.exists('go'):\n    time.sleep(0.05)\nprint('done')\nsys.exit(7)\n")
+
+
+@pytest.mark.parametrize("ends", ["after", "meanwhile"])
+def test_a_trial_left_running_is_taken_over_by_the_next_service_and_its_real_end_told(
+        service: str, tmp_path: Path, ends: str):
+    """What a resume does with a kept trial (reattachWindow): the service that started it lets
+    go of it (``leave_running``, as ``expctl stop --keep-trials`` or a dead manager), the next
+    one ``adopt``s it by pid, start time and marker, and tells its real end, whether it ends
+    after the takeover or ended in between."""
+    if service != "local-kept":
+        pytest.skip(f"{service}: its trials end with their manager (docs/fault-tolerance.md)")
+
+    async def test(c: Context) -> None:
+        c.write_code("waiter.py", WAITER)
+        await c.service.launch(c.launch_of("kept", "python3 waiter.py"))
+        await c.until(lambda: (c.code_there / "waiting").exists(), "the trial to wait")
+        pid, pid_started = c.events.pids[("kept", 1)]
+        assert pid is not None and pid_started is not None
+        assert await c.service.leave_running()
+        if ends == "meanwhile":
+            (c.code_there / "go").touch()
+            await c.until(lambda: any(c.paths.trial_dir("kept").glob(".exit-status-1")), "its keeper to write its end")
+        successor, events = await c.successor()
+        try:
+            assert not successor.adopt("another", 1, pid, pid_started), "a pid is taken for its own trial only"
+            assert successor.adopt("kept", 1, pid, pid_started)
+            successor.end_adoption()
+            (c.code_there / "go").touch()
+            await c.until(lambda: events.exit_of("kept"), "its end, told by the service that took it over")
+            assert events.exit_of("kept") == ("exited", "kept", 1, 7, None)
+            assert (c.paths.trial_dir("kept") / "stdout").read_text() == "done\n"
+        finally:
+            await successor.stop(grace_period=1.0)
+        c.events.events.extend(events.events)   # one attempt's events, across the two services
+
+    run_service(service, tmp_path, test)
