@@ -25,7 +25,15 @@ it starts inherits, including one that leaves the group (``setsid``, a double fo
   ``stderr`` and ``over-limit <pgid>`` written to the watchdog's stdout (for the service),
   then every process SIGKILLed, as at its end: it ends FAILED (signal 9).
 
-So no trial, nor anything it started, outlives its trial or its experiment, unless it
+- With a reattach window (``command(SESSION, WINDOW, STATE_DIR)``, ``trainingService.reattachWindow``),
+  a pipe that closes without ``stop`` does not end the trials at once: the watchdog writes when
+  it closed to ``STATE_DIR/manager-gone``, tells each trial's stderr, and keeps them for WINDOW
+  seconds (``wait_for_a_resume``). A resumed experiment that took trials over writes their
+  pgids to ``STATE_DIR/adopted`` and sends SIGUSR1: the watchdog ends the others and exits.
+  When the window passes first, it lists the trials in ``STATE_DIR/window-ended`` (a resume
+  runs them again) and ends everything as without a window.
+
+So no trial, nor anything it started, outlives its trial or its experiment (or its window), unless it
 clears its environment, changes user, or runs where there is no ``/proc``. ``/proc`` is
 read on those events, and polled only while a trial with a process limit runs. It imports
 nothing but ``os``, ``select``, ``signal``, ``stat``, ``sys`` and ``time`` (so it must be run
