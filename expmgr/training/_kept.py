@@ -29,6 +29,10 @@ from expmgr.training.watchdog import trial_marker
 KEEPER_START_TIMEOUT = 60.0
 """Seconds a keeper may take to say it started its trial (an interpreter start, under load)."""
 _WATCHDOG_FILE = "current"
+KEEPING_FORMAT = "1"
+"""The version of what a run leaves for the next to adopt its trials (this file, the keeper's
+markers and status file, the watchdog's state files): a run adopts only trials of a run with the
+same one, and reruns the others. Changed with any of them."""
 _SAME_PROCESS = 0.01
 """Seconds two start times of one pid may differ by (``/proc`` counts in clock ticks)."""
 
@@ -48,15 +52,18 @@ class WatchdogRecord:
 
     @classmethod
     def read(cls, state_dir: Path) -> WatchdogRecord | None:
+        """The record a run left, if it is of this KEEPING_FORMAT (None: nothing to adopt)."""
         try:
-            pid, started, session = (state_dir / _WATCHDOG_FILE).read_text().split()
+            keeping_format, pid, started, session = (state_dir / _WATCHDOG_FILE).read_text().split()
+            if keeping_format != KEEPING_FORMAT:
+                return None
             return cls(int(pid), float(started), session)
         except (OSError, ValueError):
             return None
 
     def write(self, state_dir: Path) -> None:
         temporary = state_dir / f"{_WATCHDOG_FILE}.tmp"
-        temporary.write_text(f"{self.pid} {self.started!r} {self.session}\n")
+        temporary.write_text(f"{KEEPING_FORMAT} {self.pid} {self.started!r} {self.session}\n")
         os.replace(temporary, state_dir / _WATCHDOG_FILE)
 
     def alive(self) -> bool:
