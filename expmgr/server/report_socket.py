@@ -8,7 +8,8 @@ without HTTP's parsing, guard and handler on the manager's loop. One report per 
 The local training service tells its trials the path (EXPMGR_MANAGER_SOCKET); a trial that
 cannot reach it sends over HTTP (expmgr/trial.py). Every byte is a client's: a header that is
 not one line of at most HEADER_MAX bytes with three fields is a 400, a length over the report
-route's limit a 413 (answered before the body is read), a connection still open after
+route's limit a 413 (answered before the body is read, which is then dropped as it comes
+for a while, as the HTTP guard does), a connection still open after
 CONNECTION_TIMEOUT seconds is closed whatever it sent, and at most MAX_CONNECTIONS are open at
 once (connections.Listener closes the next ones unread). The socket is 0600 in the experiment's
 0700 folder: only its owner (and root) can connect, and each report still needs its trial's
@@ -37,7 +38,7 @@ import tornado.tcpserver
 from expmgr.engine.serving import ServedSearch
 from expmgr.layout import PRIVATE_FILE_MODE
 from expmgr.server.connections import Listener
-from expmgr.server.guard import Guard
+from expmgr.server.guard import LINGER_BYTES, LINGER_SECONDS, Guard
 from expmgr.server.trial_reports import take_report
 
 HEADER_MAX = 256
@@ -147,8 +148,10 @@ class ReportSocket:
         (or does not send) raises out of here."""
         timer = asyncio.get_running_loop().call_later(CONNECTION_TIMEOUT, stream.close)
         try:
-            status, answer = await self._take(stream)
+            status, answer, whole = await self._take(stream)
             await stream.write(b"%d %s\n" % (status, json.dumps(answer).encode()))
+            if not whole:
+                await _linger(stream)
         except tornado.iostream.StreamClosedError:
             pass  # the client left, its time ran out, or the server stops
         except Exception:  # a bug of ours: that report's problem, never the experiment's
@@ -157,24 +160,40 @@ class ReportSocket:
             timer.cancel()
             stream.close()
 
-    async def _take(self, stream: tornado.iostream.IOStream) -> tuple[int, dict[str, Any]]:
+    async def _take(self, stream: tornado.iostream.IOStream) -> tuple[int, dict[str, Any], bool]:
+        """(status, answer, whether the request was read whole) of the request on ``stream``."""
         received = b""
         while (end := received.find(b"\n")) < 0:
             if len(received) >= HEADER_MAX:
-                return 400, {"error": f"header: no newline in its first {HEADER_MAX} bytes"}
+                return 400, {"error": f"header: no newline in its first {HEADER_MAX} bytes"}, False
             received += await stream.read_bytes(HEADER_MAX - len(received), partial=True)
         try:
             trial_id, token, length = parse_header(received[:end])
         except HeaderError as error:
-            return 400, {"error": str(error)}
+            return 400, {"error": str(error)}, False
         if length > self._limit:
-            return 413, {"error": self._guard.too_large(length, "max_report_body")}
+            return 413, {"error": self._guard.too_large(length, "max_report_body")}, False
         body = received[end + 1:]
         if len(body) > length:
-            return 400, {"error": f"body: more than the {length} bytes the header says"}
+            return 400, {"error": f"body: more than the {length} bytes the header says"}, False
         if len(body) < length:
             body += await stream.read_bytes(length - len(body))
-        return take_report(self._search(), trial_id, token, body)
+        return (*take_report(self._search(), trial_id, token, body), True)
+
+
+async def _linger(stream: tornado.iostream.IOStream) -> None:
+    """After an answer given before the request was read whole: the end of the answer (EOF)
+    sent, what the client still sends is dropped (never kept), at most LINGER_BYTES for
+    LINGER_SECONDS, as the HTTP guard does after a 413; so a client that sends its whole
+    report before it reads reads the answer, not a reset connection."""
+    stream.socket.shutdown(socket.SHUT_WR)
+    timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, stream.close)
+    try:
+        dropped = 0
+        while dropped < LINGER_BYTES:
+            dropped += len(await stream.read_bytes(64 * 1024, partial=True))
+    finally:
+        timer.cancel()
 
 
 def _listening_socket(path: Path) -> socket.socket:
