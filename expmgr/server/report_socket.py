@@ -127,7 +127,7 @@ class ReportSocket:
         if listener is None:
             return
         listener.stop()
-        for stream in self._exchanges.values():
+        for stream in list(self._exchanges.values()):
             stream.close()
         await asyncio.gather(*self._exchanges, return_exceptions=True)
         assert self.path is not None and self._bound is not None
@@ -186,7 +186,10 @@ async def _linger(stream: tornado.iostream.IOStream) -> None:
     sent, what the client still sends is dropped (never kept), at most LINGER_BYTES for
     LINGER_SECONDS, as the HTTP guard does after a 413; so a client that sends its whole
     report before it reads reads the answer, not a reset connection."""
-    stream.socket.shutdown(socket.SHUT_WR)
+    try:
+        stream.socket.shutdown(socket.SHUT_WR)
+    except OSError:  # the client is gone already
+        return
     timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, stream.close)
     try:
         dropped = 0

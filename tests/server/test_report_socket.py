@@ -254,6 +254,7 @@ def test_a_malformed_header_is_a_400(gated: Gated, header: bytes):
     answer = exchange(gated.socket, header)
     assert answer.startswith(b"400 {") and answer.endswith(b"}\n"), answer
     assert "header" in json.loads(answer.split(b" ", 1)[1])["error"]
+    assert "report socket failed" not in gated.experiment.paths.experiment_log.read_text(), "no error of ours"
 
 
 def test_bad_and_silent_clients_do_not_keep_other_trials_reports_out(gated: Gated):
@@ -270,6 +271,7 @@ def test_bad_and_silent_clients_do_not_keep_other_trials_reports_out(gated: Gate
     assert "warning" not in gated.stderr(trial_id)
     for connection in [*silent, half_header, half_body]:
         connection.close()
+    assert "report socket failed" not in gated.experiment.paths.experiment_log.read_text(), "no error of ours"
 
 
 def test_clients_holding_every_connection_of_the_socket_leave_trials_their_http(gated: Gated):
