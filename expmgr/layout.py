@@ -68,6 +68,12 @@ class ExperimentPaths:
         return self.root / "access.json"
 
     @property
+    def report_socket(self) -> Path:
+        """The Unix socket local trials send their reports to while the experiment runs
+        (mode 0600; expmgr/server/report_socket.py), removed when its server stops."""
+        return self.root / "reports.sock"
+
+    @property
     def database(self) -> Path:
         return self.root / "db" / "experiment.sqlite"
 

@@ -42,6 +42,9 @@ ENV_TRIAL_DIR = "EXPMGR_TRIAL_DIR"
 ENV_MANAGER_HOST = "EXPMGR_MANAGER_HOST"
 ENV_MANAGER_PORT = "EXPMGR_MANAGER_PORT"
 ENV_MANAGER_URL_PREFIX = "EXPMGR_MANAGER_URL_PREFIX"
+ENV_MANAGER_SOCKET = "EXPMGR_MANAGER_SOCKET"
+"""The manager's Unix socket for reports (expmgr/server/report_socket.py), set by the local
+training service alone: a trial that has it sends its reports there, over HTTP when it cannot."""
 ENV_TOKEN = "EXPMGR_TRIAL_TOKEN"
 ENV_ACCESS_TOKEN = "EXPMGR_TOKEN"
 """expctl's access token of an experiment's server (server/auth.py), never in a trial's
@@ -144,6 +147,7 @@ class _TrialContext:
         self.host = env.get(ENV_MANAGER_HOST, "127.0.0.1")
         self.port = int(env.get(ENV_MANAGER_PORT, "0"))
         self.url_prefix = env.get(ENV_MANAGER_URL_PREFIX, "")
+        self.report_socket = env.get(ENV_MANAGER_SOCKET)
         self.token = env.get(ENV_TOKEN, "")
         self.rank = int(env.get(ENV_TRIAL_RANK, "0"))
         """Only rank 0 reports (as Ray Train keeps rank 0's); other ranks' reports are dropped."""
@@ -439,8 +443,48 @@ def _report(kind: str, metric: object) -> None:
 
 
 def _send(ctx: _TrialContext, body: bytes) -> None:
-    """POST one report to the manager; on failure say so on stderr and go on,
-    since the line in metrics.jsonl is picked up later."""
+    """Send one report to the manager, over its Unix socket when there is one and it can be
+    reached, else over HTTP; on failure say so on stderr and go on, since the line in
+    metrics.jsonl is picked up later."""
+    if ctx.report_socket and _send_over_socket(ctx.report_socket, ctx, body):
+        return
+    _send_over_http(ctx, body)
+
+
+def _send_over_socket(path: str, ctx: _TrialContext, body: bytes) -> bool:
+    """Send one report over the manager's report socket at ``path`` (``<trial id> <token> <length>``, the
+    body, then ``<status> <JSON>`` back; expmgr/server/report_socket.py). False when it was
+    not answered (no socket, refused, closed unread): the caller sends it over HTTP, which
+    is harmless even if it was stored, since reports are idempotent."""
+    import _socket
+    answer = b""
+    try:
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            conn.settimeout(_SEND_TIMEOUT)
+            conn.connect(path)
+            conn.sendall(f"{ctx.trial_id} {ctx.token} {len(body)}\n".encode() + body)
+            while not answer.endswith(b"\n") and len(answer) < 65536:  # one short line
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        finally:
+            conn.close()
+    except _socket.timeout as error:  # the manager is there but slow: HTTP would wait as long
+        _warn(f"could not send a metric report to the manager ({error}); it is kept in metrics.jsonl")
+        return True
+    except OSError:
+        pass  # not reached, or reset: answered only if a status came first
+    if not answer:
+        return False
+    status, _, reason = answer.rstrip(b"\n").partition(b" ")
+    _answered(status, reason)
+    return True
+
+
+def _send_over_http(ctx: _TrialContext, body: bytes) -> None:
+    """POST one report to the manager; on failure say so on stderr and go on."""
     path = ctx.url_prefix + METRICS_ROUTE.format(trial_id=ctx.trial_id)
     host = f"[{ctx.host}]" if ":" in ctx.host else ctx.host  # an IPv6 address in a Host header
     request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{ctx.port}\r\n"
@@ -465,14 +509,19 @@ def _send(ctx: _TrialContext, body: bytes) -> None:
         finally:
             conn.close()
         status = response.split(b" ", 2)[1] if response.count(b" ") >= 2 else b"?"
-        if status == b"503":  # the manager's store is busy or unwritable for now
-            _warn("the manager could not store a metric report yet; it is kept in metrics.jsonl "
-                  "and picked up when the trial ends")
-        elif status != b"200":
-            reason = response.partition(b"\r\n\r\n")[2][:500].decode(errors="replace")
-            _warn(f"the manager refused a metric report (HTTP {status.decode(errors='replace')}): {reason}")
+        _answered(status, response.partition(b"\r\n\r\n")[2])
     except OSError as error:  # _socket.error and timeouts are OSErrors
         _warn(f"could not send a metric report to the manager ({error}); it is kept in metrics.jsonl")
+
+
+def _answered(status: bytes, reason: bytes) -> None:
+    """Say on stderr why the manager did not take a report (its status and JSON error)."""
+    if status == b"503":  # the manager's store is busy or unwritable for now
+        _warn("the manager could not store a metric report yet; it is kept in metrics.jsonl "
+              "and picked up when the trial ends")
+    elif status != b"200":
+        _warn(f"the manager refused a metric report (HTTP {status.decode(errors='replace')}): "
+              f"{reason[:500].decode(errors='replace')}")
 
 
 def _warn(message: str) -> None:

@@ -45,7 +45,8 @@ def test_reports_made_while_the_manager_is_unreachable_are_picked_up_from_metric
         tmp_path: Path, code_dir: Path):
     write_script(code_dir, "trial.py", """
         import os
-        os.environ["EXPMGR_MANAGER_PORT"] = "1"   # nothing listens there: every send fails
+        os.environ["EXPMGR_MANAGER_PORT"] = "1"   # nothing listens there: every send fails,
+        os.environ["EXPMGR_MANAGER_SOCKET"] += ".gone"   # over the report socket and then over HTTP
         import expmgr
         x = expmgr.get_next_parameter()["x"]
         expmgr.report_intermediate_result(x)

@@ -83,7 +83,10 @@ def posted_report(trial_id: str, token: str | None, body: Any, *, running: tuple
     """The metric of a report POSTed for ``trial_id`` with ``token``; ``running``: the
     attempt of the trial that runs and its token (None: it does not run). MetricRejected:
     FORBIDDEN for a wrong token, INVALID for a bad field, CONFLICT for another attempt."""
-    if running is None or token is None or not secrets.compare_digest(token, running[1]):
+    # As bytes: compare_digest raises TypeError for a str with a non-ASCII character (an
+    # HTTP header is read as Latin-1), which would be taken for a bug of ours (ERROR).
+    if running is None or token is None or \
+            not secrets.compare_digest(token.encode("utf-8", "surrogateescape"), running[1].encode()):
         raise MetricRejected(RefusalKind.FORBIDDEN, f"no running trial {trial_id!r} with this token")
     if not isinstance(body, dict):
         raise MetricRejected(RefusalKind.INVALID, "body: expected a JSON object")

@@ -30,6 +30,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, cast
 
 from expmgr.dispatcher.client import DispatcherClient
@@ -103,6 +104,8 @@ class Manager:
         """The runner of a search started again after DONE (``_more_trials``), until it runs."""
         self._app: Any = None
         self._hub: LiveHub | None = None
+        self._report_socket: Path | None = None
+        """Where the server takes local trials' reports (ExperimentHost.report_socket)."""
         self._stop_requested = False
         self._finished = WakingEvent()
         self._pending_calls: set[concurrent.futures.Future] = set()
@@ -142,6 +145,7 @@ class Manager:
         try:
             host = ExperimentHost(self._store, self.paths, self._sockets, self.access, self.limits, read_only=False)
             hub = host.hub
+            self._report_socket = host.report_socket  # the runner's service tells its trials; host.start makes it
             runner: TrialRunner | None = self._new_runner(dispatcher, hub, with_strategy=self._with_strategy,
                                                           resumed=self._resumed)
             assert runner is not None
@@ -171,7 +175,8 @@ class Manager:
                     resumed: bool) -> TrialRunner:
         return TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
                            training=functools.partial(create_training_service, self.config, paths=self.paths,
-                                                      manager_host=self.access.local_host),
+                                                      manager_host=self.access.local_host,
+                                                      report_socket=self._report_socket),
                            dispatcher=dispatcher,
                            on_state_change=self._record_in_registry, with_strategy=with_strategy,
                            resumed=resumed, url_prefix=self.access.url_prefix,

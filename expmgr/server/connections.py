@@ -1,4 +1,5 @@
-"""The connections an experiment's server takes. It accepts on its listening sockets itself
+"""The connections an experiment's server takes (its HTTP server's, and its report socket's,
+report_socket.py). It accepts on its listening sockets itself
 (not through tornado's accept loop) so that it caps how many connections are open at once,
 leaving file descriptors for the trials and the store, and so that running out of
 descriptors (EMFILE) pauses accepting instead of spinning and logging an error per
@@ -22,9 +23,9 @@ import socket
 import time
 from typing import Any
 
-import tornado.httpserver
 import tornado.ioloop
 import tornado.iostream
+import tornado.tcpserver
 
 RESERVED_FILES = 64
 """Descriptors kept out of the connection cap besides half the soft limit: the store, the
@@ -113,10 +114,10 @@ class _CountedStream(tornado.iostream.IOStream):
 
 
 class Listener:
-    """Accepts connections on ``sockets`` for ``server`` (an HTTPServer never given the
-    sockets itself), at most ``cap`` open at once."""
+    """Accepts connections on ``sockets`` for ``server`` (an HTTPServer, or another
+    TCPServer, never given the sockets itself), at most ``cap`` open at once."""
 
-    def __init__(self, server: tornado.httpserver.HTTPServer, sockets: list[socket.socket], cap: int) -> None:
+    def __init__(self, server: tornado.tcpserver.TCPServer, sockets: list[socket.socket], cap: int) -> None:
         self.server = server
         self.sockets = list(sockets)
         self._occupancy = _Occupancy(cap)

@@ -1,10 +1,11 @@
 """Serving a tornado app on listening sockets, started and stopped as one: the guard in
 front of every route, the HTTP server, the listener that caps connections, and what must
-close with them (an experiment's live hub, ``expctl ui``'s shelf). The manager, the viewer
-and ``expctl ui``'s home server each run one on their loop::
+close with them (an experiment's live hub and report socket, ``expctl ui``'s shelf). The
+manager, the viewer and ``expctl ui``'s home server each run one on their loop::
 
     host = ExperimentHost(store, paths, sockets, access, limits, read_only=False)
     runner = TrialRunner(..., on_store_unwritable=host.hub.tell_store_unwritable)
+    # (its local trials are told host.report_socket)
     host.start(runner)        # on the loop: the hub follows the store, the sockets accept
     ...
     await host.stop()         # idempotent: stop accepting, close the hub, drop connections
@@ -12,6 +13,7 @@ and ``expctl ui``'s home server each run one on their loop::
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Awaitable, Callable
 
 import tornado.httpserver
@@ -23,7 +25,8 @@ from expmgr.server.auth import Access
 from expmgr.server.connections import Listener, connection_cap, raise_open_files_limit
 from expmgr.server.guard import Guard, ServerLimits, allowed_hosts
 from expmgr.server.live import LiveHub
-from expmgr.server.rest import make_app
+from expmgr.server.report_socket import ReportSocket
+from expmgr.server.rest import make_app, served_search
 from expmgr.store import Store
 
 
@@ -71,15 +74,27 @@ class ExperimentHost:
         self._paths = paths
         self._access = access
         self._host = ServerHost(sockets, limits)
+        self._reports = None if read_only else ReportSocket(paths.report_socket, self._host.guard)
+
+    @property
+    def report_socket(self) -> Path | None:
+        """Where local trials send their reports once it started (EXPMGR_MANAGER_SOCKET);
+        None when they use HTTP alone (read-only, or a path too long for a Unix socket)."""
+        return None if self._reports is None else self._reports.path
 
     def start(self, runner: ServedSearch | None) -> tornado.web.Application:
         """Follow the store and accept connections (on the loop that serves them); the app."""
         self.hub.start()
-        self.app = make_app(self._store, self._paths, runner, self.hub, self._host.guard,
-                            token=self._access.token, url_prefix=self._access.url_prefix)
-        self._host.start(self.app, closing=self.hub.stop)
-        return self.app
+        app = self.app = make_app(self._store, self._paths, runner, self.hub, self._host.guard,
+                                  token=self._access.token, url_prefix=self._access.url_prefix)
+        self._host.start(app, closing=self.hub.stop)
+        if self._reports is not None:  # reports go to the search the routes serve, read per report
+            self._reports.start(lambda: served_search(app))
+        return app
 
     async def stop(self) -> None:
-        """Stop accepting, push the hub's last changes and close it, drop the connections; idempotent."""
+        """Stop accepting (the report socket removed), push the hub's last changes and close
+        it, drop the connections; idempotent."""
+        if self._reports is not None:
+            await self._reports.stop()
         await self._host.stop()

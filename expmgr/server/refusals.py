@@ -23,6 +23,9 @@ STATUS_OF_KIND: dict[RefusalKind, int] = {
     RefusalKind.UNAVAILABLE: 503,
 }
 """The HTTP status of each kind of refusal: the one place the server picks statuses for them."""
+READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
+             "changed and takes no reports")
+"""Why a write (a CONFLICT) is refused while no search runs: every route's, and a trial's report on either channel."""
 
 
 class RequestError(Refusal):

@@ -4,12 +4,14 @@ integer has at most ``MAX_INTEGER_DIGITS`` digits and lies within a signed 64-bi
 parameter, never a 500 from deeper down (sqlite's OverflowError, int()'s 4,300-digit limit)::
 
     offset = integer("offset", raw, minimum=None)
+    report = json_body(request.body)          # a RequestError (400) when it is not JSON
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from expmgr import strict_json
 from expmgr.engine.errors import RefusalKind
 from expmgr.server.refusals import RequestError
 
@@ -44,3 +46,14 @@ def json_integer(name: str, value: Any, minimum: int | None = 0) -> int:
         raise RequestError(RefusalKind.INVALID, f"{name}: expected {_expected(minimum)}, got {value} "
                                                 "(within a signed 64-bit integer)")
     return value
+
+
+def json_body(body: bytes) -> Any:
+    """A request's body as JSON (strict_json: an object naming a key twice is refused); a
+    RequestError (INVALID) saying why when it is not JSON, not UTF-8 or nested too deep."""
+    try:
+        return strict_json.loads(body)
+    except strict_json.DuplicateKeyError as error:
+        raise RequestError(RefusalKind.INVALID, f"body: {error}") from None
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
+        raise RequestError(RefusalKind.INVALID, f"body: not JSON ({error})") from None

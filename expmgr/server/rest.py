@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, overload
 
 import tornado.web
 
-from expmgr import strict_json, trial as trial_api
+from expmgr import trial as trial_api
 from expmgr.config import BUDGET_FIELDS, UPDATABLE_FIELDS
 from expmgr.layout import ExperimentPaths
 from expmgr.server import auth, compression, downloads, memory, request_values, tails, views
@@ -35,7 +35,8 @@ from expmgr.server.guard import HELD_BODY, Guard, GuardedApplication
 from expmgr.server.experiments_info import experiments_info
 from expmgr.server.home import ExperimentRecords, HomeSite, home_routes
 from expmgr.server.live import LiveHub, LiveSocket
-from expmgr.server.refusals import RequestError, send_refusal
+from expmgr.server.refusals import READ_ONLY, RequestError, send_refusal
+from expmgr.server.trial_reports import take_report
 from expmgr.training.files import is_trial_log
 from expmgr.engine.commands import (AddCustomizedTrial, Command, ImportData, KillTrial, StopSearch, UpdateConfig,
                                     apply_command)
@@ -52,8 +53,6 @@ from expmgr.training import TrialFiles
 
 API = "/api/v1/nni"
 EXPMGR_API = "/api/v1/expmgr"
-READ_ONLY = ("this experiment is served read-only (it has ended, or expctl view serves it); it cannot be "
-             "changed and takes no reports")
 MoreTrials = Callable[[str, Any], "Awaitable[None] | None"]
 """Given a budget field and its raised value, runs an ended (DONE) experiment's search again."""
 PARSE_INLINE = 64 * 1024
@@ -130,7 +129,7 @@ class _Handler(tornado.web.RequestHandler):
     def writable_runner(self) -> ServedSearch:
         """The runner now (the search may have ended, or run again after DONE, while the
         request's body was read); a RequestError (CONFLICT) when it is served read-only."""
-        self.runner = self.settings["expmgr_context"]["runner"]
+        self.runner = served_search(self.application)
         if self.runner is None:
             raise RequestError(RefusalKind.CONFLICT, READ_ONLY)
         return self.runner
@@ -162,13 +161,8 @@ class _Handler(tornado.web.RequestHandler):
         """The request's JSON body (a RequestError when it is not JSON, or an object in it
         names a key twice); a large body is parsed off the event loop."""
         body = self.request.body
-        try:
-            return (strict_json.loads(body) if len(body) <= PARSE_INLINE
-                    else await asyncio.to_thread(strict_json.loads, body))
-        except strict_json.DuplicateKeyError as error:
-            raise RequestError(RefusalKind.INVALID, f"body: {error}") from None
-        except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
-            raise RequestError(RefusalKind.INVALID, f"body: not JSON ({error})") from None
+        return (request_values.json_body(body) if len(body) <= PARSE_INLINE
+                else await asyncio.to_thread(request_values.json_body, body))
 
 
 class ImportDataHandler(_Handler):
@@ -499,11 +493,11 @@ class TrialMetricsHandler(_Handler):
     requires_access_token = False  # the runner checks the trial's own token instead
     body_limit = "max_report_body"
 
-    async def post(self, trial_id: str) -> None:
-        runner = self.writable_runner()
-        report = await self.json_body()
-        runner.receive_metric(trial_id, self.request.headers.get(trial_api.TOKEN_HEADER), report)
-        self.send_json({"ok": True})
+    def post(self, trial_id: str) -> None:
+        # The runner now, as writable_runner() reads it: the search may have ended meanwhile.
+        status, answer = take_report(served_search(self.application), trial_id,
+                                     self.request.headers.get(trial_api.TOKEN_HEADER), self.request.body)
+        self.send_json(answer, status)
 
 
 def make_app(store: Store, paths: ExperimentPaths, runner: ServedSearch | None, hub: LiveHub,
@@ -551,6 +545,13 @@ def make_app(store: Store, paths: ExperimentPaths, runner: ServedSearch | None, 
         [(re.escape(url_prefix) + path, *rest) for path, *rest in served] + redirect,
         guard, websocket_ping_interval=20, expmgr_context=context, transforms=compression.TRANSFORMS,
         **auth.settings(token, url_prefix))
+
+
+def served_search(app: tornado.web.Application) -> ServedSearch | None:
+    """The search ``app`` serves now: None once it is served read-only (``serve_read_only``),
+    another one after ``serve_runner``. Read per request, by its routes and its report socket."""
+    runner: ServedSearch | None = app.settings["expmgr_context"]["runner"]
+    return runner
 
 
 def serve_read_only(app: tornado.web.Application, close_server: Callable[[], None] | None = None,

@@ -18,6 +18,8 @@ from expmgr.training.base import (SystemLaunchError, TrialEvents, TrialLaunch, T
 from expmgr.training.files import TRIAL_LOGS, TrialFiles, TrialFilesError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from expmgr.config import ResolvedConfig
     from expmgr.layout import ExperimentPaths
 
@@ -25,23 +27,25 @@ __all__ = ["SystemLaunchError", "TRIAL_LOGS", "TrialEvents", "TrialFiles", "Tria
            "TrainingService", "TrainingServiceError", "create_training_service", "trial_files"]
 
 def create_training_service(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",
-                            manager_host: str = "127.0.0.1") -> TrainingService:
+                            manager_host: str = "127.0.0.1", report_socket: "Path | None" = None) -> TrainingService:
     """The training service ``config`` asks for, telling ``events`` what becomes of its
-    trials; trials reach the manager at ``manager_host`` (its server's local address).
+    trials; trials reach the manager at ``manager_host`` (its server's local address), and
+    local trials send their reports to ``report_socket`` when there is one (the server's
+    report_socket.py; trials on other machines, or in Ray, never get it).
     Built by the factory its platform names (``expmgr.config.PLATFORMS``). A list of services (NNI's
     hybrid form) is a ``HybridTrainingService`` over each one's service, built so, each
     telling ``events`` of its own trials."""
     if len(config.training_services) == 1:
-        return _service_of(config, events, paths, manager_host)
+        return _service_of(config, events, paths, manager_host, report_socket)
     from expmgr.training.hybrid import HybridTrainingService
     members = [_service_of(dataclasses.replace(config, training_service=section, training_services=(section,)),
-                           events, paths, manager_host) for section in config.training_services]
+                           events, paths, manager_host, report_socket) for section in config.training_services]
     return HybridTrainingService(members, names=[f"trainingService[{index}] ({section.platform})"
                                                  for index, section in enumerate(config.training_services)])
 
 
 def _service_of(config: "ResolvedConfig", events: TrialEvents, paths: "ExperimentPaths",
-                manager_host: str) -> TrainingService:
+                manager_host: str, report_socket: "Path | None") -> TrainingService:
     """The service of ``config``'s one training service (``config.training_service``)."""
     from expmgr.config import PLATFORMS
     platform = PLATFORMS.get(config.training_service.platform)
@@ -49,7 +53,7 @@ def _service_of(config: "ResolvedConfig", events: TrialEvents, paths: "Experimen
         raise TrainingServiceError(f"no training service for platform {config.training_service.platform!r}")
     module, function = platform.service.split(":")
     factory: Callable[..., TrainingService] = getattr(importlib.import_module(module), function)
-    return factory(config, events, paths, manager_host)
+    return factory(config, events, paths, manager_host, report_socket=report_socket)
 
 
 def trial_files(paths: "ExperimentPaths", platform: str) -> TrialFiles:

@@ -13,6 +13,7 @@ import secrets
 import signal as signals
 import subprocess
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from expmgr import trial as trial_api
@@ -32,8 +33,6 @@ from expmgr.training.watchdog import command as watchdog_command
 from expmgr.training.warm import WarmStarter, WarmTrial
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from expmgr.config import ResolvedConfig, ResolvedLocalConfig
 
 OUTPUT_DRAIN_TIMEOUT = 5.0
@@ -48,13 +47,16 @@ class LocalTrainingService(TrainingService):
 
     def __init__(self, config: "ResolvedLocalConfig", trial_gpu_number: int | None, events: TrialEvents,
                  paths: ExperimentPaths, manager_host: str = "127.0.0.1",
-                 log_limits: RotationLimits = UNBOUNDED, trial_command: tuple[str, "Path"] | None = None) -> None:
+                 log_limits: RotationLimits = UNBOUNDED, report_socket: Path | None = None,
+                 trial_command: tuple[str, Path] | None = None) -> None:
         self._config = config
         self._trial_command = trial_command
         """The experiment's trial command and code directory: a warm template is started for them
         with the service (before the first trial asks for it)."""
         self.files: SharedTrialFolders = SharedTrialFolders(paths)
         self._manager_host = manager_host
+        self._report_socket = report_socket
+        """The server's Unix socket for reports (EXPMGR_MANAGER_SOCKET), None: HTTP alone."""
         self._gpus_per_trial = trial_gpu_number or 0
         self._set_visible_devices = trial_gpu_number is not None
         self._events = events
@@ -108,6 +110,10 @@ class LocalTrainingService(TrainingService):
         # PATH stays the user's (as NNI leaves it), so `python3` is their environment's;
         # `import nni` and `import expmgr` reach any interpreter through TRIAL_PATH.
         self._base_env["PYTHONPATH"] = trial_api.trial_pythonpath(self._base_env.get("PYTHONPATH"))
+        # This experiment's socket, never one this process inherited (a manager run by a trial).
+        self._base_env.pop(trial_api.ENV_MANAGER_SOCKET, None)
+        if self._report_socket is not None:
+            self._base_env[trial_api.ENV_MANAGER_SOCKET] = str(self._report_socket)
         if self._warm is not None and self._trial_command is not None:
             command, code_directory = self._trial_command
             self._warm.prestart(command, str(code_directory), trial_environment(self._base_env))
@@ -395,11 +401,13 @@ class LocalTrainingService(TrainingService):
 
 
 def create_local_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
-                         manager_host: str) -> LocalTrainingService:
-    """The local platform's service factory (``config.PLATFORMS["local"].service``)."""
+                         manager_host: str, report_socket: Path | None = None) -> LocalTrainingService:
+    """The local platform's service factory (``config.PLATFORMS["local"].service``); its
+    trials send their reports to ``report_socket`` when there is one."""
     from expmgr.config import ResolvedConfig, ResolvedLocalConfig
     if not isinstance(config.training_service, ResolvedLocalConfig):
         raise TrainingServiceError(f"not a local config: platform {config.training_service.platform!r}")
     return LocalTrainingService(config.training_service, config.trial_gpu_number, events, paths,
                                 manager_host=manager_host, log_limits=config.log_limits,
+                                report_socket=report_socket,
                                 trial_command=(config.trial_command, config.trial_code_directory))

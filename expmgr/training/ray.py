@@ -668,8 +668,10 @@ _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def create_ray_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
-                       manager_host: str) -> RayTrainingService:
-    """The ray platform's service factory (``config.PLATFORMS["ray"].service``)."""
+                       manager_host: str, report_socket: Path | None = None) -> RayTrainingService:
+    """The ray platform's service factory (``config.PLATFORMS["ray"].service``). The
+    manager's ``report_socket`` is not given to Ray trials: they report through their
+    slot's relay, on whichever node they run."""
     from expmgr.config import ResolvedRayConfig
     if not isinstance(config.training_service, ResolvedRayConfig):
         raise TrainingServiceError(f"not a Ray config: platform {config.training_service.platform!r}")

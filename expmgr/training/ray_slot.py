@@ -124,6 +124,7 @@ class TrialSlot:
                     f"node {self._host} does not see the trial's folder {files.root} (no parameter.json): the Ray "
                     "service needs the experiment's folder on a filesystem every node shares at the same path")
         env = dict(os.environ)
+        env.pop(trial_api.ENV_MANAGER_SOCKET, None)  # a Ray trial reports through this slot's relay alone
         env["PYTHONPATH"] = trial_api.trial_pythonpath(env.get("PYTHONPATH"))
         env.update(spec["env"])
         env.update(trial_api.nni_environment(spec["env"], code_directory))

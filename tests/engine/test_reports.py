@@ -108,6 +108,14 @@ def test_anything_else_is_not_a_metric(value: object) -> None:
         reports.check_metric_value(value)
 
 
+@pytest.mark.parametrize("token", [None, "", "caf\xe9", "\udcff", TOKEN[:-1], TOKEN + "0"])
+def test_a_report_with_any_other_token_is_forbidden_never_an_error_of_ours(token: str | None) -> None:
+    with pytest.raises(MetricRejected) as refused:
+        reports.posted_report("abcde", token, _report(), running=(1, TOKEN))
+    assert refused.value.kind is RefusalKind.FORBIDDEN
+    assert reports.posted_report("abcde", TOKEN, _report(), running=(1, TOKEN)).sequence == 0
+
+
 def test_assessors_get_an_integer_beyond_any_float_as_an_infinity_of_its_sign() -> None:
     assert reports.as_float_metric(10**400) == math.inf
     assert reports.as_float_metric({"default": -10**400, "loss": 1}) == {"default": -math.inf, "loss": 1}

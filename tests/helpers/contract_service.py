@@ -107,7 +107,8 @@ class Context:
         return result
 
 
-def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[None]], **config: Any) -> None:
+def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[None]],
+                report_socket: Path | None = None, **config: Any) -> None:
     code = tmp_path / "code"
     code.mkdir()
     config.setdefault("training_service", SERVICE_CONFIGS[name])
@@ -122,7 +123,7 @@ def run_service(name: str, tmp_path: Path, test: Callable[[Context], Awaitable[N
     events = Recorder()
 
     async def main() -> None:
-        service = create_training_service(checked, events, paths)
+        service = create_training_service(checked, events, paths, report_socket=report_socket)
         await service.start()
         try:
             await test(Context(service, events, paths, code, checked))

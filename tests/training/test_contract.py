@@ -319,6 +319,22 @@ def test_a_users_own_pythonunbuffered_setting_is_kept(service: str, tmp_path: Pa
     run_service(service, tmp_path, test)
 
 
+def test_only_a_local_trial_is_told_the_managers_report_socket_never_one_inherited(
+        service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # As if the manager itself ran in a trial of another experiment (or the user exported it).
+    monkeypatch.setenv(trial_api.ENV_MANAGER_SOCKET, "/inherited/reports.sock")
+    socket_path = tmp_path / "reports.sock"
+
+    async def test(c: Context) -> None:
+        c.write_code("env.py", f"import os\nprint(repr(os.environ.get({trial_api.ENV_MANAGER_SOCKET!r})))\n")
+        await c.service.launch(c.launch_of("env", "python3 env.py"))
+        await c.until(lambda: c.events.exit_of("env"), "its exit")
+        told = str(socket_path) if service.startswith("local") else None  # Ray and remote trials use their relay
+        assert TrialFolder(c.paths.trial_dir("env")).stdout.read_text() == f"{told!r}\n"
+
+    run_service(service, tmp_path, test, report_socket=socket_path)
+
+
 def test_a_trials_output_is_bounded_by_rotation_and_the_trial_is_not_stopped(service: str, tmp_path: Path):
     async def test(c: Context) -> None:
         c.write_code("loud.py", 

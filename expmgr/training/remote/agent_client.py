@@ -82,8 +82,9 @@ class HostLaunch:
     """The trial's folder on the host (kept across its attempts there)."""
     env: dict[str, str] = field(default_factory=dict)
     """Set over the host's own environment (``host_trial_environment``)."""
-    unset: tuple[str, ...] = ()
-    """Variables of the host's environment the trial must not have."""
+    unset: tuple[str, ...] = (trial_api.ENV_MANAGER_SOCKET,)
+    """Variables of the host's environment the trial must not have (a manager's report
+    socket: a host's trials report through its relay alone)."""
     parameters: str | None = None
     """parameter.json's text, written there at the trial's first attempt on that host."""
     process_limit: int = 0
@@ -97,6 +98,7 @@ def host_trial_environment(env: dict[str, str], *, report_port: int, trial_dir: 
     loopback (forwarded over the connection to the manager's server). The agent adds the
     trial API's folder to PYTHONPATH and the watchdog's marker."""
     own = {**trial_environment(env), trial_api.ENV_TRIAL_DIR: trial_dir}
+    own.pop(trial_api.ENV_MANAGER_SOCKET, None)
     return {**own, **trial_api.nni_environment(own, code_directory),
             trial_api.ENV_MANAGER_HOST: "127.0.0.1", trial_api.ENV_MANAGER_PORT: str(report_port)}
 

@@ -319,8 +319,10 @@ async def _wait_event(event: asyncio.Event, timeout: float) -> None:
 
 
 def create_remote_service(config: "ResolvedConfig", events: TrialEvents, paths: ExperimentPaths,
-                          manager_host: str) -> RemoteTrainingService:
-    """The remote platform's service factory (``config.PLATFORMS["remote"].service``)."""
+                          manager_host: str, report_socket: Path | None = None) -> RemoteTrainingService:
+    """The remote platform's service factory (``config.PLATFORMS["remote"].service``). The
+    manager's ``report_socket`` is not given to a host's trials: they report through the
+    host's relay over its connection."""
     from expmgr.config import ResolvedRemoteConfig
     if not isinstance(config.training_service, ResolvedRemoteConfig):
         raise TrainingServiceError(f"not a remote config: platform {config.training_service.platform!r}")

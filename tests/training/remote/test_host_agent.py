@@ -564,9 +564,13 @@ def test_the_uploaded_runtime_is_the_trial_api_on_a_host_without_expmgr(tmp_path
             await host.start(agent_command(python, str(runtime), "sess1"))
             trial_dir = str(host.trial_dir("Rep1"))
             env = host_trial_environment({"EXPMGR_TRIAL_ID": "Rep1", "EXPMGR_EXPERIMENT_ID": "exp1",
-                                          "EXPMGR_TRIAL_TOKEN": "tok3n", "EXPMGR_TOKEN": "server-secret"},
+                                          "EXPMGR_TRIAL_TOKEN": "tok3n", "EXPMGR_TOKEN": "server-secret",
+                                          "EXPMGR_MANAGER_SOCKET": "/the/manager's/reports.sock"},
                                          report_port=port, trial_dir=trial_dir, code_directory=str(host.code))
             assert env["EXPMGR_MANAGER_HOST"] == "127.0.0.1" and "EXPMGR_TOKEN" not in env
+            # The manager's report socket is not the host's: its trials report through the relay alone,
+            # even if the host's own environment names one.
+            assert "EXPMGR_MANAGER_SOCKET" not in env and "EXPMGR_MANAGER_SOCKET" in HostLaunch("t", 1, "", "", "").unset
             assert host.client is not None
             (host.code / "report.py").write_text(textwrap.dedent(REPORTING_TRIAL))
             await host.client.launch(HostLaunch("Rep1", 1, f"{python} report.py", str(host.code), trial_dir, env=env,
