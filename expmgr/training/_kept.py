@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -136,11 +137,19 @@ async def spawn_kept(command: str, code_directory: Path, env: dict[str, str], fo
         start_new_session=True)
     assert keeper.stdout is not None   # started with stdout=PIPE
     loop = asyncio.get_running_loop()
+    reading = loop.run_in_executor(None, keeper.stdout.readline)
     try:
-        line = await asyncio.wait_for(loop.run_in_executor(None, keeper.stdout.readline), KEEPER_START_TIMEOUT)
-    except asyncio.TimeoutError:
+        line = await asyncio.wait_for(asyncio.shield(reading), KEEPER_START_TIMEOUT)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as stopped:
+        # Killed first: the read in the executor ends with it (EOF), then the pipe can close. A
+        # trial it started meanwhile carries this run's marker: the watchdog ends it at stop.
+        keeper.kill()
+        await asyncio.wait({reading})
+        keeper.stdout.close()
+        if isinstance(stopped, asyncio.CancelledError):
+            raise
         line = b""
-    finally:
+    else:
         keeper.stdout.close()
     words = line.split(maxsplit=2)
     if words[:1] == [b"started"] and len(words) == 2 and words[1].isdigit():
@@ -148,8 +157,13 @@ async def spawn_kept(command: str, code_directory: Path, env: dict[str, str], fo
     if keeper.poll() is None:
         keeper.kill()
     await loop.run_in_executor(None, keeper.wait)
-    if words[:1] == [b"error"] and len(words) == 3 and words[1].isdigit():
-        raise OSError(int(words[1]), words[2].decode(errors="replace").strip())
+    if line.startswith(b"error "):
+        try:
+            number, message, filename = json.loads(line[6:])
+            failed = OSError(int(number), str(message), filename)
+        except (ValueError, TypeError):
+            failed = OSError(errno.EIO, f"the trial's keeper could not start it: {line[6:200]!r}")
+        raise failed
     raise OSError(errno.EIO, f"the trial's keeper ended before it started the trial (exit {keeper.returncode}; "
                              f"its stderr is the trial's)")
 

@@ -10,8 +10,8 @@ child in a new session, which is the trial's process group as without a keeper: 
 service's signals go to that group, and the keeper, outside it, outlives even a SIGKILL of
 the trial to carry what the trial printed. The trial gets the keeper's environment with
 ``EXPMGR_KEEPER_MARKER`` as ``EXPMGR_TRIAL_MARKER`` (so the keeper is not one of the trial's
-processes for the watchdog). The keeper writes ``started <pid>`` (or ``error <errno>
-<message>``) on its stdout and closes it: the experiment process may die from then on
+processes for the watchdog). The keeper writes ``started <pid>`` (or ``error [errno,
+message, file]``, JSON) on its stdout and closes it: the experiment process may die from then on
 without the trial or the keeper noticing.
 
 It carries the trial's stdout and stderr from pipes into the files ``STDOUT`` and ``STDERR``
@@ -36,10 +36,12 @@ import subprocess
 import sys
 import time
 
+TYPE_CHECKING = False  # typing itself is not imported when the keeper runs
+if TYPE_CHECKING:
+    from expmgr.rotation import RotatingWriter
+
 KEEPER_MARKER_ENV = "EXPMGR_KEEPER_MARKER"
 MARKER_ENV = "EXPMGR_TRIAL_MARKER"
-STATUS_FILE = ".exit-status"
-"""In the trial's folder: the trial's end, as its keeper saw it."""
 DRAIN_TIMEOUT = 5.0
 """Seconds the output pipes are read after the trial exited (others may hold them)."""
 RETRY_INTERVAL = 1.0
@@ -71,7 +73,7 @@ def _caught(signum: int, frame: object) -> None:
 
 
 class _Stream:
-    def __init__(self, read_end: int, writer: object) -> None:
+    def __init__(self, read_end: int, writer: RotatingWriter) -> None:
         self.read_end = read_end
         self.writer = writer
         self.pending = b""
@@ -133,7 +135,7 @@ def _carry(streams: list[_Stream], trial: subprocess.Popen) -> int:
         for stream in streams:
             try:
                 while stream.pending:
-                    stream.pending = stream.pending[stream.writer.write_some(stream.pending):]  # type: ignore[attr-defined]
+                    stream.pending = stream.pending[stream.writer.write_some(stream.pending):]
             except OSError:
                 continue   # a full disk: the trial waits on its pipe until there is room
             if not stream.at_end and stream.read_end not in selector.get_map():
@@ -161,7 +163,8 @@ def main(args: list[str]) -> int:
     try:
         trial = _start(command_text, argv, env, pipes[0][1], pipes[1][1])
     except OSError as error:
-        os.write(1, f"error {error.errno or errno.EIO} {error.strerror or error}\n".encode(errors="replace"))
+        why = json.dumps([error.errno or errno.EIO, error.strerror or str(error), error.filename])
+        os.write(1, f"error {why}\n".encode())
         return 2
     for _, write_end in pipes:
         os.close(write_end)
@@ -175,7 +178,7 @@ def main(args: list[str]) -> int:
                _Stream(pipes[1][0], RotatingWriter(stderr_path, limits))]
     returncode = _carry(streams, trial)
     for stream in streams:
-        stream.writer.close()  # type: ignore[attr-defined]
+        stream.writer.close()
     _write_status(status, returncode)
     return 0
 
