@@ -60,10 +60,14 @@ class ResumePlan:
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every trial's parameters and usable final value (None if none, or not a finite
     number: never NaN to a tuner), to replay to the fresh tuner."""
+    kept_until: dict[str, float] = field(default_factory=dict)
+    """Trials kept running after their manager went (reattachWindow): their last output, which
+    is when the watchdog ended them if no resume took them over."""
 
     def open_attempt_ends(self, attempt: AttemptRecord) -> float:
-        """When an attempt the dead manager left open ends: not before it started."""
-        return max(attempt.start_time, self.died)
+        """When an attempt the dead manager left open ends: not before it started, and not
+        before the watchdog ended it if it was kept."""
+        return max(attempt.start_time, self.died, self.kept_until.get(attempt.trial_id, self.died))
 
 
 def plan_resume(store: Store, *, dead_run: tuple[int, float] | None, now: float,
@@ -86,6 +90,8 @@ def plan_resume(store: Store, *, dead_run: tuple[int, float] | None, now: float,
         else:
             outputs = [last_output_time(trial_id) for trial_id in open_attempts]
             plan = ResumePlan(dead_run=run_id, died=min(now, max([last_event, *outputs])))
+    if manager_gone_at is not None:   # kept, as after a crash or a stop that left them running
+        plan.kept_until = {trial_id: min(now, last_output_time(trial_id)) for trial_id in open_attempts}
     killed = store.killed_trials()
     for record in store.trials():
         plan.trial_ids.add(record.trial_id)
