@@ -9,7 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from expmgr.cli.common import (EXIT_OK, CliError, access_of, add_output_flags, experiment_store, find_experiment,
                                is_running, is_serving, output_form, print_nnictl_json, print_table, printable, registry,
@@ -116,17 +116,28 @@ def show_experiment(args: argparse.Namespace) -> int:
 
 
 def experiment_status(args: argparse.Namespace) -> int:
-    """``ID STATE`` (``(preempted)`` after it when its last run was), or nnictl's: the JSON
-    of ``GET check-status``, also for an experiment that is not running (its last state)."""
+    """``ID STATE`` (``(preempted)`` after it when its last run was; ``(manager away 75s, 2
+    times)`` when no manager ran it for a while between runs, the web UI's ``managerAway``),
+    or nnictl's: the JSON of ``GET check-status``, also for an experiment that is not running
+    (its last state)."""
     entry = find_experiment(args.id)
     with experiment_store(entry) as store:
         preempted = store.was_preempted()
         check_status = views.check_status_view(store)
+        away = views.manager_away_view(store)
     if output_form(args) == "nnictl":
         print_nnictl_json({**check_status, "status": shown_status(entry)})
     else:
-        print(f"{entry.id} {shown_status(entry)}{' (preempted)' if preempted else ''}")
+        print(f"{entry.id} {shown_status(entry)}{' (preempted)' if preempted else ''}{_away(away)}")
     return EXIT_OK
+
+
+def _away(view: dict[str, Any]) -> str:
+    """`` (manager away 75s, 2 times)`` from ``views.manager_away_view``; nothing when never."""
+    times = len(view["managerAway"])
+    if not times:
+        return ""
+    return f" (manager away {view['managerAwaySeconds']:.0f}s, {times} time{'' if times == 1 else 's'})"
 
 
 def export_experiment(args: argparse.Namespace) -> int:

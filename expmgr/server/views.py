@@ -196,6 +196,34 @@ def runs_on_several_hosts(store: Store) -> bool:
 
 
 
+AWAY_OVER_SECONDS = 1.0
+"""A gap between two runs counts as time away only when longer than this: a resume that
+follows its run at once (the next run's start rounds to its end) is no absence."""
+
+
+def times_away(store: Store) -> list[tuple[float, float]]:
+    """When no manager ran the experiment: (from, to), epoch seconds, of each gap longer
+    than AWAY_OVER_SECONDS between one run's end and the next run's start, in order: a stop
+    or a death, then ``expctl resume`` (also the wait of a DONE experiment before it was
+    given more trials, when its manager served it but ran no search). A run without an end
+    is followed by no gap yet: the last one runs, or its manager died and nobody resumed it
+    so far; an earlier one is ended, where its manager was last known alive, by the resume
+    after it once that takes over (``TrialRunner._restore``). ``manager_away_view`` is what
+    the web UI and ``expctl experiment status`` are sent."""
+    runs = store.runs()
+    return [(ended, started) for (_, ended), (started, _) in zip(runs, runs[1:])
+            if ended is not None and started - ended > AWAY_OVER_SECONDS]
+
+
+def manager_away_view(store: Store) -> dict[str, Any]:
+    """The experiment view's ``managerAway``, the gaps of ``times_away`` as ``{"from": s,
+    "to": s}`` (epoch seconds; empty when no manager was ever away), and their total
+    ``managerAwaySeconds``: what the web UI's overview and ``expctl experiment status`` show."""
+    away = times_away(store)
+    return {"managerAway": [{"from": begun, "to": ended} for begun, ended in away],
+            "managerAwaySeconds": sum((ended - begun for begun, ended in away), 0.0)}
+
+
 def trial_seconds(trial: TrialRecord, until: float | None) -> float | None:
     """A trial's duration, the one meaning every view shows (web UI, ``expctl trial ls``,
     ``expctl top``): how long its attempts' processes ran, all together; so neither the
@@ -231,7 +259,8 @@ def experiment_view(store: Store, read_only: bool | None = None,
     while it runs, after DONE the budget fields when ``more_trials`` says its manager still
     serves it, else none) and ``multiHost`` (``runs_on_several_hosts``: the trials table shows
     each trial's host), ``resultKeys`` (the keys of final results, ``default`` first: the
-    UI's key chooser offers them; results.py). The best trial, ``multiHost`` and ``preempted`` come from ``facts``
+    UI's key chooser offers them; results.py), ``managerAway`` and ``managerAwaySeconds``
+    (``manager_away_view``: when no manager ran it between runs, and how long in all). The best trial, ``multiHost`` and ``preempted`` come from ``facts``
     (kept up to date, refreshed in this snapshot) when given, else are read afresh."""
     profile = store.profile()
     if running is None:  # served by its manager, or (nothing said) not ended
@@ -255,6 +284,7 @@ def experiment_view(store: Store, read_only: bool | None = None,
         "multiHost": runs_on_several_hosts(store) if facts is None else facts.multi_host,
         "resultKeys": stored_result_keys(store) if facts is None else facts.result_keys,
     }
+    view.update(manager_away_view(store))
     if profile.end_time is not None:
         view["endTime"] = _ms(profile.end_time)
     if profile.status == ExperimentState.ERROR and profile.error:

@@ -143,6 +143,12 @@ class Store(Protocol):
         """How long managers ran the experiment so far (a run without an end: until ``until``)."""
         ...
 
+    def runs(self) -> list[tuple[float, float | None]]:
+        """(started, ended) of each run of a manager (the first start, then each resume or
+        more trials after DONE), in the order they began; ended is None while that run's
+        manager runs, or after it died until a resume ends it where it was last known alive."""
+        ...
+
     def cursor(self) -> str:
         """The cursor of the current state: ``changes(since=cursor())`` is empty until a write."""
         ...

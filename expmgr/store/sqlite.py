@@ -221,6 +221,11 @@ class ExperimentStore:
             total += max(0.0, ended - started)
         return total
 
+    def runs(self) -> list[tuple[float, float | None]]:
+        """(started, ended) of each run, in the order they began (see ``base.Store.runs``)."""
+        return [(started, ended) for started, ended in
+                self._conn.execute("SELECT started, ended FROM runs ORDER BY id").fetchall()]
+
     def set_experiment_status(self, status: ExperimentState, *, error: str | None = None,
                               end_time: float | None = None) -> None:
         with self._write():

@@ -22,7 +22,7 @@ from expmgr.store.registry import Registry
 from expmgr.states import ExperimentState
 from tests.helpers.cli_daemon import CONFIG, created_id, entry, expctl, project  # noqa: F401 (a fixture)
 from tests.helpers.common import REPO, wait_until
-from tests.helpers.fill import experiment_on_hosts
+from tests.helpers.fill import experiment_on_hosts, experiment_with_runs
 
 
 def expctl_into_closed_pipe(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -77,6 +77,17 @@ def test_trial_ls_shows_the_host_of_each_trials_latest_attempt_when_trials_ran_o
     header, *lines = expctl(home, tmp_path, "trial", "ls", exp_id, "--table").stdout.splitlines()
     assert header.split()[:5] == ["TRIAL", "SEQ", "STATUS", "ATTEMPTS", "HOST"]
     assert [line.split()[4] for line in lines[:2]] == ["node-a", "node-b"]
+
+
+def test_experiment_status_says_how_long_the_manager_was_away_between_runs(tmp_path: Path):
+    home = tmp_path / "home"
+    exp_id, _ = experiment_with_runs(home, [(0, 10), (15, 20), (100, 130)])
+    status = expctl(home, tmp_path, "experiment", "status", exp_id, "--table").stdout
+    assert status == f"{exp_id} DONE (manager away 85s, 2 times)\n", "the REST view's managerAwaySeconds"
+    assert json.loads(expctl(home, tmp_path, "experiment", "status", exp_id).stdout) == {
+        "errors": [], "status": "DONE"}, "nnictl's JSON unchanged"
+    once, _ = experiment_with_runs(home, [(0, 10)], exp_id="run00001")
+    assert expctl(home, tmp_path, "experiment", "status", once, "--table").stdout == f"{once} DONE\n"
 
 
 @pytest.mark.parametrize("command", [("trial", "ls", "{id}"), ("trial", "ls", "{id}", "--json"),
@@ -168,6 +179,10 @@ def test_after_a_resume_durations_leave_out_the_downtime_and_started_is_the_firs
     profile = json.loads(expctl(home, cwd, "experiment", "show", exp_id).stdout)
     runs = sqlite3.connect(database).execute("SELECT started, ended FROM runs").fetchall()
     assert len(runs) == 2 and profile["execDuration"] == int(sum(ended - started for started, ended in runs))
+    assert [(gap["from"], gap["to"]) for gap in profile["managerAway"]] == [(runs[0][1], runs[1][0])], \
+        "away from the stop to the resume"
+    assert re.fullmatch(rf"{exp_id} DONE \(manager away \d+s, 1 time\)\n",
+                        expctl(home, cwd, "experiment", "status", exp_id, "--table").stdout)
     assert profile["startTime"] == int(first_start * 1000)
     listed = json.loads(expctl(home, cwd, "experiment", "list", "--all", "--json").stdout)
     assert [row["started"] for row in listed] == [

@@ -4,6 +4,7 @@ metrics). For scale tests and benchmarks::
 
     exp_id = fill_experiment(home, trials=10_000, metrics_per_trial=20)   # then Experiment.view(exp_id)
     exp_id = experiment_on_hosts(home, [["node-a"], ["node-b", "node-c"]])   # trials' attempts on hosts
+    exp_id, start = experiment_with_runs(home, [(0, 10), (70, 90)])   # a manager away from 10 s to 70 s
 """
 from __future__ import annotations
 
@@ -102,6 +103,29 @@ def experiment_with_attempts(home: Path, attempts: list[tuple[float, float]], *,
             store.end_attempt("a0", attempt, TrialState.SUCCEEDED if last else TrialState.FAILED, start + ended,
                               0 if last else 1, None, trial_status=None if last else TrialState.WAITING)
     return _finished_experiment(home, exp_id, 1, max(ended for _, ended in attempts), fill)
+
+
+def experiment_with_runs(home: Path, runs: list[tuple[float, float | None]], *,
+                         exp_id: str = "run00000") -> tuple[str, float]:
+    """A finished (DONE) experiment in ``home`` and its registry, written through the store's
+    API, whose managers ran from and to the given seconds after its start (the first start,
+    then each resume; an end None: a run whose manager died and no resume ended), with one
+    trial ``a0`` that SUCCEEDED in the first run; its id and its start (epoch seconds)."""
+    started: list[float] = []
+
+    def fill(store: ExperimentStore, start: float) -> None:
+        started.append(start)
+        for began, ended in runs:
+            run_id = store.begin_run(start + began)
+            if ended is not None:
+                store.end_run(run_id, start + ended)
+        first = runs[0][0]
+        store.add_trial(TrialRecord("a0", 0, {"lr": 0.01}, TrialState.WAITING, start + first))
+        store.start_attempt("a0", 1, start + first, pid=None)
+        store.add_metric(MetricRecord("a0", 1, 0, "FINAL", 1, time=start + first + 0.5))
+        store.end_attempt("a0", 1, TrialState.SUCCEEDED, start + first + 0.9, 0, None)
+    last = max(max(began, ended or began) for began, ended in runs)
+    return _finished_experiment(home, exp_id, 1, last, fill), started[0]
 
 
 def experiment_of_results(home: Path, search_space: dict[str, Any], results: list[tuple[dict[str, Any], Any]],

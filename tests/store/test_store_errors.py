@@ -44,7 +44,7 @@ def test_the_lists_above_name_every_read_and_write_of_the_store_interface():
     assert public_members(Store) - NOT_READS - READ_ARGUMENTS.keys() == {
         "profile", "trials", "sequence_ids", "next_sequence_id", "status_counts", "attempts", "hosts", "metrics",
         "final_metrics", "final_results", "final_result_keys", "final_numbers", "latest_metrics", "killed_trials",
-        "checkpoint_sources", "was_preempted", "latest_preemption", "open_run", "seconds_run", "cursor", "changes"}
+        "checkpoint_sources", "was_preempted", "latest_preemption", "open_run", "seconds_run", "runs", "cursor", "changes"}
     assert public_members(WritableStore) - {"set_busy_timeout"} == WRITES.keys()
 
 

@@ -23,7 +23,9 @@
  *   (the link around it, to the table of the trials in that state),
  *   optimize-mode, best-result, best-trial (link), best-params (the server's optimize mode and
  *   best trial: the tuner's default direction when the config names none), concurrency,
- *   max-trials, max-duration (current values, updated live), search-space, config
+ *   max-trials, max-duration (current values, updated live), search-space, config,
+ *   manager-away (only when the server says no manager ran it for a while between runs: "3m 12s (2 times)",
+ *   a summary that opens manager-away-gaps, the list of each time's start and end)
  *
  * Controls (only when readOnly is false; on the overview)
  *   controls               the panel
@@ -152,6 +154,8 @@ export const testids = {
   maxDuration: 'max-duration',
   searchSpace: 'search-space',
   config: 'config',
+  managerAway: 'manager-away',
+  managerAwayGaps: 'manager-away-gaps',
 
   controls: 'controls',
   stopExperiment: 'stop-experiment',

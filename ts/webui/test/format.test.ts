@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatDuration } from '../src/ui/format';
+import { formatAway, formatDuration, formatTime, formatTimeSpan } from '../src/ui/format';
 
 describe('formatDuration', () => {
   it('keeps what a short duration is made of', () => {
@@ -33,5 +33,26 @@ describe('formatDuration', () => {
     expect(formatDuration(undefined)).toBe('');
     expect(formatDuration(NaN)).toBe('');
     expect(formatDuration(-3)).toBe('0s');
+  });
+});
+
+describe('formatAway', () => {
+  it('says how long in all and how many times, in the durations of the page', () => {
+    expect(formatAway(192, 2)).toBe('3m 12s (2 times)');
+    expect(formatAway(45.4, 1)).toBe('45s (once)');
+    expect(formatAway(2 * 3600 + 3 * 60, 5)).toBe('2h 03m (5 times)');
+  });
+});
+
+describe('formatTimeSpan', () => {
+  it('leaves out the end date when it is the start date', () => {
+    const from = new Date(2025, 2, 1, 10, 0, 0).getTime();
+    expect(formatTimeSpan(from, from + 192_000)).toBe('2025-03-01 10:00:00 to 10:03:12');
+    expect(formatTimeSpan(from, from)).toBe(`${formatTime(from)} to 10:00:00`);
+  });
+
+  it('keeps it across midnight', () => {
+    const from = new Date(2025, 2, 1, 23, 50, 0).getTime();
+    expect(formatTimeSpan(from, from + 20 * 60_000)).toBe('2025-03-01 23:50:00 to 2025-03-02 00:10:00');
   });
 });

@@ -30,6 +30,17 @@ export interface ExperimentView {
   multiHost?: boolean;
   /** The keys of final results (`default` first, then those of dict results): the key chooser offers them. */
   resultKeys?: string[];
+  /** When no manager ran the experiment, between one run's end and the next one's start (a stop or a
+   *  death, then a resume), as the server found them, oldest first; empty when never. */
+  managerAway?: AwayGap[];
+  /** How long in all, seconds: the server's total of `managerAway`. */
+  managerAwaySeconds?: number;
+}
+
+/** A time no manager ran the experiment: epoch seconds (not ms, unlike NNI's times). */
+export interface AwayGap {
+  from: number;
+  to: number;
 }
 
 export interface UpdatableField {

@@ -9,7 +9,7 @@ import { useApp } from './app-context';
 import { ConfigView } from './ConfigView';
 import { Controls } from './Controls';
 import { ResultsDownloads } from './Downloads';
-import { formatDuration, formatTime } from './format';
+import { formatAway, formatDuration, formatTime, formatTimeSpan } from './format';
 import { trialHref, useNow, useSubscribed } from './hooks';
 import { SearchSpaceEditor } from './SearchSpaceEditor';
 import { StateBadge } from './StateBadge';
@@ -30,6 +30,20 @@ function Progress({ used, max, testid, text }: { used: number; max: number | und
       <div class="progress"><div class="progress-fill" style={{ width: `${pct}%` }} /></div>
       <span data-testid={testid}>{text}</span>
     </div>
+  );
+}
+
+/** How long no manager ran the experiment (the server's gaps and total), each gap's start and end
+ *  folded under it. */
+function ManagerAway({ exp }: { exp: ExperimentView }) {
+  const gaps = exp.managerAway ?? [];
+  return (
+    <details class="away-details">
+      <summary data-testid="manager-away">{formatAway(exp.managerAwaySeconds ?? 0, gaps.length)}</summary>
+      <ul class="away-gaps" data-testid="manager-away-gaps">
+        {gaps.map((gap) => <li>{formatTimeSpan(gap.from * 1000, gap.to * 1000)}</li>)}
+      </ul>
+    </details>
   );
 }
 
@@ -74,6 +88,7 @@ export function Overview() {
             <dt>Started</dt><dd data-testid="start-time">{formatTime(exp.startTime)}</dd>
             {exp.endTime !== undefined && <><dt>Ended</dt><dd>{formatTime(exp.endTime)}</dd></>}
             <dt>Duration</dt><dd data-testid="duration">{formatDuration(seconds)}</dd>
+            {!!exp.managerAway?.length && <><dt>Manager away</dt><dd><ManagerAway exp={exp} /></dd></>}
             <dt>Concurrency</dt><dd data-testid="concurrency">{params.trialConcurrency ?? ''}</dd>
             <dt>Max trials</dt><dd data-testid="max-trials">{maxTrials ?? 'no limit'}</dd>
             <dt>Max duration</dt><dd data-testid="max-duration">{Number.isNaN(maxSeconds) ? 'no limit' : formatDuration(maxSeconds)}</dd>

@@ -24,6 +24,11 @@ export function formatDuration(seconds: number | undefined): string {
     .map(([n, unit], i) => `${i === 0 || unit === 'd' || unit === 'h' ? n : pad(n)}${unit}`).join(' ');
 }
 
+/** The time a manager was away, as the overview's line says it: `3m 12s (2 times)`, `45s (once)`. */
+export function formatAway(seconds: number, times: number): string {
+  return `${formatDuration(seconds)} (${times === 1 ? 'once' : `${times} times`})`;
+}
+
 function pad(n: number): string {
   return n < 10 ? `0${n}` : String(n);
 }
@@ -32,6 +37,14 @@ export function formatTime(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return '';
   const d = new Date(ms);
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+/** From one time to another (ms), the end's date left out when it is the start's:
+ *  `2025-03-01 10:00:00 to 10:03:12`, `2025-03-01 23:50:00 to 2025-03-02 00:10:00`. */
+export function formatTimeSpan(fromMs: number, toMs: number): string {
+  const from = formatTime(fromMs);
+  const to = formatTime(toMs);
+  return `${from} to ${to.slice(0, 10) === from.slice(0, 10) ? to.slice(11) : to}`;
 }
 
 /** A number of bytes for a person: 512 bytes, 3.4 KiB, 812 MiB, 1.2 GiB. */
