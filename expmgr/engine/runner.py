@@ -78,12 +78,15 @@ class TrialRunner:
                  paths: ExperimentPaths, port: int, logger: logging.Logger, *,
                  training: Callable[[TrialEvents], TrainingService], dispatcher: Dispatcher | None,
                  on_state_change: Callable[[ExperimentState], None] = lambda state: None,
-                 with_strategy: bool = False, resumed: bool = False, url_prefix: str = "",
+                 with_strategy: bool = False, resumed: bool = False, same_manager: bool = False,
+                 url_prefix: str = "",
                  on_store_unwritable: Callable[[str | None], None] = lambda notice: None,
                  clock: Callable[[], float] = time.time) -> None:
         """``training`` builds the training service, given the runner as its listener;
         ``dispatcher`` hosts the tuner and assessor (None when the experiment has neither);
-        ``clock`` is what the duration limits are measured with (a test's own clock)."""
+        ``clock`` is what the duration limits are measured with (a test's own clock);
+        ``same_manager``: this process served the experiment since its last run (more trials
+        for a DONE experiment), so its new run follows no time away."""
         self.exp_id = exp_id
         self.url_prefix = url_prefix
         """Where trials send their reports: the server's url prefix (the host is the service's)."""
@@ -104,6 +107,7 @@ class TrialRunner:
         self._waiting = WaitingTrials()
         self._strategy = StrategyTrials(running=with_strategy)
         self._resumed = resumed
+        self._same_manager = same_manager
         self._handler_error: str | None = None
         self._new_trials = NewTrials(folder_of=paths.trial_dir, checkpoint_dir=self.training.files.checkpoint_dir)
         self._writes = WriteQueue(record_outage=store.record_store_outage, on_paused=self._store_paused,
@@ -167,7 +171,7 @@ class TrialRunner:
         return task
 
     def _begin_run(self, started: float) -> None:
-        self._run_id = self.store.begin_run(started)
+        self._run_id = self.store.begin_run(started, same_manager=self._same_manager)
 
     def _end_run(self, ended: float) -> None:
         if self._run_id is not None:

@@ -172,14 +172,14 @@ class Manager:
             self._in_registry_writer(self._record_closed)
 
     def _new_runner(self, dispatcher: DispatcherClient | None, hub: LiveHub, *, with_strategy: bool,
-                    resumed: bool) -> TrialRunner:
+                    resumed: bool, same_manager: bool = False) -> TrialRunner:
         return TrialRunner(self.exp_id, self.config, self._store, self.paths, self.port, self._logger,
                            training=functools.partial(create_training_service, self.config, paths=self.paths,
                                                       manager_host=self.access.local_host,
                                                       report_socket=self._report_socket),
                            dispatcher=dispatcher,
                            on_state_change=self._record_in_registry, with_strategy=with_strategy,
-                           resumed=resumed, url_prefix=self.access.url_prefix,
+                           resumed=resumed, same_manager=same_manager, url_prefix=self.access.url_prefix,
                            on_store_unwritable=hub.tell_store_unwritable)
 
     async def _search(self, runner: TrialRunner, app: Any, hub: LiveHub) -> bool:
@@ -278,7 +278,7 @@ class Manager:
                                 "stays DONE: try again") from None
         self.config = config
         runner = self._new_runner(create_dispatcher(config, self.paths), self._hub, with_strategy=False,
-                                  resumed=True)
+                                  resumed=True, same_manager=True)
         self._next_runner = self._runner = runner
         self.final_state = None
         serve_runner(self._app, runner)

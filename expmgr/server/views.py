@@ -204,15 +204,15 @@ follows its run at once (the next run's start rounds to its end) is no absence."
 def times_away(store: Store) -> list[tuple[float, float]]:
     """When no manager ran the experiment: (from, to), epoch seconds, of each gap longer
     than AWAY_OVER_SECONDS between one run's end and the next run's start, in order: a stop
-    or a death, then ``expctl resume`` (also the wait of a DONE experiment before it was
-    given more trials, when its manager served it but ran no search). A run without an end
+    or a death, then ``expctl resume`` (not the wait of a DONE experiment before its manager,
+    which served it all along, was given more trials: ``same_manager``). A run without an end
     is followed by no gap yet: the last one runs, or its manager died and nobody resumed it
     so far; an earlier one is ended, where its manager was last known alive, by the resume
     after it once that takes over (``TrialRunner._restore``). ``manager_away_view`` is what
     the web UI and ``expctl experiment status`` are sent."""
     runs = store.runs()
-    return [(ended, started) for (_, ended), (started, _) in zip(runs, runs[1:])
-            if ended is not None and started - ended > AWAY_OVER_SECONDS]
+    return [(ended, started) for (_, ended, _), (started, _, same_manager) in zip(runs, runs[1:])
+            if ended is not None and not same_manager and started - ended > AWAY_OVER_SECONDS]
 
 
 def manager_away_view(store: Store) -> dict[str, Any]:

@@ -143,10 +143,12 @@ class Store(Protocol):
         """How long managers ran the experiment so far (a run without an end: until ``until``)."""
         ...
 
-    def runs(self) -> list[tuple[float, float | None]]:
-        """(started, ended) of each run of a manager (the first start, then each resume or
-        more trials after DONE), in the order they began; ended is None while that run's
-        manager runs, or after it died until a resume ends it where it was last known alive."""
+    def runs(self) -> list[tuple[float, float | None, bool]]:
+        """(started, ended, same_manager) of each run of a manager (the first start, then each
+        resume or more trials after DONE), in the order they began; ended is None while that
+        run's manager runs, or after it died until a resume ends it where it was last known
+        alive; same_manager: begun by the manager that served the experiment since the run
+        before (more trials after DONE), so no manager was away in between."""
         ...
 
     def cursor(self) -> str:
@@ -176,8 +178,9 @@ class WritableStore(Store, Protocol):
     def set_experiment_status(self, status: ExperimentState, *, error: str | None = None,
                               end_time: float | None = None) -> None: ...
 
-    def begin_run(self, started: float) -> int:
-        """Record that a manager runs the experiment; the run's id, for ``end_run``."""
+    def begin_run(self, started: float, *, same_manager: bool = False) -> int:
+        """Record that a manager runs the experiment; the run's id, for ``end_run``.
+        ``same_manager``: the one that served it since the run before (see ``runs``)."""
         ...
 
     def end_run(self, run_id: int, ended: float) -> None: ...

@@ -187,10 +187,12 @@ class ExperimentStore:
         with self._write():
             self._conn.execute("UPDATE experiment SET end_time = NULL, error = NULL")
 
-    def begin_run(self, started: float) -> int:
-        """Record that a manager runs the experiment (first start or a resume)."""
+    def begin_run(self, started: float, *, same_manager: bool = False) -> int:
+        """Record that a manager runs the experiment (first start or a resume; ``same_manager``:
+        more trials, by the manager that served it since the run before)."""
         with self._write():
-            run_id = self._conn.execute("INSERT INTO runs (started) VALUES (?)", (started,)).lastrowid
+            run_id = self._conn.execute("INSERT INTO runs (started, same_manager) VALUES (?, ?)",
+                                        (started, int(same_manager))).lastrowid
         assert run_id is not None  # an INSERT always sets lastrowid
         return run_id
 
@@ -221,10 +223,11 @@ class ExperimentStore:
             total += max(0.0, ended - started)
         return total
 
-    def runs(self) -> list[tuple[float, float | None]]:
-        """(started, ended) of each run, in the order they began (see ``base.Store.runs``)."""
-        return [(started, ended) for started, ended in
-                self._conn.execute("SELECT started, ended FROM runs ORDER BY id").fetchall()]
+    def runs(self) -> list[tuple[float, float | None, bool]]:
+        """(started, ended, same_manager) of each run, in the order they began (see ``base.Store.runs``)."""
+        same_manager = "same_manager" if self._schema_version >= 7 else "0"   # older: every run a resume
+        return [(started, ended, bool(same)) for started, ended, same in
+                self._conn.execute(f"SELECT started, ended, {same_manager} FROM runs ORDER BY id").fetchall()]
 
     def set_experiment_status(self, status: ExperimentState, *, error: str | None = None,
                               end_time: float | None = None) -> None:

@@ -19,7 +19,7 @@ from expmgr.states import ExperimentState, TrialState
 from expmgr.store.records import AttemptRecord, ExperimentProfile, MetricRecord, TrialRecord
 from expmgr.store.sqlite_errors import store_errors
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """3 added ``metrics.value`` and the ``metrics_final`` index, 4 ``attempts.host``, 5
 ``trials.waiting_reason``, 6 ``experiment.platform``, ``experiment.minimizes`` and
 ``trials.parameter_source``; an older
@@ -88,7 +88,8 @@ CREATE INDEX metrics_final ON metrics (trial_id, attempt, id) WHERE type = 'FINA
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     started REAL NOT NULL,
-    ended REAL
+    ended REAL,
+    same_manager INTEGER NOT NULL DEFAULT 0
 );
 """
 
@@ -167,8 +168,20 @@ def migrate_5_to_6(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE schema_version SET version = 6")
 
 
+def migrate_6_to_7(conn: sqlite3.Connection) -> None:
+    """Version 7 tells a run begun by the manager that served the experiment before it (more
+    trials given to a DONE experiment) from one begun by another (a resume): only before the
+    latter was a manager away. Earlier runs are taken for resumes."""
+    with Transaction(conn):
+        if conn.execute("SELECT version FROM schema_version").fetchone()[0] != 6:
+            return  # another process migrated it meanwhile
+        conn.execute("ALTER TABLE runs ADD COLUMN same_manager INTEGER NOT NULL DEFAULT 0")
+        conn.execute("UPDATE schema_version SET version = 7")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: migrate_2_to_3, 3: migrate_3_to_4,
-                                                                4: migrate_4_to_5, 5: migrate_5_to_6}
+                                                                4: migrate_4_to_5, 5: migrate_5_to_6,
+                                                                6: migrate_6_to_7}
 """From each older version to the next; run in order when a database is opened for writing."""
 
 

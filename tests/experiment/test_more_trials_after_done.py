@@ -89,6 +89,8 @@ def test_python_api_raises_max_trial_number_after_done_and_run_waits_for_the_new
     runs = runs_of(done)
     assert len(runs) == 2 and runs[0][1] <= asked <= runs[1][0]
     assert store_seconds(done) == pytest.approx(sum(end - start for start, end in runs))
+    # Nor is it time its manager was away: the same one served it all along.
+    assert profile["managerAway"] == [] and profile["managerAwaySeconds"] == 0
 
 
 def runs_of(experiment: Experiment) -> list[tuple[float, float]]:

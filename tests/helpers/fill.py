@@ -106,17 +106,18 @@ def experiment_with_attempts(home: Path, attempts: list[tuple[float, float]], *,
 
 
 def experiment_with_runs(home: Path, runs: list[tuple[float, float | None]], *,
-                         exp_id: str = "run00000") -> tuple[str, float]:
+                         exp_id: str = "run00000", same_manager: frozenset[int] = frozenset()) -> tuple[str, float]:
     """A finished (DONE) experiment in ``home`` and its registry, written through the store's
     API, whose managers ran from and to the given seconds after its start (the first start,
     then each resume; an end None: a run whose manager died and no resume ended), with one
-    trial ``a0`` that SUCCEEDED in the first run; its id and its start (epoch seconds)."""
+    trial ``a0`` that SUCCEEDED in the first run; its id and its start (epoch seconds). The runs
+    whose index is in ``same_manager`` were begun by the manager of the run before (more trials)."""
     started: list[float] = []
 
     def fill(store: ExperimentStore, start: float) -> None:
         started.append(start)
-        for began, ended in runs:
-            run_id = store.begin_run(start + began)
+        for index, (began, ended) in enumerate(runs):
+            run_id = store.begin_run(start + began, same_manager=index in same_manager)
             if ended is not None:
                 store.end_run(run_id, start + ended)
         first = runs[0][0]

@@ -35,9 +35,17 @@ def downgrade_to_schema_3(database: Path) -> None:
     conn.close()
 
 
+def downgrade_to_schema_6(database: Path) -> None:
+    """Make a current store what version 6 wrote: no runs.same_manager."""
+    conn = sqlite3.connect(database)
+    conn.executescript("ALTER TABLE runs DROP COLUMN same_manager; UPDATE schema_version SET version = 6;")
+    conn.close()
+
+
 def downgrade_to_schema_5(database: Path) -> None:
     """Make a current store what version 5 wrote: no experiment.platform nor .minimizes, no
     trials.parameter_source."""
+    downgrade_to_schema_6(database)
     conn = sqlite3.connect(database)
     conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
                        "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")

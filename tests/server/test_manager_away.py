@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from expmgr import Experiment
+from expmgr.store import ExperimentStore
 from tests.helpers.fill import experiment_with_runs
+from tests.helpers.store import downgrade_to_schema_6
 
 NNI_PROFILE_KEYS = {"id", "revision", "execDuration", "logDir", "nextSequenceId", "params", "startTime", "endTime",
                     "status"}
@@ -44,6 +46,25 @@ def test_the_gaps_between_runs_and_their_total_are_in_the_experiment_view(tmp_pa
         assert view["managerAwaySeconds"] == pytest.approx(5.5 + 70)
         assert view["execDuration"] == 10 + 4.5 + 9.5 + 30, "NNI's duration: the time managers ran, unchanged"
         assert NNI_PROFILE_KEYS <= set(view)
+
+
+def test_the_wait_of_a_done_experiment_its_manager_served_is_not_away(tmp_path: Path):
+    """More trials given to a DONE experiment: the same manager begins the next run, having
+    served the experiment all along; only the resume after the stop was away."""
+    home = tmp_path / "home"
+    exp_id, start = experiment_with_runs(home, [(0, 10), (40, 50), (60, 70)], same_manager=frozenset({1}))
+    for view in served_views(home, exp_id):
+        assert [(gap["from"] - start, gap["to"] - start) for gap in view["managerAway"]] == [pytest.approx((50, 60))]
+
+
+def test_a_store_of_version_6_takes_each_earlier_run_for_a_resume(tmp_path: Path):
+    home = tmp_path / "home"
+    exp_id, start = experiment_with_runs(home, [(0, 10), (40, 50)])
+    downgrade_to_schema_6(home / exp_id / "db" / "experiment.sqlite")
+    with ExperimentStore.open(home / exp_id / "db" / "experiment.sqlite") as store:   # migrated to 7
+        assert [same_manager for _, _, same_manager in store.runs()] == [False, False]
+    for view in served_views(home, exp_id):
+        assert [(gap["from"] - start, gap["to"] - start) for gap in view["managerAway"]] == [pytest.approx((10, 40))]
 
 
 def test_a_single_run_was_never_away(tmp_path: Path):

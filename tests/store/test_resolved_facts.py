@@ -11,6 +11,7 @@ from pathlib import Path
 from expmgr.states import ExperimentState, TrialState
 from expmgr.store import SCHEMA_VERSION, ExperimentProfile, ExperimentStore, TrialRecord
 from expmgr.store.registry import Registry, RegistryEntry
+from tests.helpers.store import downgrade_to_schema_5
 
 RAY_MINIMIZING = {"trialConcurrency": 1, "trainingService": {"platform": "ray"},
                   "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "minimize"}}}
@@ -18,10 +19,7 @@ RAY_MINIMIZING = {"trialConcurrency": 1, "trainingService": {"platform": "ray"},
 
 def as_version_5(database: Path) -> None:
     """Make a current store what version 5 wrote: none of the facts stored since 6."""
-    conn = sqlite3.connect(database)
-    conn.executescript("ALTER TABLE experiment DROP COLUMN platform; ALTER TABLE experiment DROP COLUMN minimizes; "
-                       "ALTER TABLE trials DROP COLUMN parameter_source; UPDATE schema_version SET version = 5;")
-    conn.close()
+    downgrade_to_schema_5(database)
 
 
 def version_of(database: Path) -> int:
