@@ -5,10 +5,10 @@ the experiment process dies, and tells when that was. A resume finds each kept t
 still running, or its end, takes it over, and then releases the dead run's watchdog::
 
     previous = WatchdogRecord.read(state_dir)          # the dead run's watchdog, before ours
-    WatchdogRecord(pid, started, session).write(state_dir)
+    WatchdogRecord(pid, started).write(state_dir)
     trial = await spawn_kept(command, code_dir, env, folder, attempt, stdout, stderr, limits, stderr_fd)
-    keeper = keeper_of(pid, pid_started, previous.session, trial_id, attempt)   # on resume
-    trial = KeptTrial.adopted(pid, keeper)
+    found = keeper_of(pid, pid_started, trial_id, attempt)   # on resume: (keeper, marker) or None
+    trial = KeptTrial.adopted(pid, found[0] if found else None)
     release(previous, adopted_pgids, state_dir)        # that watchdog ends the others, and exits
 """
 from __future__ import annotations
@@ -45,26 +45,26 @@ def status_file(folder: Path, attempt: int) -> Path:
 
 @dataclass(frozen=True)
 class WatchdogRecord:
-    """A run's watchdog, as it told its successor (``<experiment>/watchdog/current``)."""
+    """A run's watchdog, as it told its successor (``<experiment>/watchdog/current``): found again
+    by pid and start time."""
 
     pid: int
     started: float
-    session: str
 
     @classmethod
     def read(cls, state_dir: Path) -> WatchdogRecord | None:
         """The record a run left, if it is of this KEEPING_FORMAT (None: nothing to adopt)."""
         try:
-            keeping_format, pid, started, session = (state_dir / _WATCHDOG_FILE).read_text().split()
+            keeping_format, pid, started = (state_dir / _WATCHDOG_FILE).read_text().split()
             if keeping_format != KEEPING_FORMAT:
                 return None
-            return cls(int(pid), float(started), session)
+            return cls(int(pid), float(started))
         except (OSError, ValueError):
             return None
 
     def write(self, state_dir: Path) -> None:
         temporary = state_dir / f"{_WATCHDOG_FILE}.tmp"
-        temporary.write_text(f"{KEEPING_FORMAT} {self.pid} {self.started!r} {self.session}\n")
+        temporary.write_text(f"{KEEPING_FORMAT} {self.pid} {self.started!r}\n")
         os.replace(temporary, state_dir / _WATCHDOG_FILE)
 
     def alive(self) -> bool:
@@ -168,23 +168,24 @@ async def spawn_kept(command: str, code_directory: Path, env: dict[str, str], fo
                              f"its stderr is the trial's)")
 
 
-def keeper_of(pid: int, pid_started: float, session: str, trial_id: str, attempt: int) -> int | None:
-    """The pid of the keeper of trial process ``pid`` (started at ``pid_started``) if the trial
-    still runs as that attempt of that session, under its keeper: found by pid, start time and
-    markers, never by name. None otherwise."""
+def keeper_of(pid: int, pid_started: float, trial_id: str, attempt: int) -> tuple[int, str] | None:
+    """(the pid of its keeper, its marker) if trial process ``pid`` (started at ``pid_started``)
+    still runs as that attempt, under its keeper: found by pid, start time and markers (the
+    trial's and its keeper's the same, of that attempt, in whichever run's session started it:
+    a trial taken over once may be taken over again), never by name. None otherwise."""
     started = process_start_time(pid)
     if started is None or abs(started - pid_started) > _SAME_PROCESS:
         return None
-    marker = trial_marker(session, trial_id, attempt)
+    marker = _environment_value(pid, MARKER_ENV)
+    if marker is None or not marker.endswith(trial_marker("", trial_id, attempt)):
+        return None
     try:
         with open(f"/proc/{pid}/stat", "rb") as file:
             stat = file.read()
         keeper = int(stat[stat.rindex(b")") + 2:].split()[1])   # the parent: fields count from the last ")"
     except (OSError, ValueError, IndexError):
         return None
-    if _environment_has(pid, MARKER_ENV, marker) and _environment_has(keeper, KEEPER_MARKER_ENV, marker):
-        return keeper
-    return None
+    return (keeper, marker) if _environment_value(keeper, KEEPER_MARKER_ENV) == marker else None
 
 
 def visible_gpus(pid: int) -> list[int]:
@@ -200,12 +201,20 @@ def visible_gpus(pid: int) -> list[int]:
     return []
 
 
-def _environment_has(pid: int, name: str, value: str) -> bool:
+def _environment_value(pid: int, name: str) -> str | None:
+    """The value of variable ``name`` in process ``pid``'s environment (as it was started), or None."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:
-            return f"\0{name}={value}\0".encode() in b"\0" + file.read()
+            environ = b"\0" + file.read()
     except OSError:
-        return False
+        return None
+    key = f"\0{name}=".encode()
+    start = environ.find(key)
+    if start < 0:
+        return None
+    start += len(key)
+    end = environ.find(b"\0", start)
+    return environ[start:end if end >= 0 else len(environ)].decode(errors="replace")
 
 
 def release(previous: WatchdogRecord, adopted: list[int], state_dir: Path) -> None:

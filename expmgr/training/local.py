@@ -97,8 +97,7 @@ class LocalTrainingService(TrainingService):
             watchdog_command(self._session, self._config.reattach_window, str(self._state_dir)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
             text=True)
-        WatchdogRecord(self._watchdog.pid, _process_start_time(self._watchdog.pid) or 0.0,
-                       self._session).write(self._state_dir)
+        WatchdogRecord(self._watchdog.pid, _process_start_time(self._watchdog.pid) or 0.0).write(self._state_dir)
         assert self._watchdog.stdout is not None
         os.set_blocking(self._watchdog.stdout.fileno(), False)  # read when a trial ends, never waited on
         if self._config.warm_start is not None:
@@ -197,7 +196,7 @@ class LocalTrainingService(TrainingService):
         self._tell_watchdog(f"+{process.pid} {marker} {self._config.trial_process_limit} {files.stderr}")
         self._events.trial_started(trial.trial_id, trial.attempt, process.pid,
                                    pid_started=_process_start_time(process.pid), host=self._manager_host)
-        waiter = asyncio.get_running_loop().create_task(self._wait(trial, process, output))
+        waiter = asyncio.get_running_loop().create_task(self._wait(trial.trial_id, trial.attempt, process, output))
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
 
@@ -220,10 +219,10 @@ class LocalTrainingService(TrainingService):
         finally:
             os.close(keeper_stderr)
 
-    async def _wait(self, trial: TrialLaunch, process: subprocess.Popen | WarmTrial | KeptTrial,
+    async def _wait(self, trial_id: str, attempt: int, process: subprocess.Popen | WarmTrial | KeptTrial,
                     output: TrialOutput | None) -> None:
         try:
-            await self._wait_for_exit(trial.trial_id, trial.attempt, process, output)
+            await self._wait_for_exit(trial_id, attempt, process, output)
         except Exception:  # a task's exception would be lost, the trial left RUNNING
             self._events.service_failed(traceback.format_exc())
 
@@ -326,27 +325,21 @@ class LocalTrainingService(TrainingService):
         if previous is None or pid in self._ended_by_window:
             return False
         folder = self.files.folder_of(trial_id)
-        keeper = keeper_of(pid, pid_started, previous.session, trial_id, attempt)
-        if keeper is None and read_status(str(status_file(folder.root, attempt))) is None:
+        found = keeper_of(pid, pid_started, trial_id, attempt)
+        if found is None and read_status(str(status_file(folder.root, attempt))) is None:
             return False   # not kept, or ended without its keeper's word: a rerun, as without a window
-        kept = KeptTrial.adopted(pid, keeper)
-        if keeper is not None:
+        kept = KeptTrial.adopted(pid, found[0] if found else None)
+        if found is not None:
+            keeper, marker = found
             self._processes[trial_id] = kept
             if self._gpu_slots is not None:   # its GPUs are not given to another trial
                 self._gpu_slots.hold(trial_id, visible_gpus(pid))
             self._adopted.append(pid)
-            marker = trial_marker(previous.session, trial_id, attempt)
             self._tell_watchdog(f"+{pid} {marker} {self._config.trial_process_limit} {folder.stderr}")
-        waiter = asyncio.get_running_loop().create_task(self._wait_adopted(trial_id, attempt, kept))
+        waiter = asyncio.get_running_loop().create_task(self._wait(trial_id, attempt, kept, None))
         self._waiters.add(waiter)
         waiter.add_done_callback(self._waiters.discard)
         return True
-
-    async def _wait_adopted(self, trial_id: str, attempt: int, kept: KeptTrial) -> None:
-        try:
-            await self._wait_for_exit(trial_id, attempt, kept, None)
-        except Exception:  # a task's exception would be lost, the trial left RUNNING
-            self._events.service_failed(traceback.format_exc())
 
     def end_adoption(self) -> None:
         previous, self._previous_watchdog = self._previous_watchdog, None

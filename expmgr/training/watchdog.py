@@ -325,21 +325,22 @@ def watch(lines: Iterable[str | None], session: str | None = None, window: float
         if adopted is not None:   # the resumed experiment's watchdog watches those now
             _end_trials({pgid: trial for pgid, trial in trials.items() if pgid not in adopted},
                         "expmgr: the resumed experiment did not take this trial over: all of its processes were "
-                        "killed\n", each_marker=True)
+                        "killed\n")
             return 0
         ended = (f"expmgr: no resume took this trial over within its reattach window ({window:g} s): all of its "
                  f"processes were killed\n")
         # Said first: a resume reruns these, although their keepers write a (killed) end.
         _write_file(os.path.join(state_dir, WINDOW_ENDED_FILE), "".join(f"{pgid}\n" for pgid in trials))
-    _end_trials(trials, ended)
+    _end_trials(trials, ended, swept_session=session)
     if session:
         kill_marked(session + "/", prefix=True)
     return 0
 
 
-def _end_trials(trials: dict[int, _Trial], message: str, *, each_marker: bool = False) -> None:
-    """Tell each trial why in its stderr and SIGKILL its group; ``each_marker``: and what it
-    started outside the group (else the caller ends the whole session's)."""
+def _end_trials(trials: dict[int, _Trial], message: str, *, swept_session: str | None = None) -> None:
+    """Tell each trial why in its stderr and SIGKILL its group, and what it started outside the
+    group, unless it is of ``swept_session``, whose marked processes the caller ends at once
+    afterwards (a trial a resume took over carries the marker of the run that started it)."""
     for pgid, trial in trials.items():
         if trial.stderr:
             _tell_trial(trial.stderr, message)
@@ -347,7 +348,7 @@ def _end_trials(trials: dict[int, _Trial], message: str, *, each_marker: bool = 
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if each_marker and trial.marker:
+        if trial.marker and not (swept_session and trial.marker.startswith(swept_session + "/")):
             kill_marked(trial.marker, since=trial.since)
 
 

@@ -359,7 +359,7 @@ WAITER = ("import os, sys, time\nopen('waiting', 'w').close()\n"
           "while not os.path.exists('go'):\n    time.sleep(0.05)\nprint('done')\nsys.exit(7)\n")
 
 
-@pytest.mark.parametrize("ends", ["after", "meanwhile"])
+@pytest.mark.parametrize("ends", ["after", "meanwhile", "after_a_second_takeover"])
 def test_a_trial_left_running_is_taken_over_by_the_next_service_and_its_real_end_told(
         service: str, tmp_path: Path, ends: str):
     """What a resume does with a kept trial (reattachWindow): the service that started it lets
@@ -384,6 +384,12 @@ def test_a_trial_left_running_is_taken_over_by_the_next_service_and_its_real_end
             assert not successor.adopt("another", 1, pid, pid_started), "a pid is taken for its own trial only"
             assert successor.adopt("kept", 1, pid, pid_started)
             successor.end_adoption()
+            if ends == "after_a_second_takeover":   # the resumed run lets go of it too, the next takes it
+                assert await successor.leave_running()
+                await successor.stop(grace_period=1.0)
+                successor, events = await c.successor()
+                assert successor.adopt("kept", 1, pid, pid_started)
+                successor.end_adoption()
             (c.code_there / "go").touch()
             await c.until(lambda: events.exit_of("kept"), "its end, told by the service that took it over")
             assert events.exit_of("kept") == ("exited", "kept", 1, 7, None)
