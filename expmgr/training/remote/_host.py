@@ -28,7 +28,7 @@ from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training.local import GPU_POLL_INTERVAL
 from expmgr.training.remote._report_relay import ReportRelay
-from expmgr.training.remote.agent_client import AgentClient, AttemptEvents
+from expmgr.training.remote.agent_client import AgentClient, AttemptEvents, KeptOnHost
 from expmgr.training.remote.host_gpus import HostGpus
 from expmgr.training.remote.runtime import agent_command, runtime_files
 from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHostError, RemoteProcess, SshTarget,
@@ -37,6 +37,10 @@ from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHost
 HOST_FOLDER = ".expmgr"
 """Below the user's home on each host: one folder per experiment."""
 _HOME_TIMEOUT = 60.0
+_KEPT_TIMEOUT = 60.0
+"""How long a connection waits for its agent to tell what the run before left there (a /proc scan)."""
+STATE_FOLDER = "watchdog"
+"""In the experiment's folder on the host: the agent's watchdog's record and state files (a window)."""
 CHECKPOINT_SIZE_LIMIT = 100 * 2**30
 CHECKPOINT_FILE_LIMIT = 1_000_000
 """A checkpoint copied between hosts (not the code folder's limits: model weights are large)."""
@@ -65,8 +69,12 @@ class RemoteHost:
     def __init__(self, machine: ResolvedRemoteMachine, *, experiment_id: str, events: AttemptEvents,
                  folder_of: Callable[[str], TrialFolder], on_gone: Callable[[RemoteHost], None],
                  trial_gpu_number: int | None = None, on_gpus_changed: Callable[[], None] = lambda: None,
-                 log_limits: RotationLimits = UNBOUNDED, log: logging.Logger | None = None) -> None:
+                 log_limits: RotationLimits = UNBOUNDED, log: logging.Logger | None = None,
+                 reattach_window: float = 0.0) -> None:
         self.machine = machine
+        self.reattach_window = reattach_window
+        self.kept = KeptOnHost()
+        """What the run before left here, as this connection's agent found it (a window)."""
         self.label = host_label(machine)
         self.experiment_id = experiment_id
         self._events = events
@@ -117,7 +125,8 @@ class RemoteHost:
             await self._upload_runtime()
             await self.code_folder(code_directory)
             runtime = f"{self.folder}/runtime"
-            argv = agent_command("python3", runtime, f"{self.experiment_id}-{secrets.token_hex(4)}")
+            argv = agent_command("python3", runtime, f"{self.experiment_id}-{secrets.token_hex(4)}",
+                                 self.reattach_window, f"{self.folder}/{STATE_FOLDER}")
             self._agent = await connection.open_process(shlex.join(argv))
         except BaseException:
             self.connection = None
@@ -127,6 +136,8 @@ class RemoteHost:
                              events=self._events, log_limits=self._log_limits, log=self._log)
         client.start()
         self.client = client
+        if self.reattach_window > 0:
+            self.kept = await client.wait_kept(_KEPT_TIMEOUT)
         self._watcher = asyncio.get_running_loop().create_task(self._watch(client))
         if self.gpus is not None and self.gpus.watched:
             self._gpu_watch = asyncio.get_running_loop().create_task(self._watch_gpus(self.gpus))
@@ -188,6 +199,22 @@ class RemoteHost:
         client, self.client = self.client, None
         if client is not None:
             await client.stop(timeout)
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            await connection.close()
+
+    async def leave(self) -> None:
+        """Close the connection without stopping the agent or telling any end: with a window,
+        it keeps its trials for a resume. Idempotent; ``on_gone`` is not called."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+        self._stop_gpu_watch()
+        client, self.client = self.client, None
+        if client is not None:
+            client.let_go()
+        self.running.clear()
+        self.trial_pids.clear()
         connection, self.connection = self.connection, None
         if connection is not None:
             await connection.close()

@@ -24,7 +24,7 @@ event and is skipped, never a crash). This docstring is the protocol's one state
   taken over (``adopted`` in the state folder, then SIGUSR1): it ends the others and exits.
 
 Events: ``kept`` (first, with a window: ``session`` of the run before, ``gone_at``, ``window_ended``,
-``processes`` [{pid, started, trial_id, attempt}] of that session still running, ``statuses``
+``processes`` [{pid, started, trial_id, attempt, gpus}] of that session still running, ``statuses``
 [[trial_id, attempt, returncode]] written since), ``started {pid, pid_started}``, ``exited {exit_code | signum, failed, preempting}``, ``launch_failed``,
 ``output {trial_id, attempt, file, offset, data}`` (base64, at most ``MAX_CHUNK`` bytes; the
 offset counts from the attempt's first byte in that file), ``error {message}``, ``stopped``.
@@ -217,16 +217,21 @@ def _leads_group(pid: int) -> bool:
         return False
 
 
-def _marker_of(pid: int) -> Optional[str]:
+def _variable_of(pid: int, name: str) -> Optional[str]:
+    """The value of variable ``name`` in the environment of process ``pid`` (None: unset, or unreadable)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:
             environ = file.read()
     except OSError:
         return None
     for variable in environ.split(b"\0"):
-        if variable.startswith(MARKER_ENV.encode() + b"="):
-            return variable[len(MARKER_ENV) + 1:].decode(errors="replace")
+        if variable.startswith(name.encode() + b"="):
+            return variable[len(name) + 1:].decode(errors="replace")
     return None
+
+
+def _marker_of(pid: int) -> Optional[str]:
+    return _variable_of(pid, MARKER_ENV)
 
 
 def _size(path: str) -> int:
@@ -305,8 +310,10 @@ class Agent:
             if len(words) == 3 and words[0] == session and words[2].isdigit() and _leads_group(int(name)):
                 started = start_time(int(name))
                 if started is not None:
+                    gpus = _variable_of(int(name), "CUDA_VISIBLE_DEVICES") or ""
                     kept["processes"].append({"pid": int(name), "started": started, "trial_id": words[1],
-                                              "attempt": int(words[2])})
+                                              "attempt": int(words[2]),
+                                              "gpus": [int(word) for word in gpus.split(",") if word.strip().isdigit()]})
         trials = os.path.join(os.path.dirname(self.runtime.rstrip("/")), "trials")
         try:
             folders = os.listdir(trials)
