@@ -104,6 +104,8 @@ class RemoteTrainingService(TrainingService):
                     raise failure
             raise TrainingServiceError("cannot start the remote training service: "
                                        + "; ".join(str(failure) for failure in failures))
+        # A resume: what the kept trials reported while no manager ran is stored at their takeover.
+        await asyncio.gather(*(host.catch_up_reports() for host in self._hosts if host.kept.session is not None))
         self._started = True
         self._idle.set()
 
