@@ -668,6 +668,8 @@ def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_repor
     try:
         wait_until(lambda: log.exists() and log.read_text().count("this run takes it over") == 4, DEADLINE * 2,
                    "the resume to take the four trials over")
+        wait_until(lambda: sqlite3.connect(database).execute("SELECT COUNT(*) FROM metrics").fetchone()[0] == 4 * 3,
+                   DEADLINE, "the reports made while no manager ran, stored at the takeover")
         (shared / "finish").write_text("")
         _, err = resumed.communicate(timeout=DEADLINE * 3)
     finally:
@@ -692,3 +694,38 @@ def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_repor
             assert (home / exp_id / "trials" / trial_id / "stdout").read_text().endswith("finished\n")
     wait_until(lambda: not any(trial_processes(host) for host in hosts.hosts), DEADLINE,
                "no trial, agent or watchdog left on either host")
+
+
+def test_after_the_window_nothing_is_left_on_the_hosts_and_the_resume_runs_the_trials_again(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
+    write_script(code_dir, "trial.py", KEPT_TRIAL.replace('if x == 3:', 'if attempt != "1" or x == 3:'))
+    write_config_file(hosts, code_dir, shared)
+    config = code_dir / "config.yml"
+    config.write_text(config.read_text().replace("release\n", "\n").replace(
+        "trainingService: {platform: remote,", "trainingService: {platform: remote, reattachWindow: 2s,"))
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                               "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(list(shared.glob("up-*"))) == 4, DEADLINE, "four trials running")
+        create.kill()
+        create.wait(timeout=30)
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    wait_until(lambda: not any(trial_processes(host) for host in hosts.hosts), DEADLINE,
+               "the window passed: no trial, agent or watchdog left on either host")
+    database = next(home.glob("*/db/experiment.sqlite"))
+    exp_id = database.parent.parent.name
+    (shared / "down").write_text("")
+    resumed = subprocess.run([sys.executable, "-m", "expmgr.cli", "resume", exp_id, "--port", "0", "--foreground",
+                              "--exit-when-done"], cwd=code_dir, env=env, capture_output=True, text=True,
+                             timeout=DEADLINE * 3)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(list(shared.glob("up-*-2"))) == 4, "every trial ran again"
+    with sqlite3.connect(database) as db:
+        firsts = db.execute("SELECT status FROM attempts WHERE attempt = 1").fetchall()
+    assert firsts == [("CRASHED",)] * 4
