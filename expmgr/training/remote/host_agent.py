@@ -37,7 +37,8 @@ it was SIGKILLed), the watchdog's pipe closes and it kills every trial's group a
 escaped it.
 
 With a reattach window (``--window SECONDS --state DIR``, ``trainingService.reattachWindow``) the
-agent writes each trial's end to ``<trial_dir>/.exit-status-<attempt>`` (``{"returncode": N}``,
+agent (DIR beside the experiment's ``trials/`` folder on the host) writes each trial's end to
+``<trial_dir>/.exit-status-<attempt>`` (``{"returncode": N}``,
 atomically), and when its stdin closes without ``stop`` it does not end its trials: it closes
 its watchdog's pipe (which keeps them for the window, as the local service's does, its state
 files in DIR), stops writing events, and stays their parent until the last one ended, writing
@@ -314,7 +315,7 @@ class Agent:
                     kept["processes"].append({"pid": int(name), "started": started, "trial_id": words[1],
                                               "attempt": int(words[2]),
                                               "gpus": [int(word) for word in gpus.split(",") if word.strip().isdigit()]})
-        trials = os.path.join(os.path.dirname(self.runtime.rstrip("/")), "trials")
+        trials = os.path.join(os.path.dirname(self.state_dir.rstrip("/")), "trials")   # DIR's sibling
         try:
             folders = os.listdir(trials)
         except OSError:
