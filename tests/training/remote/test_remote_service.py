@@ -629,8 +629,10 @@ KEPT_TRIAL = """
 """
 
 
+@pytest.mark.parametrize("gone", ["sigkill", "stop-keep-trials"])
 def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_report_once(
-        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path, gone: str):
+    """The manager SIGKILLed, or ``expctl stop --keep-trials``: the resume takes the trials over."""
     write_script(code_dir, "trial.py", KEPT_TRIAL)
     write_config_file(hosts, code_dir, shared)
     config = code_dir / "config.yml"
@@ -646,7 +648,13 @@ def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_repor
         database = next(home.glob("*/db/experiment.sqlite"))
         wait_until(lambda: sqlite3.connect(database).execute(
             "SELECT COUNT(*) FROM metrics").fetchone()[0] == 4, DEADLINE, "the four first reports stored")
-        create.kill()
+        if gone == "sigkill":
+            create.kill()
+        else:
+            stopped = subprocess.run([sys.executable, "-m", "expmgr.cli", "stop", database.parent.parent.name,
+                                      "--keep-trials"], cwd=code_dir, env=env, capture_output=True, text=True,
+                                     timeout=DEADLINE * 2)
+            assert stopped.returncode == 0 and "expctl resume" in stopped.stdout, stopped.stderr
         create.wait(timeout=30)
     finally:
         if create.poll() is None:
