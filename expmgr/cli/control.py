@@ -73,7 +73,7 @@ def _stop_keeping_trials(entry: RegistryEntry, *, timeout: float | None) -> None
     window = _reattach_window(entry)
     if not window:
         raise CliError(f"--keep-trials: the trials of experiment {entry.id} cannot outlive it: that takes "
-                       f"trainingService.reattachWindow (platform local) in its config; 'expctl stop {entry.id}' "
+                       f"trainingService.reattachWindow (platform local or remote) in its config; 'expctl stop {entry.id}' "
                        f"stops them", status=1)
     deadline = time.monotonic() + (timeout if timeout is not None else _STOP_TIMEOUT_AFTER_GRACE)
     try:
@@ -94,7 +94,7 @@ def _reattach_window(entry: RegistryEntry) -> float:
             service = store.profile().config.get("trainingService")
     except CliError:
         return 0.0
-    if not isinstance(service, dict) or service.get("platform") != "local":
+    if not isinstance(service, dict) or service.get("platform") not in ("local", "remote"):
         return 0.0
     window = service.get("reattachWindow")
     return float(window) if isinstance(window, (int, float)) and not isinstance(window, bool) else 0.0

@@ -135,6 +135,9 @@ class ResolvedRemoteConfig:
     """The service's default for its machines (each machine's own is resolved in it)."""
     reuse_mode: bool = False
     """NNI's ``reuseMode``, as written; it changes nothing here (see docs/config.md)."""
+    reattach_window: float = 0.0
+    """``reattachWindow``: seconds a host's trials run on after the experiment process died, for a
+    resume to take them over (0: they end with it)."""
 
 
 TrainingServiceSection = Union[LocalConfig, RayConfig, RemoteConfig]
@@ -197,7 +200,7 @@ def _resolve_remote(section: Any) -> ResolvedRemoteConfig:
             gpu_indices=None if indices is None else tuple(indices),
             strict_host_key_checking=checking))
     return ResolvedRemoteConfig(machines=tuple(machines), strict_host_key_checking=section.strict_host_key_checking,
-                                reuse_mode=section.reuse_mode)
+                                reuse_mode=section.reuse_mode, reattach_window=section.reattach_window or 0.0)
 
 
 def _trial_placement(placement: dict[str, Any] | None) -> ResolvedTrialPlacement | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._errors import Key, PathSegment, Problem, format_path
+from ._durations import parse_duration
+from ._errors import ConfigError, Key, PathSegment, Problem, format_path
 from ._keys import match_keys
 from ._limits import MAX_TRIALS_PER_GPU
 from ._platforms import STRICT_HOST_KEY_CHECKING
@@ -41,6 +42,11 @@ def check_remote_service(value: RemoteConfig, path: FieldPath, style: str, base:
     if not isinstance(machines, list):
         raise Problem(list_path, f"expected a list of SSH hosts such as [{{host: gpu1.example.org, user: me}}], "
                                  f"got {shown_value(machines)}")
+    if value.reattach_window is not None:
+        try:
+            result.reattach_window = parse_duration(value.reattach_window, allow_zero=True)
+        except ConfigError as exc:
+            raise Problem(path + (Key("reattach_window"),), exc.message) from None
     result.machine_list = [_machine(machine, list_path + (index,), style, base, notes)
                            for index, machine in enumerate(machines)]
     return result

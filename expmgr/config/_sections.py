@@ -117,6 +117,9 @@ class RemoteConfig:
     machine_list: list[Any] | None = field(default_factory=list)
     reuse_mode: bool = False
     strict_host_key_checking: str = "yes"
+    reattach_window: float | str | None = None
+    """``reattachWindow``: as the local service's (a duration, 0 allowed): how long a host's trials
+    run on after the experiment process died, for a resume to take them over."""
 
     def to_dict(self) -> dict[str, Any]:
         return section_dict(self)

@@ -1,5 +1,5 @@
 """The training-service contract suite's runner: each contract test runs one service (local,
-local-warm, local-kept, ray, remote) through ``run_service`` with a ``Context`` (from tests/training/test_contract.py)."""
+local-warm, local-kept, ray, remote, remote-kept) through ``run_service`` with a ``Context`` (from tests/training/test_contract.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -31,6 +31,7 @@ SERVICE_CONFIGS: dict[str, dict[str, Any]] = {
     "local-kept": {"platform": "local", "reattachWindow": "10m"},  # trials under keepers, kept for a resume
     "ray": {"platform": "ray", "trialResources": {"cpu": 1}},  # address: the test cluster's
     "remote": {"platform": "remote"},  # machineList: one test sshd host
+    "remote-kept": {"platform": "remote", "reattachWindow": "10m"},  # the host's agent keeps trials for a resume
 }
 DEADLINE = 30.0
 REMOTE_HOST: list[SshHost] = []
@@ -41,12 +42,12 @@ REMOTE_HOST: list[SshHost] = []
 def service(request: pytest.FixtureRequest) -> str:
     if request.param == "ray":
         SERVICE_CONFIGS["ray"]["address"] = request.getfixturevalue("ray_cluster").address
-    if request.param == "remote":  # skipped with the harness's reason where sshd hosts cannot run
+    if request.param.startswith("remote"):  # skipped with the harness's reason where sshd hosts cannot run
         hosts = request.getfixturevalue("ssh_host_pair")
         client_home = request.getfixturevalue("ssh_client_home")
         shutil.copy(hosts.known_hosts, client_home / ".ssh" / "known_hosts")
         host = hosts.hosts[0]
-        SERVICE_CONFIGS["remote"]["machineList"] = [hosts.machine(host)]
+        SERVICE_CONFIGS[request.param]["machineList"] = [hosts.machine(host)]
         REMOTE_HOST[:] = [host]
         # Every test's experiment is "exp": its folder on the host goes with the test.
         request.addfinalizer(lambda: shutil.rmtree(host.home / ".expmgr", ignore_errors=True))
@@ -73,6 +74,8 @@ class Context:
         """A file of the trial code, written after the service started (and sent its copy)."""
         for folder in {self.code, self.code_there}:
             (folder / name).write_text(text)
+        if self.host is not None:   # the host's user's, as the upload made it (a successor uploads again)
+            os.chown(self.code_there / name, self.host.uid, self.host.uid)
 
     def make_there(self, path: Path, text: str) -> None:
         """A file where the trial runs, as its user would make it."""

@@ -126,7 +126,10 @@ def test_capacity_follows_the_trials_holding_gpus(service: str, tmp_path: Path):
             "ray": {**SERVICE_CONFIGS["ray"], "maxPendingTrials": 1},
             "remote": {"platform": "remote", "machineList": [
                 {**machine, "gpuIndices": [0], "maxTrialNumberPerGpu": 1}
-                for machine in SERVICE_CONFIGS["remote"].get("machineList", [])]}}
+                for machine in SERVICE_CONFIGS["remote"].get("machineList", [])]},
+            "remote-kept": {"platform": "remote", "reattachWindow": "10m", "machineList": [
+                {**machine, "gpuIndices": [0], "maxTrialNumberPerGpu": 1}
+                for machine in SERVICE_CONFIGS["remote-kept"].get("machineList", [])]}}
     run_service(service, tmp_path, test, trial_gpu_number=1, training_service=held[service])
 
 
@@ -220,7 +223,7 @@ def test_after_launch_the_trial_sees_its_parameters_and_its_folder_each_attempt(
 
 
 def test_a_leftover_process_is_ended_only_when_pid_and_start_time_match(service: str, tmp_path: Path):
-    if service == "remote":
+    if service.startswith("remote"):
         pytest.skip("a pid of a host is never ended here: the host's watchdog ended the trial when the "
                     "manager's connection went (tests/training/remote/test_remote_service.py)")
     if service == "ray":
@@ -366,7 +369,7 @@ def test_a_trial_left_running_is_taken_over_by_the_next_service_and_its_real_end
     go of it (``leave_running``, as ``expctl stop --keep-trials`` or a dead manager), the next
     one ``adopt``s it by pid, start time and marker, and tells its real end, whether it ends
     after the takeover or ended in between."""
-    if service != "local-kept":
+    if service not in ("local-kept", "remote-kept"):
         pytest.skip(f"{service}: its trials end with their manager (docs/fault-tolerance.md)")
 
     async def test(c: Context) -> None:
@@ -378,7 +381,8 @@ def test_a_trial_left_running_is_taken_over_by_the_next_service_and_its_real_end
         assert await c.service.leave_running()
         if ends == "meanwhile":
             (c.code_there / "go").touch()
-            await c.until(lambda: any(c.paths.trial_dir("kept").glob(".exit-status-1")), "its keeper to write its end")
+            await c.until(lambda: any(c.trial_dir_there("kept").glob(".exit-status-1")),
+                          "its keeper (its host's agent) to write its end")
         successor, events = await c.successor()
         try:
             assert not successor.adopt("another", 1, pid, pid_started), "a pid is taken for its own trial only"

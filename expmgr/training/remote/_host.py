@@ -15,6 +15,9 @@ again, as the host may have lost it).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import logging
 import secrets
 import shlex
@@ -28,7 +31,7 @@ from expmgr.layout import TrialFolder
 from expmgr.rotation import UNBOUNDED, RotationLimits
 from expmgr.training.local import GPU_POLL_INTERVAL
 from expmgr.training.remote._report_relay import ReportRelay
-from expmgr.training.remote.agent_client import AgentClient, AttemptEvents
+from expmgr.training.remote.agent_client import AgentClient, AttemptEvents, KeptOnHost
 from expmgr.training.remote.host_gpus import HostGpus
 from expmgr.training.remote.runtime import agent_command, runtime_files
 from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHostError, RemoteProcess, SshTarget,
@@ -37,6 +40,28 @@ from expmgr.training.remote.ssh import (DEFAULT_PORT, HostConnection, RemoteHost
 HOST_FOLDER = ".expmgr"
 """Below the user's home on each host: one folder per experiment."""
 _HOME_TIMEOUT = 60.0
+_KEPT_TIMEOUT = 60.0
+"""How long a connection waits for its agent to tell what the run before left there (a /proc scan)."""
+_CATCH_UP_BYTES = 600 * 1024
+"""At most this much of the kept trials' reports is read at a resume's start (what is past it
+comes with their output once adopted)."""
+_CATCH_UP = (
+    "import base64, json, sys\n"
+    "wanted, left, found = json.loads(sys.argv[1]), int(sys.argv[2]), {}\n"
+    "for path, offset in wanted.items():\n"
+    "    try:\n"
+    "        with open(path, 'rb') as file:\n"
+    "            file.seek(offset)\n"
+    "            data = file.read(left)\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    data = data[:data.rfind(b'\\n') + 1]\n"
+    "    left -= len(data)\n"
+    "    found[path] = base64.b64encode(data).decode()\n"
+    "print(json.dumps(found))\n")
+"""Run on the host: what each file has past its offset, whole lines only, base64, as JSON."""
+STATE_FOLDER = "watchdog"
+"""In the experiment's folder on the host: the agent's watchdog's record and state files (a window)."""
 CHECKPOINT_SIZE_LIMIT = 100 * 2**30
 CHECKPOINT_FILE_LIMIT = 1_000_000
 """A checkpoint copied between hosts (not the code folder's limits: model weights are large)."""
@@ -65,8 +90,12 @@ class RemoteHost:
     def __init__(self, machine: ResolvedRemoteMachine, *, experiment_id: str, events: AttemptEvents,
                  folder_of: Callable[[str], TrialFolder], on_gone: Callable[[RemoteHost], None],
                  trial_gpu_number: int | None = None, on_gpus_changed: Callable[[], None] = lambda: None,
-                 log_limits: RotationLimits = UNBOUNDED, log: logging.Logger | None = None) -> None:
+                 log_limits: RotationLimits = UNBOUNDED, log: logging.Logger | None = None,
+                 reattach_window: float = 0.0) -> None:
         self.machine = machine
+        self.reattach_window = reattach_window
+        self.kept = KeptOnHost()
+        """What the run before left here, as this connection's agent found it (a window)."""
         self.label = host_label(machine)
         self.experiment_id = experiment_id
         self._events = events
@@ -117,7 +146,8 @@ class RemoteHost:
             await self._upload_runtime()
             await self.code_folder(code_directory)
             runtime = f"{self.folder}/runtime"
-            argv = agent_command("python3", runtime, f"{self.experiment_id}-{secrets.token_hex(4)}")
+            argv = agent_command("python3", runtime, f"{self.experiment_id}-{secrets.token_hex(4)}",
+                                 self.reattach_window, f"{self.folder}/{STATE_FOLDER}")
             self._agent = await connection.open_process(shlex.join(argv))
         except BaseException:
             self.connection = None
@@ -127,6 +157,8 @@ class RemoteHost:
                              events=self._events, log_limits=self._log_limits, log=self._log)
         client.start()
         self.client = client
+        if self.reattach_window > 0:
+            self.kept = await client.wait_kept(_KEPT_TIMEOUT)
         self._watcher = asyncio.get_running_loop().create_task(self._watch(client))
         if self.gpus is not None and self.gpus.watched:
             self._gpu_watch = asyncio.get_running_loop().create_task(self._watch_gpus(self.gpus))
@@ -191,6 +223,60 @@ class RemoteHost:
         connection, self.connection = self.connection, None
         if connection is not None:
             await connection.close()
+
+    async def leave(self) -> None:
+        """Close the connection without stopping the agent or telling any end: with a window,
+        it keeps its trials for a resume. Idempotent; ``on_gone`` is not called."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+        self._stop_gpu_watch()
+        client, self.client = self.client, None
+        if client is not None:
+            client.let_go()
+        self.running.clear()
+        self.trial_pids.clear()
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            await connection.close()
+
+    async def catch_up_reports(self) -> None:
+        """The reports the run before's trials made while no manager ran (their metrics.jsonl
+        on the host, past the manager's copy), appended to the copies before any is adopted:
+        the resume stores them at the takeover, as the local service's."""
+        trial_ids = {each.trial_id for each in self.kept.processes} | {trial_id for trial_id, _ in self.kept.statuses}
+        wanted: dict[str, tuple[int, Path]] = {}
+        for trial_id in sorted(trial_ids):
+            local = self._folder_of(trial_id).root / "metrics.jsonl"
+            try:
+                size = local.stat().st_size
+            except OSError:
+                size = 0
+            wanted[f"{self.trial_folder(trial_id)}/metrics.jsonl"] = (size, local)
+        if not wanted:
+            return
+        try:
+            await self._catch_up(wanted)
+        except RemoteHostError as error:
+            self._log.warning("host %s: the reports its trials made while no manager ran are stored when they "
+                              "end: %s", self.label, error)
+
+    async def _catch_up(self, wanted: dict[str, tuple[int, Path]]) -> None:
+        argument = json.dumps({path: size for path, (size, _) in wanted.items()})
+        result = await self._connection().run(
+            f"python3 -I -S -c {shlex.quote(_CATCH_UP)} {shlex.quote(argument)} {_CATCH_UP_BYTES}",
+            timeout=_HOME_TIMEOUT)
+        try:
+            found = json.loads(result.stdout) if result.exit_status == 0 else {}
+            for path, data in dict(found).items():
+                if path in wanted and data:
+                    local = wanted[path][1]
+                    local.parent.mkdir(parents=True, exist_ok=True)
+                    with local.open("ab") as file:
+                        file.write(base64.b64decode(data, validate=True))
+        except (ValueError, TypeError, binascii.Error, OSError) as error:
+            self._log.warning("host %s: the reports its trials made while no manager ran are stored when they "
+                              "end: %s", self.label, error)
 
     def _stop_gpu_watch(self) -> None:
         watch, self._gpu_watch = self._gpu_watch, None

@@ -16,6 +16,11 @@ arrives, all of it before its end is told, so ``TrialFiles`` read them as a loca
 the agent's stream ends without its ``stopped`` (the connection dropped, the agent died), every
 attempt still running is lost, and one not yet started failed for a system reason (it waits).
 
+With a reattach window the agent first tells what the run before left on the host (``kept``,
+``KeptOnHost``); ``adopt`` takes one of those attempts over (its end told as if launched here),
+``release`` lets the old watchdog go, and ``let_go`` closes the streams without telling any end
+(the agent keeps its trials for the window).
+
 The host is outside: each line, chunk and field is bounded and checked; what does not fit is
 logged and skipped, and events of attempts this client did not launch are ignored.
 """
@@ -41,6 +46,7 @@ _READ_SIZE = 65536
 _SIGNAL_NAMES = {int(number): name for name, number in SIGNALS.items()}
 _MAX_PID = 2**22  # Linux's highest pid_max
 _MAX_SIGNAL = 64
+_MAX_TIME = 2.0**40
 
 
 class AgentReader(Protocol):
@@ -90,6 +96,54 @@ class HostLaunch:
     process_limit: int = 0
 
 
+@dataclass(frozen=True)
+class KeptProcess:
+    """An attempt of the run before still running on the host, as its new agent found it."""
+
+    pid: int
+    started: float
+    trial_id: str
+    attempt: int
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass
+class KeptOnHost:
+    """What the run before left on a host (the agent's ``kept`` event), for a resume to adopt."""
+
+    session: str | None = None
+    gone_at: float | None = None
+    window_ended: frozenset[int] = frozenset()
+    processes: tuple[KeptProcess, ...] = ()
+    statuses: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @classmethod
+    def of_event(cls, event: dict[str, Any]) -> KeptOnHost:
+        """Checked: what does not fit is left out."""
+        session = event.get("session")
+        gone_at = event.get("gone_at")
+        processes = []
+        for each in event.get("processes") or ():
+            if not isinstance(each, dict):
+                continue
+            pid, started = _bounded(each.get("pid"), 1, _MAX_PID), each.get("started")
+            trial_id, attempt = each.get("trial_id"), _bounded(each.get("attempt"), 0, 2**31)
+            if pid is None or not isinstance(started, (int, float)) or not isinstance(trial_id, str) or attempt is None:
+                continue
+            gpus = tuple(index for index in each.get("gpus") or () if _bounded(index, 0, 1023) is not None)
+            processes.append(KeptProcess(pid, float(started), trial_id, attempt, gpus))
+        statuses = {}
+        for each in event.get("statuses") or ():
+            if isinstance(each, list) and len(each) == 3 and isinstance(each[0], str) \
+                    and _bounded(each[1], 0, 2**31) is not None and _bounded(each[2], -_MAX_SIGNAL, 255) is not None:
+                statuses[(each[0], each[1])] = each[2]
+        return cls(session=session if isinstance(session, str) else None,
+                   gone_at=float(gone_at) if isinstance(gone_at, (int, float)) and 0 < gone_at < _MAX_TIME else None,
+                   window_ended=frozenset(pid for pid in event.get("window_ended") or ()
+                                          if _bounded(pid, 1, _MAX_PID) is not None),
+                   processes=tuple(processes), statuses=statuses)
+
+
 def host_trial_environment(env: dict[str, str], *, report_port: int, trial_dir: str,
                            code_directory: str) -> dict[str, str]:
     """A trial's variables on a host: those ``env`` gives it (ids, token, URL prefix), the
@@ -134,6 +188,9 @@ class AgentClient:
         self._stopped = False
         self._closed = False
         self._gone_reason = ""
+        self.kept: KeptOnHost | None = None
+        """What the run before left on the host (the agent's first event, with a window)."""
+        self._kept_told = asyncio.Event()
 
     def start(self) -> None:
         """Read the agent's events from now on (on the running loop)."""
@@ -165,6 +222,47 @@ class AgentClient:
                           "command": launch.command, "argv": list(command_argv(launch.command)), "cwd": launch.cwd,
                           "trial_dir": launch.trial_dir, "env": launch.env, "unset": list(launch.unset),
                           "parameters": launch.parameters, "process_limit": launch.process_limit})
+
+    def adopt(self, trial_id: str, attempt: int, pid: int, pid_started: float, trial_dir: str) -> None:
+        """Take over an attempt the run before left running (or ended meanwhile) on the host: it
+        is followed as one launched here and started; its files are sent from where the local
+        copies end (their sizes: what the manager had when the connection went)."""
+        folder = self._folder_of(trial_id)
+        offsets = {}
+        for name in STREAMED_FILES:
+            try:
+                offsets[name] = (folder.root / name).stat().st_size
+            except OSError:
+                offsets[name] = 0
+        running = _Attempt(trial_id, attempt, OutputCopies(
+            folder, self._log_limits,
+            warn=lambda message: self._log.warning("host %s: trial %s: %s", self._host, trial_id, message)))
+        running.started = True
+        self._attempts[(trial_id, attempt)] = running
+        if self._closed:
+            self._end_unreachable(self._attempts.pop((trial_id, attempt)))
+            return
+        self._write({"op": "adopt", "trial_id": trial_id, "attempt": attempt, "pid": pid, "pid_started": pid_started,
+                     "trial_dir": trial_dir, "offsets": offsets})
+
+    def release(self, adopted: list[int]) -> None:
+        """The run before's watchdog on the host ends the trials not in ``adopted`` and exits."""
+        if not self._closed:
+            self._write({"op": "release", "adopted": list(adopted)})
+
+    def let_go(self) -> None:
+        """Close the streams without ``stop`` and without telling any attempt's end: with a
+        window the agent keeps its trials for a resume (``expctl stop --keep-trials``)."""
+        reading, self._reading = self._reading, None
+        if reading is not None and not reading.done():
+            reading.cancel()
+        self._closed, self._gone_reason = True, "let go for a resume"
+        for running in list(self._attempts.values()):
+            self._end(running)
+        try:
+            self._writer.close()
+        except (ConnectionError, OSError, RuntimeError):
+            pass
 
     def signal(self, trial_id: str, signum: int) -> bool:
         """Send ``signum`` (SIGTERM, SIGKILL, SIGUSR1, SIGINT) to the trial's group on the host;
@@ -201,6 +299,16 @@ class AgentClient:
             self._writer.close()
         except (ConnectionError, OSError, RuntimeError):
             pass
+
+    async def wait_kept(self, timeout: float) -> KeptOnHost:
+        """What the run before left on the host, once the agent told it (nothing, if its stream
+        ended first or it did not tell within ``timeout`` seconds)."""
+        try:
+            await asyncio.wait_for(self._kept_told.wait(), timeout)
+        except asyncio.TimeoutError:
+            self._log.warning("host %s: its agent did not tell what the last run left there within %g s: "
+                              "none of its trials is taken over", self._host, timeout)
+        return self.kept or KeptOnHost()
 
     async def wait_closed(self) -> None:
         """Until the agent's stream ended (its attempts' ends all told)."""
@@ -269,6 +377,11 @@ class AgentClient:
         if kind == "stopped":
             self._stopped = True
             return
+        if kind == "kept":
+            if self.kept is None:
+                self.kept = KeptOnHost.of_event(event)
+                self._kept_told.set()
+            return
         trial_id, attempt = event.get("trial_id"), event.get("attempt")
         running = self._attempts.get((trial_id, attempt)) if isinstance(trial_id, str) and \
             isinstance(attempt, int) else None
@@ -280,7 +393,10 @@ class AgentClient:
             self._output(running, event)
         elif kind == "started" and not running.started:
             running.started = True
+            started = event.get("pid_started")
             self._events.trial_started(running.trial_id, running.attempt, _bounded(event.get("pid"), 1, _MAX_PID),
+                                       pid_started=float(started) if isinstance(started, (int, float))
+                                       and not isinstance(started, bool) and 0 < started < _MAX_TIME else None,
                                        host=self._host)
         elif kind == "launch_failed" and not running.started:
             self._end(running)
@@ -321,6 +437,7 @@ class AgentClient:
             return
         self._closed = True
         self._gone_reason = reason
+        self._kept_told.set()
         for running in list(self._attempts.values()):
             try:
                 self._end_unreachable(running)

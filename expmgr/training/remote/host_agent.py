@@ -1,7 +1,7 @@
 """The host agent: runs a remote service's trials on one host, reached through one process's
 stdin and stdout (an SSH channel, or pipes in tests), with no expmgr installed there::
 
-    python3 host_agent.py --runtime DIR [--watchdog PATH] [--session ID]
+    python3 host_agent.py --runtime DIR [--watchdog PATH] [--session ID] [--window SECONDS --state DIR]
 
 It reads commands on stdin and writes events on stdout, one JSON object a line (at most
 ``MAX_COMMAND_BYTES``/``MAX_EVENT_BYTES``; a longer or malformed line gets an ``error``
@@ -15,8 +15,17 @@ event and is skipped, never a crash). This docstring is the protocol's one state
 - ``{"op": "signal", "trial_id", "attempt", "signal": "TERM"|"KILL"|"USR1"|"INT"}``: to its
   whole process group.
 - ``{"op": "stop"}``: SIGKILL every trial, tell their ends, end the watchdog, ``stopped``, exit 0.
+- ``{"op": "adopt", "trial_id", "attempt", "pid", "pid_started", "trial_dir", "offsets"}`` (with a
+  window): take over an attempt the agent of the run before left running (``kept``): its process
+  checked by pid, start time and the old session's marker, its files streamed from ``offsets``
+  (bytes per file the manager has), its end (read from the status file its old agent writes)
+  told as ``exited``; one that ended meanwhile is told ``exited`` at once.
+- ``{"op": "release", "adopted": [pid, ...]}``: the old run's watchdog is told which trials were
+  taken over (``adopted`` in the state folder, then SIGUSR1): it ends the others and exits.
 
-Events: ``started``, ``exited {exit_code | signum, failed, preempting}``, ``launch_failed``,
+Events: ``kept`` (first, with a window: ``session`` of the run before, ``gone_at``, ``window_ended``,
+``processes`` [{pid, started, trial_id, attempt, gpus}] of that session still running, ``statuses``
+[[trial_id, attempt, returncode]] written since), ``started {pid, pid_started}``, ``exited {exit_code | signum, failed, preempting}``, ``launch_failed``,
 ``output {trial_id, attempt, file, offset, data}`` (base64, at most ``MAX_CHUNK`` bytes; the
 offset counts from the attempt's first byte in that file), ``error {message}``, ``stopped``.
 Every byte an attempt wrote to stdout, stderr, trial.log and metrics.jsonl up to its end is
@@ -25,7 +34,18 @@ sent, in order per file, before its ``exited``.
 The watchdog (``watchdog.py``, uploaded beside this file) is its child, in its own session:
 when this agent goes without ``stop`` (its stdin closed because the connection dropped, or
 it was SIGKILLed), the watchdog's pipe closes and it kills every trial's group and what
-escaped it. Standard library only, Python 3.8+, run by path (as the watchdog).
+escaped it.
+
+With a reattach window (``--window SECONDS --state DIR``, ``trainingService.reattachWindow``) the
+agent (DIR beside the experiment's ``trials/`` folder on the host) writes each trial's end to
+``<trial_dir>/.exit-status-<attempt>`` (``{"returncode": N}``,
+atomically), and when its stdin closes without ``stop`` it does not end its trials: it closes
+its watchdog's pipe (which keeps them for the window, as the local service's does, its state
+files in DIR), stops writing events, and stays their parent until the last one ended, writing
+each end, then exits. Its watchdog's record (``current`` in DIR, as ``_kept.WatchdogRecord``)
+tells the next run's agent which session's trials it may adopt.
+
+Standard library only, Python 3.8+, run by path (as the watchdog).
 """
 from __future__ import annotations
 
@@ -37,6 +57,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,6 +79,13 @@ PREEMPTING_FILE = "preempting"  # trial.PREEMPTING_FILE
 TRIAL_DIR_ENV = "EXPMGR_TRIAL_DIR"  # trial.ENV_TRIAL_DIR
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "USR1": signal.SIGUSR1, "INT": signal.SIGINT}
 _OVER_LIMIT = "over-limit"  # watchdog.OVER_LIMIT
+KEEPING_FORMAT = "1"  # _kept.KEEPING_FORMAT: a record of another format is not adopted from
+WATCHDOG_RECORD = "current"  # _kept._WATCHDOG_FILE
+MANAGER_GONE_FILE, WINDOW_ENDED_FILE, ADOPTED_FILE = "manager-gone", "window-ended", "adopted"  # watchdog's
+RELEASE_SIGNAL = signal.SIGUSR1  # watchdog.RELEASE_SIGNAL
+STATUS_WAIT = 10.0
+"""Seconds an adopted trial's end waits, once its process is gone, for its old agent's status file."""
+_SAME_PROCESS = 0.01  # _kept._SAME_PROCESS
 
 
 class FileTail:
@@ -107,15 +135,104 @@ class FileTail:
 
 
 class _Attempt:
-    """One running attempt: its process (the leader of its own group) and its files' tails."""
+    """One running attempt: its process (the leader of its own group) and its files' tails. The
+    process is this agent's child, or (``process`` None) one adopted from the run before, whose
+    end is read from the status file its old agent writes."""
 
-    def __init__(self, trial_id: str, attempt: int, trial_dir: str, process: subprocess.Popen,
-                 tails: Dict[str, FileTail]) -> None:
+    def __init__(self, trial_id: str, attempt: int, trial_dir: str, process: Optional[subprocess.Popen],
+                 tails: Dict[str, FileTail], pid: int = 0, pid_started: float = 0.0) -> None:
         self.trial_id = trial_id
         self.attempt = attempt
         self.trial_dir = trial_dir
         self.process = process
         self.tails = tails
+        self.pid = process.pid if process is not None else pid
+        self.pid_started = pid_started
+        self.gone_since: Optional[float] = None
+
+    def poll(self) -> Optional[int]:
+        """Its return code once it ended (negative: the signal), else None."""
+        if self.process is not None:
+            return self.process.poll()
+        if _same_process(self.pid, self.pid_started):
+            return None
+        code = read_status(status_path(self.trial_dir, self.attempt))
+        if code is not None:
+            return code
+        now = time.monotonic()
+        if self.gone_since is None:
+            self.gone_since = now
+        # Its old agent died without writing its end: taken for killed.
+        return -signal.SIGKILL if now - self.gone_since > STATUS_WAIT else None
+
+
+def status_path(trial_dir: str, attempt: int) -> str:
+    """Where an attempt's end is written (``_kept.status_file``)."""
+    return os.path.join(trial_dir, f".exit-status-{attempt}")
+
+
+def read_status(path: str) -> Optional[int]:
+    """``keeper.read_status``: the return code written to ``path``, or None."""
+    try:
+        with open(path, "rb") as file:
+            status = json.loads(file.read(4096))
+    except (OSError, ValueError):
+        return None
+    code = status.get("returncode") if isinstance(status, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def _write_atomically(path: str, text: str) -> None:
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
+def start_time(pid: int) -> Optional[float]:
+    """``_process.process_start_time``: when ``pid`` started (seconds since the epoch), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+        with open("/proc/stat", "rb") as file:
+            boot = file.read()
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        at = boot.index(b"\nbtime ") + 7
+        return ticks / os.sysconf("SC_CLK_TCK") + float(boot[at:boot.index(b"\n", at)])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _same_process(pid: int, started: float) -> bool:
+    now = start_time(pid)
+    return now is not None and abs(now - started) <= _SAME_PROCESS
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
+def _variable_of(pid: int, name: str) -> Optional[str]:
+    """The value of variable ``name`` in the environment of process ``pid`` (None: unset, or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            environ = file.read()
+    except OSError:
+        return None
+    for variable in environ.split(b"\0"):
+        if variable.startswith(name.encode() + b"="):
+            return variable[len(name) + 1:].decode(errors="replace")
+    return None
+
+
+def _marker_of(pid: int) -> Optional[str]:
+    return _variable_of(pid, MARKER_ENV)
 
 
 def _size(path: str) -> int:
@@ -128,7 +245,7 @@ def _size(path: str) -> int:
 class Agent:
     """The loop: commands in, events out; see the module docstring."""
 
-    def __init__(self, runtime: str, watchdog: str, session: str) -> None:
+    def __init__(self, runtime: str, watchdog: str, session: str, window: float = 0.0, state_dir: str = "") -> None:
         self.runtime = runtime
         self.session = session
         self.attempts: Dict[int, _Attempt] = {}
@@ -136,10 +253,125 @@ class Agent:
         self.out = sys.stdout.fileno()
         self.connected = True
         self.over_limit: set = set()
-        self.watchdog = subprocess.Popen([sys.executable, "-I", "-S", watchdog, session], stdin=subprocess.PIPE,
+        self.window = window if state_dir else 0.0
+        self.state_dir = state_dir
+        self.previous: Optional[List[str]] = None
+        """The run before's watchdog record (pid, start time, session), with a window."""
+        self.kept: Dict[str, Any] = {}
+        arguments = [session]
+        if self.window > 0:
+            os.makedirs(state_dir, exist_ok=True)
+            self.kept = self.take_kept()
+            arguments += [repr(self.window), state_dir]
+        self.watchdog = subprocess.Popen([sys.executable, "-I", "-S", watchdog, *arguments], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         assert self.watchdog.stdout is not None
         os.set_blocking(self.watchdog.stdout.fileno(), False)
+        if self.window > 0:
+            _write_atomically(os.path.join(state_dir, WATCHDOG_RECORD),
+                              f"{KEEPING_FORMAT} {self.watchdog.pid} {start_time(self.watchdog.pid)!r} {session}\n")
+
+    # ---- kept trials (a reattach window) ---------------------------------------------
+    def take_kept(self) -> Dict[str, Any]:
+        """What the run before left for this one: its watchdog's record and state files (then
+        forgotten), its session's trials still running, and the ends written in the trials' folders."""
+        kept: Dict[str, Any] = {"event": "kept", "session": None, "gone_at": None, "window_ended": [],
+                                "processes": [], "statuses": []}
+        try:
+            with open(os.path.join(self.state_dir, WATCHDOG_RECORD), encoding="utf-8") as file:
+                words = file.read().split()
+            if len(words) == 4 and words[0] == KEEPING_FORMAT:
+                self.previous = words[1:]
+                kept["session"] = words[3]
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(self.state_dir, MANAGER_GONE_FILE), encoding="utf-8") as file:
+                kept["gone_at"] = float(file.read())
+        except (OSError, ValueError):
+            pass
+        try:
+            with open(os.path.join(self.state_dir, WINDOW_ENDED_FILE), encoding="utf-8") as file:
+                kept["window_ended"] = [int(word) for word in file.read().split() if word.isdigit()]
+        except OSError:
+            pass
+        for name in (MANAGER_GONE_FILE, WINDOW_ENDED_FILE, ADOPTED_FILE):
+            try:
+                os.unlink(os.path.join(self.state_dir, name))
+            except OSError:
+                pass
+        session = kept["session"]
+        if session is None:
+            return kept
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            marker = _marker_of(int(name))
+            words = marker.split("/") if marker else []
+            if len(words) == 3 and words[0] == session and words[2].isdigit() and _leads_group(int(name)):
+                started = start_time(int(name))
+                if started is not None:
+                    gpus = _variable_of(int(name), "CUDA_VISIBLE_DEVICES") or ""
+                    kept["processes"].append({"pid": int(name), "started": started, "trial_id": words[1],
+                                              "attempt": int(words[2]),
+                                              "gpus": [int(word) for word in gpus.split(",") if word.strip().isdigit()]})
+        trials = os.path.join(os.path.dirname(self.state_dir.rstrip("/")), "trials")   # DIR's sibling
+        try:
+            folders = os.listdir(trials)
+        except OSError:
+            folders = []
+        for trial_id in folders:
+            try:
+                names = os.listdir(os.path.join(trials, trial_id))
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(".exit-status-") and name[13:].isdigit():
+                    code = read_status(os.path.join(trials, trial_id, name))
+                    if code is not None:
+                        kept["statuses"].append([trial_id, int(name[13:]), code])
+        return kept
+
+    def adopt(self, command: Dict[str, Any]) -> None:
+        """Take over an attempt of the run before (see the module docstring)."""
+        trial_id, attempt = str(command["trial_id"]), int(command["attempt"])
+        pid, pid_started, trial_dir = int(command["pid"]), float(command["pid_started"]), str(command["trial_dir"])
+        offsets = dict(command.get("offsets") or {})
+        tails = {name: FileTail(os.path.join(trial_dir, name), int(offsets.get(name) or 0)) for name in STREAMED_FILES}
+        running = _Attempt(trial_id, attempt, trial_dir, None, tails, pid=pid, pid_started=pid_started)
+        marker = f"{self.previous[2]}/{trial_id}/{attempt}" if self.previous else None
+        if marker is not None and _same_process(pid, pid_started) and _marker_of(pid) == marker:
+            self.tell_watchdog(f"+{pid} {marker} 0 {os.path.join(trial_dir, 'stderr')}")
+        elif read_status(status_path(trial_dir, attempt)) is None:
+            running.gone_since = time.monotonic() - STATUS_WAIT - 1   # neither running nor ended with a word
+        self.attempts[pid] = running
+
+    def release(self, command: Dict[str, Any]) -> None:
+        """Tell the run before's watchdog which trials this agent took over (``_kept.release``)."""
+        previous, self.previous = self.previous, None
+        if previous is None or not _same_process(int(previous[0]), float(previous[1])):
+            return
+        _write_atomically(os.path.join(self.state_dir, ADOPTED_FILE),
+                          "".join(f"{int(pid)}\n" for pid in command.get("adopted") or ()))
+        try:
+            os.kill(int(previous[0]), RELEASE_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def keep_trials(self) -> int:
+        """The manager went without ``stop``: the watchdog keeps the trials for the window; this
+        agent stays their parent, writing each one's end, until the last ended."""
+        self.connected = False
+        stdin, self.watchdog.stdin = self.watchdog.stdin, None
+        if stdin is not None:
+            stdin.close()
+        for pid, running in list(self.attempts.items()):
+            if running.process is None:   # adopted: its own old agent writes its end
+                del self.attempts[pid]
+        while self.attempts:
+            time.sleep(POLL_INTERVAL)
+            self.reap()
+        return 0
 
     # ---- events out ------------------------------------------------------------------
     def emit(self, event: Dict[str, Any]) -> None:
@@ -173,6 +405,10 @@ class Agent:
                 self.signal(command)
             elif op == "stop":
                 return False
+            elif op == "adopt":
+                self.adopt(command)
+            elif op == "release":
+                self.release(command)
             else:
                 self.error(f"unknown command {str(op)[:64]!r}")
         except Exception as problem:  # a bad field is that command's problem, never the agent's end
@@ -206,6 +442,10 @@ class Agent:
         env[TRIAL_DIR_ENV] = trial_dir
         env[MARKER_ENV] = f"{self.session}/{trial_id}/{attempt}"
         os.makedirs(trial_dir, exist_ok=True)
+        try:   # a status file of this attempt from before (a rerun on this host) is not its end
+            os.unlink(status_path(trial_dir, attempt))
+        except OSError:
+            pass
         _write_parameters(os.path.join(trial_dir, "parameter.json"), command.get("parameters"))
         stdout = os.open(os.path.join(trial_dir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -227,7 +467,8 @@ class Agent:
             os.close(stderr)
         self.attempts[process.pid] = _Attempt(trial_id, attempt, trial_dir, process, tails)
         self.tell_watchdog(f"+{process.pid} {env[MARKER_ENV]} {process_limit} {os.path.join(trial_dir, 'stderr')}")
-        self.emit({"event": "started", "trial_id": trial_id, "attempt": attempt, "pid": process.pid})
+        self.emit({"event": "started", "trial_id": trial_id, "attempt": attempt, "pid": process.pid,
+                   "pid_started": start_time(process.pid)})
 
     def signal(self, command: Dict[str, Any]) -> None:
         trial_id, attempt = str(command["trial_id"]), int(command["attempt"])
@@ -260,7 +501,7 @@ class Agent:
     def reap(self) -> None:
         """Tell the end of each trial whose process exited, its output sent first."""
         for pid, running in list(self.attempts.items()):
-            returncode = running.process.poll()
+            returncode = running.poll()
             if returncode is None:
                 continue
             self.finish(pid, running, returncode)
@@ -271,6 +512,8 @@ class Agent:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.window > 0 and running.process is not None:   # for a later agent that adopts it
+            _write_atomically(status_path(running.trial_dir, running.attempt), json.dumps({"returncode": returncode}))
         self.tell_watchdog(f"-{pid}")
         self.send_output(running, to_end=True)
         for tail in running.tails.values():
@@ -292,7 +535,7 @@ class Agent:
 
     def tell_watchdog(self, line: str) -> None:
         stdin = self.watchdog.stdin
-        if stdin is None:
+        if stdin is None or stdin.closed:
             return
         try:
             stdin.write((line + "\n").encode())
@@ -330,6 +573,8 @@ class Agent:
         watchdog_out = self.watchdog.stdout.fileno()
         watched = [stdin, wake_read, watchdog_out]
         pending, skipping = b"", False
+        if self.kept:
+            self.emit(self.kept)
         while True:
             timeout = POLL_INTERVAL if self.attempts else None
             ready, _, _ = select.select(watched, [], [], timeout)
@@ -344,7 +589,7 @@ class Agent:
             if stdin in ready:
                 chunk = os.read(stdin, 65536)
                 if not chunk:  # the manager's connection is gone: the watchdog ends every trial
-                    return 0
+                    return self.keep_trials() if self.window > 0 else 0
                 lines = (pending + chunk).split(b"\n")
                 pending = lines.pop()
                 for line in lines:
@@ -363,7 +608,7 @@ class Agent:
                 self.send_output(running, to_end=False)
             self.reap()
             if not self.connected:  # nobody hears this agent any more: the watchdog ends its trials
-                return 0
+                return self.keep_trials() if self.window > 0 else 0
 
     def stop(self) -> int:
         """The clean end: every trial killed, its end told; the watchdog ended."""
@@ -373,10 +618,15 @@ class Agent:
             except (ProcessLookupError, PermissionError):
                 pass
         for pid, running in list(self.attempts.items()):
-            self.finish(pid, running, running.process.wait())
+            if running.process is not None:
+                self.finish(pid, running, running.process.wait())
+                continue
+            while (code := running.poll()) is None:   # adopted: its old agent writes its end
+                time.sleep(POLL_INTERVAL)
+            self.finish(pid, running, code)
         self.tell_watchdog("stop")
-        assert self.watchdog.stdin is not None
-        self.watchdog.stdin.close()
+        if self.watchdog.stdin is not None:
+            self.watchdog.stdin.close()
         self.watchdog.wait()
         self.emit({"event": "stopped"})
         return 0
@@ -420,12 +670,14 @@ def _write_parameters(path: str, parameters: Optional[str]) -> None:
 
 def _arguments(argv: List[str]) -> Dict[str, str]:
     here = os.path.dirname(os.path.abspath(__file__))
-    found = {"--runtime": here, "--watchdog": os.path.join(here, "watchdog.py"), "--session": os.urandom(8).hex()}
+    found = {"--runtime": here, "--watchdog": os.path.join(here, "watchdog.py"), "--session": os.urandom(8).hex(),
+             "--window": "0", "--state": ""}
     words = list(argv)
     while words:
         name = words.pop(0)
         if name not in found or not words:
-            sys.stderr.write(f"host_agent.py: usage: [--runtime DIR] [--watchdog PATH] [--session ID], "
+            sys.stderr.write(f"host_agent.py: usage: [--runtime DIR] [--watchdog PATH] [--session ID] "
+                             f"[--window SECONDS --state DIR], "
                              f"not {name!r}\n")
             sys.exit(2)
         found[name] = words.pop(0)
@@ -438,7 +690,8 @@ def _arguments(argv: List[str]) -> Dict[str, str]:
 def main() -> int:
     # SIGINT keeps its default: an ignored signal stays ignored across exec, in every trial.
     options = _arguments(sys.argv[1:])
-    return Agent(options["--runtime"], options["--watchdog"], options["--session"]).run()
+    return Agent(options["--runtime"], options["--watchdog"], options["--session"], float(options["--window"]),
+                 options["--state"]).run()
 
 
 if __name__ == "__main__":

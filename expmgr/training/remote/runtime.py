@@ -36,9 +36,13 @@ def runtime_files() -> list[tuple[str, Path]]:
     return files
 
 
-def agent_command(python: str, runtime_dir: str, session: str) -> list[str]:
+def agent_command(python: str, runtime_dir: str, session: str, window: float = 0.0,
+                  state_dir: str = "") -> list[str]:
     """How to start the agent on the host (``python``: the machine's ``pythonPath``, or
     ``python3``), with ``runtime_dir`` holding ``runtime_files()``; ``-I -S`` as for the
-    watchdog: the standard library only, whatever the host's environment."""
+    watchdog: the standard library only, whatever the host's environment. With a reattach
+    ``window`` (seconds), its trials outlive the manager's connection by that much, the
+    watchdog's state kept in ``state_dir``."""
+    kept = ["--window", repr(float(window)), "--state", state_dir] if window > 0 and state_dir else []
     return [python, "-I", "-S", f"{runtime_dir}/{AGENT}", "--runtime", runtime_dir,
-            "--watchdog", f"{runtime_dir}/{WATCHDOG}", "--session", session]
+            "--watchdog", f"{runtime_dir}/{WATCHDOG}", "--session", session, *kept]

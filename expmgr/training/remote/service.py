@@ -12,6 +12,12 @@ folders, so the trial files are the local service's (``SharedTrialFolders``). A 
 to a port of its host's loopback forwarded to the manager's server. A host that drops loses its
 running attempts (CRASHED: the runner retries them, elsewhere while it is away) and is
 reconnected in the background with backoff; it takes trials again once back.
+
+With ``reattachWindow`` each host's agent keeps its trials when the manager's connection goes
+(the window, its watchdog's state in the host's ``watchdog/`` folder); a resume's service finds
+them when it connects (``RemoteHost.kept``), and ``adopt`` takes one over by pid, start time and
+the old session's marker (or its end, written meanwhile), without a round trip; ``end_adoption``
+releases the old watchdogs. ``leave_running`` closes the connections without ``stop``.
 """
 from __future__ import annotations
 
@@ -40,6 +46,8 @@ from expmgr.training.remote.ssh import RemoteHostError
 if TYPE_CHECKING:
     from expmgr.config import ResolvedConfig, ResolvedRemoteConfig
 
+_SAME_PROCESS = 0.01
+"""Seconds two start times of one pid may differ by (``_kept._SAME_PROCESS``)."""
 RECONNECT_FIRST_DELAY = 0.5
 RECONNECT_MAX_DELAY = 30.0
 """A host that dropped is tried again after 0.5 s, then twice as long each time, at most 30 s."""
@@ -67,7 +75,8 @@ class RemoteTrainingService(TrainingService):
         self._hosts = [RemoteHost(machine, experiment_id=paths.root.name, events=_HostEvents(self),
                                   folder_of=self.files.folder_of, on_gone=self._host_gone,
                                   trial_gpu_number=trial_gpu_number, on_gpus_changed=self._capacity_changed,
-                                  log_limits=log_limits, log=_log) for machine in config.machines]
+                                  log_limits=log_limits, log=_log, reattach_window=config.reattach_window)
+                       for machine in config.machines]
         self._placed: dict[str, RemoteHost] = {}
         """Trial id -> the host its running attempt was launched on."""
         self._last_host: dict[str, RemoteHost] = {}
@@ -77,6 +86,10 @@ class RemoteTrainingService(TrainingService):
         self._reconnecting: dict[RemoteHost, asyncio.Task] = {}
         self._started = False
         self._stopping = False
+        self._adopted: dict[RemoteHost, list[int]] = {}
+        """The pids this run took over, by host (told to the old watchdogs by ``end_adoption``)."""
+        self._adopting = True
+        """Until ``end_adoption``: the hosts' kept trials may be adopted."""
 
     # -- start and stop --------------------------------------------------------
 
@@ -91,8 +104,63 @@ class RemoteTrainingService(TrainingService):
                     raise failure
             raise TrainingServiceError("cannot start the remote training service: "
                                        + "; ".join(str(failure) for failure in failures))
+        # A resume: what the kept trials reported while no manager ran is stored at their takeover.
+        await asyncio.gather(*(host.catch_up_reports() for host in self._hosts if host.kept.session is not None))
         self._started = True
         self._idle.set()
+
+    async def leave_running(self) -> bool:
+        """With ``reattachWindow``: close every host's connection without ``stop``; each agent
+        keeps its trials for the window, for a resume to ``adopt``."""
+        if self._config.reattach_window <= 0:
+            return False
+        self._started = False
+        for task in self._reconnecting.values():
+            task.cancel()
+        self._reconnecting.clear()
+        await asyncio.gather(*(host.leave() for host in self._hosts), return_exceptions=True)
+        for trial_id in list(self._placed):
+            host = self._placed.pop(trial_id)
+            if host.gpus is not None:
+                host.gpus.scheduler.release(trial_id)
+        self._signal_at_start.clear()
+        self._idle.set()
+        return True
+
+    def adopt(self, trial_id: str, attempt: int, pid: int, pid_started: float) -> bool:
+        """Found in what a host's new agent said the run before left there (``RemoteHost.kept``):
+        still running as that attempt of the old session, or ended with its end written."""
+        if not self._adopting:
+            return False
+        for host in self._hosts:
+            kept, client = host.kept, host.client
+            if kept.session is None or client is None or pid in kept.window_ended:
+                continue
+            running = next((each for each in kept.processes if each.pid == pid and each.trial_id == trial_id
+                            and each.attempt == attempt and abs(each.started - pid_started) <= _SAME_PROCESS), None)
+            if running is None and (trial_id, attempt) not in kept.statuses:
+                continue
+            self._placed[trial_id] = self._last_host[trial_id] = host
+            host.running.add(trial_id)
+            self._idle.clear()
+            if running is not None:
+                host.trial_pids[trial_id] = pid
+                self._adopted.setdefault(host, []).append(pid)
+                if host.gpus is not None:   # its GPUs are not given to another trial
+                    host.gpus.scheduler.hold(trial_id, list(running.gpus))
+            client.adopt(trial_id, attempt, pid, pid_started, host.trial_folder(trial_id))
+            return True
+        return False
+
+    def end_adoption(self) -> None:
+        self._adopting = False
+        for host in self._hosts:
+            if host.kept.session is not None and host.client is not None:
+                host.client.release(self._adopted.get(host, []))
+
+    def manager_gone_at(self) -> float | None:
+        """The earliest time a host's old watchdog saw its manager's connection go."""
+        return min((host.kept.gone_at for host in self._hosts if host.kept.gone_at is not None), default=None)
 
     async def stop(self, grace_period: float, signum: int = signals.SIGTERM) -> None:
         if not self._started:
@@ -275,6 +343,10 @@ class RemoteTrainingService(TrainingService):
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)
         finally:
             self._reconnecting.pop(host, None)
+        if self._started and host.kept.session is not None and host.client is not None:
+            # Its trials of before the drop were told lost (and are run again): with a window its
+            # old agent kept them; its watchdog ends them now.
+            host.client.release([])
         if self._started:
             _log.info("host %s is back: it takes trials again", host.label)
             self._events.capacity_changed()

@@ -590,3 +590,54 @@ def test_the_uploaded_runtime_is_the_trial_api_on_a_host_without_expmgr(tmp_path
         assert b"X-Expmgr-Trial-Token: tok3n" in requests[0] and requests[0].endswith(b"\r\n\r\n" + line[:-1])
         assert json.loads((host.trial_dir("Rep1") / "parameter.json").read_text())["parameter_id"] == 0
     run(tmp_path, scenario)
+
+
+def test_with_a_window_the_agent_keeps_its_trial_when_its_stdin_closes_writes_its_end_and_the_next_agent_tells_it(
+        tmp_path: Path):
+    state = tmp_path / "host" / "watchdog"
+
+    def agent(session: str) -> list[str]:
+        return [sys.executable, "-I", "-S", str(AGENT), "--runtime", str(REPO), "--watchdog", str(WATCHDOG),
+                "--session", session, "--window", "60", "--state", str(state)]
+
+    async def scenario(host: Host) -> None:
+        client = await host.start(agent("old"))
+        assert (await client.wait_kept(DEADLINE)).session is None, "no run before"
+        go = host.code / "go"
+        await host.launch("kept", host.script("kept.py", f"""
+            import os, sys, time
+            while not os.path.exists({str(go)!r}):
+                time.sleep(0.05)
+            print("done")
+            sys.exit(5)
+            """))
+        [(_, _, _, pid, _)] = await host.events.wait_for(
+            lambda: [event for event in host.events.events if event[0] == "started"], "the trial's start")
+        (tmp_path / "record").write_text((state / "current").read_text().split()[1])
+        client.let_go()   # the manager's connection goes: no stop
+        await host.events.wait_for(lambda: (state / "manager-gone").exists(), "the watchdog to note the time")
+        assert os.path.exists(f"/proc/{pid}"), "the trial runs on"
+        go.touch()
+        status = host.trial_dir("kept") / ".exit-status-1"
+        await host.events.wait_for(status.exists, "the old agent to write the trial's end")
+        assert json.loads(status.read_text()) == {"returncode": 5}
+        assert host.process is not None
+        await asyncio.wait_for(host.process.wait(), DEADLINE)   # its last trial ended: it exited
+        assert host.events.order_problems() == [] and host.events.ended("kept") is None, "no end told after let_go"
+        host.events.events.clear()
+        successor = await host.start(agent("new"))
+        kept = await successor.wait_kept(DEADLINE)
+        assert kept.session == "old" and kept.statuses == {("kept", 1): 5} and kept.gone_at is not None
+        assert not (state / "manager-gone").exists(), "taken once"
+        old_watchdog = [int(word) for word in (tmp_path / "record").read_text().split()][0]
+        successor.release([])   # the old watchdog, still waiting for the window, exits
+        await host.events.wait_for(lambda: not _running(old_watchdog), "the old watchdog to exit")
+
+    run(tmp_path, scenario)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -595,3 +595,145 @@ def test_nnis_published_hybrid_config_runs_with_its_host_pointed_at_a_test_host(
     assert [t.status for t in experiment.list_trial_jobs()] == ["SUCCEEDED"] * 6
     assert {h for _, _, _, h in attempts_of(experiment.paths.database)} == {"127.0.0.1", label(host)}, (
         "trials ran here and on the host")
+
+
+# A trial that reports, waits for ``down`` (its manager is dead), reports twice (no manager: into
+# metrics.jsonl), then ends with exit code 3 if x == 3 or waits for ``finish`` and reports its result.
+KEPT_TRIAL = """
+    import os, sys, time
+    import nni
+    shared = sys.argv[1]
+    trial, attempt = os.environ["EXPMGR_TRIAL_ID"], os.environ["EXPMGR_TRIAL_ATTEMPT"]
+    x = nni.get_next_parameter()["x"]
+
+    def note(name):
+        open(os.path.join(shared, f"{name}-{trial}-{attempt}"), "w").close()
+
+    def wait_for(name):
+        while not os.path.exists(os.path.join(shared, name)):
+            time.sleep(0.05)
+
+    with open(os.path.join(shared, f"pid-{trial}-{attempt}"), "w") as file:
+        file.write(str(os.getpid()))
+    nni.report_intermediate_result(0)
+    note("up")
+    wait_for("down")
+    nni.report_intermediate_result(1)
+    nni.report_intermediate_result(2)
+    note("reported")
+    if x == 3:
+        sys.exit(3)
+    wait_for("finish")
+    print("finished")
+    nni.report_final_result(x)
+"""
+
+
+@pytest.mark.parametrize("gone", ["sigkill", "stop-keep-trials"])
+def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_report_once(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path, gone: str):
+    """The manager SIGKILLed, or ``expctl stop --keep-trials``: the resume takes the trials over."""
+    write_script(code_dir, "trial.py", KEPT_TRIAL)
+    write_config_file(hosts, code_dir, shared)
+    config = code_dir / "config.yml"
+    config.write_text(config.read_text().replace("release\n", "\n").replace(
+        "trainingService: {platform: remote,", "trainingService: {platform: remote, reattachWindow: 10m,"))
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                               "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(list(shared.glob("up-*"))) == 4, DEADLINE, "four trials running")
+        database = next(home.glob("*/db/experiment.sqlite"))
+        wait_until(lambda: sqlite3.connect(database).execute(
+            "SELECT COUNT(*) FROM metrics").fetchone()[0] == 4, DEADLINE, "the four first reports stored")
+        if gone == "sigkill":
+            create.kill()
+        else:
+            stopped = subprocess.run([sys.executable, "-m", "expmgr.cli", "stop", database.parent.parent.name,
+                                      "--keep-trials"], cwd=code_dir, env=env, capture_output=True, text=True,
+                                     timeout=DEADLINE * 2)
+            assert stopped.returncode == 0 and "expctl resume" in stopped.stdout, stopped.stderr
+        create.wait(timeout=30)
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    pids = {path.name: path.read_text() for path in shared.glob("pid-*")}
+    (shared / "down").write_text("")
+    # A report with no manager fails at once (the host's forwarded port is gone) and the trial goes on.
+    wait_until(lambda: len(list(shared.glob("reported-*"))) == 4, DEADLINE, "each trial's reports with no manager")
+    exp_id = database.parent.parent.name
+    with sqlite3.connect(database) as db:
+        [ended_id] = [t for t, p in db.execute("SELECT trial_id, parameters_json FROM trials") if json.loads(p)["x"] == 3]
+    wait_until(lambda: any((host.home / ".expmgr" / exp_id / "trials" / ended_id / ".exit-status-1").exists()
+                           for host in hosts.hosts), DEADLINE, "the end of the trial with x = 3, written on its host")
+    resumed = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "resume", exp_id, "--port", "0", "--foreground",
+                                "--exit-when-done"], cwd=code_dir, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    log = home / exp_id / "logs" / "experiment.log"
+    try:
+        wait_until(lambda: log.exists() and log.read_text().count("this run takes it over") == 4, DEADLINE * 2,
+                   "the resume to take the four trials over")
+        wait_until(lambda: sqlite3.connect(database).execute("SELECT COUNT(*) FROM metrics").fetchone()[0] == 4 * 3,
+                   DEADLINE, "the reports made while no manager ran, stored at the takeover")
+        (shared / "finish").write_text("")
+        _, err = resumed.communicate(timeout=DEADLINE * 3)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+            resumed.wait()
+    assert resumed.returncode == 0, err[-3000:]
+    assert {path.name: path.read_text() for path in shared.glob("pid-*")} == pids, "no trial was run again"
+    with sqlite3.connect(database) as db:
+        attempts = db.execute("SELECT trial_id, attempt, status, exit_code FROM attempts").fetchall()
+        metrics = db.execute("SELECT trial_id, attempt, sequence, type FROM metrics ORDER BY trial_id, sequence"
+                             ).fetchall()
+    assert sorted((status, exit_code) for _, attempt, status, exit_code in attempts if attempt == 1) == \
+        [("FAILED", 3)] + [("SUCCEEDED", 0)] * 3
+    assert len(attempts) == 4, f"one attempt each: {attempts}"
+    for trial_id, *_ in attempts:
+        expected = [(1, 0, "PERIODICAL"), (1, 1, "PERIODICAL"), (1, 2, "PERIODICAL")]
+        if trial_id != ended_id:
+            expected.append((1, 3, "FINAL"))
+        assert [(a, sequence, kind) for t, a, sequence, kind in metrics if t == trial_id] == expected, trial_id
+        if trial_id != ended_id:
+            assert (home / exp_id / "trials" / trial_id / "stdout").read_text().endswith("finished\n")
+    wait_until(lambda: not any(trial_processes(host) for host in hosts.hosts), DEADLINE,
+               "no trial, agent or watchdog left on either host")
+
+
+def test_after_the_window_nothing_is_left_on_the_hosts_and_the_resume_runs_the_trials_again(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
+    write_script(code_dir, "trial.py", KEPT_TRIAL.replace('if x == 3:', 'if attempt != "1" or x == 3:'))
+    write_config_file(hosts, code_dir, shared)
+    config = code_dir / "config.yml"
+    config.write_text(config.read_text().replace("release\n", "\n").replace(
+        "trainingService: {platform: remote,", "trainingService: {platform: remote, reattachWindow: 2s,"))
+    home = tmp_path / "home"
+    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
+    create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
+                               "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(list(shared.glob("up-*"))) == 4, DEADLINE, "four trials running")
+        create.kill()
+        create.wait(timeout=30)
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    wait_until(lambda: not any(trial_processes(host) for host in hosts.hosts), DEADLINE,
+               "the window passed: no trial, agent or watchdog left on either host")
+    database = next(home.glob("*/db/experiment.sqlite"))
+    exp_id = database.parent.parent.name
+    (shared / "down").write_text("")
+    resumed = subprocess.run([sys.executable, "-m", "expmgr.cli", "resume", exp_id, "--port", "0", "--foreground",
+                              "--exit-when-done"], cwd=code_dir, env=env, capture_output=True, text=True,
+                             timeout=DEADLINE * 3)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(list(shared.glob("up-*-2"))) == 4, "every trial ran again"
+    with sqlite3.connect(database) as db:
+        firsts = db.execute("SELECT status FROM attempts WHERE attempt = 1").fetchall()
+    assert firsts == [("CRASHED",)] * 4
