@@ -201,7 +201,8 @@ def test_after_the_window_nothing_of_the_trials_is_left_and_the_resume_runs_them
         (2, "SUCCEEDED")] * 4, out + err + experiment.experiment_log()
     [(gone,)] = experiment.rows("SELECT ended FROM runs WHERE id = 1")
     ends = [end for (end,) in experiment.rows("SELECT end_time FROM attempts WHERE attempt = 1")]
-    assert all(end >= gone + 2 for end in ends), "a kept attempt ends when the window ended it"
+    # At least the 2 s window after it (a file's time is the kernel's coarse clock: a margin).
+    assert all(end > gone + 1.5 for end in ends), ("a kept attempt ends when the window ended it", gone, ends)
     assert all([attempt for _, _, attempt in starts] == [1, 2] for starts in experiment.starts().values())
 
 

@@ -91,7 +91,16 @@ def test_max_experiment_duration_counts_the_time_before_the_resume(tmp_path: Pat
 
 
 def test_expctl_resume_after_the_daemon_was_sigkilled_completes_exactly_the_budget(tmp_path: Path, code_dir: Path):
-    write_script(code_dir, "trial.py", SLOW_TRIAL)
+    # Trials after the first two run until the resume (the file "resumed"), so the kill
+    # catches the experiment running however fast the machine is.
+    write_script(code_dir, "trial.py", """
+        import os, time, expmgr
+        x = expmgr.get_next_parameter()["x"]
+        expmgr.report_intermediate_result(x)
+        while x >= 2 and not os.path.exists("resumed"):
+            time.sleep(0.05)
+        expmgr.report_final_result(x * 10)
+    """)
     (tmp_path / "config.yml").write_text(
         f"searchSpace: {json.dumps({'x': {'_type': 'choice', '_value': list(range(6))}})}\n"
         f"trialCommand: python3 trial.py\ntrialCodeDirectory: {code_dir}\ntrialConcurrency: 2\n"
@@ -117,6 +126,7 @@ def test_expctl_resume_after_the_daemon_was_sigkilled_completes_exactly_the_budg
     wait_until(lambda: not psutil.pid_exists(entry.pid) or psutil.Process(entry.pid).status() == "zombie",
                what="the daemon gone")
     assert expctl("experiment", "list", "--all").stdout.count("GONE") == 1
+    (code_dir / "resumed").touch()
 
     resumed = expctl("resume", exp_id[:5], "--port", "0", "--foreground", "--exit-when-done")
     assert resumed.returncode == 0, resumed.stderr

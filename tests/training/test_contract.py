@@ -371,6 +371,8 @@ def test_a_trial_left_running_is_taken_over_by_the_next_service_and_its_real_end
     after the takeover or ended in between."""
     if service not in ("local-kept", "remote-kept"):
         pytest.skip(f"{service}: its trials end with their manager (docs/fault-tolerance.md)")
+    if service == "remote-kept" and ends == "after_a_second_takeover":
+        pytest.skip("a remote trial taken over once is not taken over again yet (docs/remote.md, Limits)")
 
     async def test(c: Context) -> None:
         c.write_code("waiter.py", WAITER)
