@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -85,10 +85,26 @@ class _Experiment:
         return subprocess.run([sys.executable, "-m", "expmgr.cli", *args], cwd=self.tmp_path, env=self.env,
                               capture_output=True, text=True, timeout=120)
 
-    def resume(self) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "expmgr.cli", "resume", self.exp_id, "--port", "0",
-                                 "--foreground", "--exit-when-done"], cwd=self.tmp_path, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def resume(self, taken_over: int = 0, *, before_finish: Callable[[], object] = lambda: None) -> str:
+        """``expctl resume`` in the foreground until the experiment ends; with ``taken_over``,
+        once it took that many trials over, ``before_finish()``, then the file "finish". Its
+        output (the test fails if it failed)."""
+        resumed = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "resume", self.exp_id, "--port", "0",
+                                    "--foreground", "--exit-when-done"], cwd=self.tmp_path, env=self.env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            if taken_over:
+                wait_until(lambda: self.experiment_log().count("this run takes it over") == taken_over,
+                           timeout=120, what=f"the resume to take {taken_over} trials over")
+                before_finish()
+                (self.control / "finish").touch()
+            out, err = resumed.communicate(timeout=180)
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+                resumed.wait()
+        assert resumed.returncode == 0, out + err + self.experiment_log()
+        return out + err
 
     def rows(self, query: str) -> list[Any]:
         connection = sqlite3.connect(self.home / self.exp_id / "db" / "experiment.sqlite")
@@ -145,20 +161,10 @@ def test_a_resume_within_the_window_takes_the_running_trials_over_with_every_rep
     wait_until(lambda: (experiment.home / experiment.exp_id / "trials" / ended_id / ".exit-status-1").exists(),
                what="its end written by its keeper")
     resumed_at = time.time()
-    resumed = experiment.resume()
-    try:
-        wait_until(lambda: experiment.experiment_log().count("this run takes it over") == 4, timeout=120,
-                   what="the resume to take the four trials over")
-        # Taken over with them: what they reported while no manager ran, before any trial ends.
-        wait_until(lambda: experiment.rows("SELECT COUNT(*) FROM metrics")[0][0] == 3 * 3 + 4, timeout=60,
-                   what="the reports made while no manager ran, stored at the takeover")
-        (experiment.control / "finish").touch()
-        out, err = resumed.communicate(timeout=120)
-    finally:
-        if resumed.poll() is None:
-            resumed.kill()
-            resumed.wait()
-    assert resumed.returncode == 0, err
+    # Taken over with them: what they reported while no manager ran, before any trial ends.
+    experiment.resume(4, before_finish=lambda: wait_until(
+        lambda: experiment.rows("SELECT COUNT(*) FROM metrics")[0][0] == 3 * 3 + 4, timeout=60,
+        what="the reports made while no manager ran, stored at the takeover"))
 
     assert experiment.starts() == before, "no trial was run again"
     attempts = experiment.rows("SELECT trial_id, attempt, status, start_time, end_time, exit_code FROM attempts")
@@ -189,16 +195,9 @@ def test_after_the_window_nothing_of_the_trials_is_left_and_the_resume_runs_them
     for trial_id in before:
         stderr = (experiment.home / experiment.exp_id / "trials" / trial_id / "stderr").read_text()
         assert "no resume took this trial over within its reattach window (2 s)" in stderr, stderr
-    resumed = experiment.resume()
-    try:
-        out, err = resumed.communicate(timeout=180)
-    finally:
-        if resumed.poll() is None:
-            resumed.kill()
-            resumed.wait()
-    assert resumed.returncode == 0, err
+    output = experiment.resume()
     assert sorted(experiment.rows("SELECT attempt, status FROM attempts")) == [(1, "CRASHED")] * 4 + [
-        (2, "SUCCEEDED")] * 4, out + err + experiment.experiment_log()
+        (2, "SUCCEEDED")] * 4, output + experiment.experiment_log()
     [(gone,)] = experiment.rows("SELECT ended FROM runs WHERE id = 1")
     ends = [end for (end,) in experiment.rows("SELECT end_time FROM attempts WHERE attempt = 1")]
     # At least the 2 s window after it (a file's time is the kernel's coarse clock: a margin).
@@ -239,17 +238,7 @@ def test_stop_keep_trials_then_resume_never_interrupts_the_trials(tmp_path: Path
     wait_until(lambda: all(_beats(path)[-1][2] > stopped_at for path in heartbeats), timeout=30,
                what="the trials beating on with no manager")
     resumed_at = time.time()
-    resumed = experiment.resume()
-    try:
-        wait_until(lambda: experiment.experiment_log().count("this run takes it over") == 2, timeout=120,
-                   what="the resume to take the trials over")
-        (experiment.control / "finish").touch()
-        out, err = resumed.communicate(timeout=120)
-    finally:
-        if resumed.poll() is None:
-            resumed.kill()
-            resumed.wait()
-    assert resumed.returncode == 0, err
+    experiment.resume(2)
     assert sorted(experiment.rows("SELECT attempt, status FROM attempts")) == [(1, "SUCCEEDED")] * 2
     for path in heartbeats:
         beats = _beats(path)
