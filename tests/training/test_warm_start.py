@@ -245,6 +245,18 @@ def test_unseeded_random_and_numpy_draws_differ_between_warm_trials(tmp_path: Pa
         assert len({each[column] for each in draws}) == 3, f"draw {column} repeats across trials: {draws}"
 
 
+def test_unseeded_torch_draws_differ_between_warm_trials_as_between_cold_ones(tmp_path: Path):
+    pytest.importorskip("torch")
+    draw = PPID + ("import torch\n"
+                   "print(torch.initial_seed(), torch.rand(1).item(), torch.randint(1 << 30, (1,)).item())\n")
+    outputs, logged, templates = _warm_outputs(tmp_path, ["torch"], {"draw.py": draw}, "python3 draw.py", 3)
+    assert logged == [] and len(templates) == 1
+    assert all(int(output.split()[0]) in templates for output in outputs), "each trial forked by the template"
+    draws = [output.split()[1:] for output in outputs]
+    for column in range(3):
+        assert len({each[column] for each in draws}) == 3, f"draw {column} repeats across trials: {draws}"
+
+
 def test_a_preloaded_modules_global_changed_by_one_trial_is_fresh_in_the_next(tmp_path: Path):
     touch = PPID + ("import json\nprint(getattr(json, 'touched_by', None))\njson.touched_by = os.getpid()\n"
                     "COUNT = globals().get('COUNT', 0) + 1\nprint(COUNT)\n")

@@ -333,6 +333,9 @@ def _spare(snapshot: _Snapshot, inbox: socket.socket) -> None:
         numpy = sys.modules.get("numpy")
         if numpy is not None and "numpy.random" in sys.modules:
             numpy.random.seed()   # random reseeds itself at fork; numpy's global generator does not
+        torch = sys.modules.get("torch")
+        if torch is not None and callable(getattr(torch, "seed", None)):
+            torch.seed()   # nor torch's default one: a fresh interpreter seeds it from the OS
     except BaseException:
         traceback.print_exc()
         os._exit(1)
