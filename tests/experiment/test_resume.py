@@ -28,17 +28,22 @@ SLOW_TRIAL = """
 """
 
 
+WAITS_FOR_RESUME_TRIAL = """
+    import os, time, expmgr
+    x = expmgr.get_next_parameter()["x"]
+    expmgr.report_intermediate_result(x)
+    while x >= 2 and not os.path.exists("resumed"):
+        time.sleep(0.05)
+    expmgr.report_final_result(x * 10)
+"""
+"""Trials after the first two run until the file "resumed" appears: a stop or a kill catches
+some running however slow, or fast, the machine is."""
+
+
 def test_resume_after_stop_reruns_the_cancelled_trials_and_completes_the_budget(tmp_path: Path, code_dir: Path):
     # Trials after the first two run until the resume (the file "resumed"), so the stop
     # catches some running however slow the machine is.
-    write_script(code_dir, "trial.py", """
-        import os, time, expmgr
-        x = expmgr.get_next_parameter()["x"]
-        expmgr.report_intermediate_result(x)
-        while x >= 2 and not os.path.exists("resumed"):
-            time.sleep(0.05)
-        expmgr.report_final_result(x * 10)
-    """)
+    write_script(code_dir, "trial.py", WAITS_FOR_RESUME_TRIAL)
     first = Experiment(grid_config(tmp_path, code_dir))
     first.start(port=0)
     wait_until(lambda: sum(t.status == "SUCCEEDED" for t in first.list_trial_jobs()) >= 2, what="two trials done")
@@ -93,14 +98,7 @@ def test_max_experiment_duration_counts_the_time_before_the_resume(tmp_path: Pat
 def test_expctl_resume_after_the_daemon_was_sigkilled_completes_exactly_the_budget(tmp_path: Path, code_dir: Path):
     # Trials after the first two run until the resume (the file "resumed"), so the kill
     # catches the experiment running however fast the machine is.
-    write_script(code_dir, "trial.py", """
-        import os, time, expmgr
-        x = expmgr.get_next_parameter()["x"]
-        expmgr.report_intermediate_result(x)
-        while x >= 2 and not os.path.exists("resumed"):
-            time.sleep(0.05)
-        expmgr.report_final_result(x * 10)
-    """)
+    write_script(code_dir, "trial.py", WAITS_FOR_RESUME_TRIAL)
     (tmp_path / "config.yml").write_text(
         f"searchSpace: {json.dumps({'x': {'_type': 'choice', '_value': list(range(6))}})}\n"
         f"trialCommand: python3 trial.py\ntrialCodeDirectory: {code_dir}\ntrialConcurrency: 2\n"

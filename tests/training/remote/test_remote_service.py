@@ -629,22 +629,35 @@ KEPT_TRIAL = """
 """
 
 
-@pytest.mark.parametrize("gone", ["sigkill", "stop-keep-trials"])
-def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_report_once(
-        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path, gone: str):
-    """The manager SIGKILLed, or ``expctl stop --keep-trials``: the resume takes the trials over."""
-    write_script(code_dir, "trial.py", KEPT_TRIAL)
+def _create_kept(hosts: SshHosts, shared: Path, code_dir: Path, home: Path, trial: str,
+                 window: str) -> tuple[subprocess.Popen, dict[str, str]]:
+    """``expctl create`` (foreground) of a remote experiment with ``reattachWindow: window``
+    running ``trial``, once its four trials are up; the process and the environment it ran with."""
+    write_script(code_dir, "trial.py", trial)
     write_config_file(hosts, code_dir, shared)
     config = code_dir / "config.yml"
     config.write_text(config.read_text().replace("release\n", "\n").replace(
-        "trainingService: {platform: remote,", "trainingService: {platform: remote, reattachWindow: 10m,"))
-    home = tmp_path / "home"
+        "trainingService: {platform: remote,", f"trainingService: {{platform: remote, reattachWindow: {window},"))
     env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
     create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
                                "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: len(list(shared.glob("up-*"))) == 4, DEADLINE, "four trials running")
+    except BaseException:
+        create.kill()
+        create.wait()
+        raise
+    return create, env
+
+
+@pytest.mark.parametrize("gone", ["sigkill", "stop-keep-trials"])
+def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_report_once(
+        hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path, gone: str):
+    """The manager SIGKILLed, or ``expctl stop --keep-trials``: the resume takes the trials over."""
+    home = tmp_path / "home"
+    create, env = _create_kept(hosts, shared, code_dir, home, KEPT_TRIAL, "10m")
+    try:
         database = next(home.glob("*/db/experiment.sqlite"))
         wait_until(lambda: sqlite3.connect(database).execute(
             "SELECT COUNT(*) FROM metrics").fetchone()[0] == 4, DEADLINE, "the four first reports stored")
@@ -706,18 +719,10 @@ def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_repor
 
 def test_after_the_window_nothing_is_left_on_the_hosts_and_the_resume_runs_the_trials_again(
         hosts: SshHosts, shared: Path, code_dir: Path, tmp_path: Path):
-    write_script(code_dir, "trial.py", KEPT_TRIAL.replace('if x == 3:', 'if attempt != "1" or x == 3:'))
-    write_config_file(hosts, code_dir, shared)
-    config = code_dir / "config.yml"
-    config.write_text(config.read_text().replace("release\n", "\n").replace(
-        "trainingService: {platform: remote,", "trainingService: {platform: remote, reattachWindow: 2s,"))
     home = tmp_path / "home"
-    env = {**os.environ, "EXPMGR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    create = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "create", "--config", "config.yml", "--port", "0",
-                               "--foreground", "--exit-when-done"], cwd=code_dir, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    create, env = _create_kept(hosts, shared, code_dir, home,
+                               KEPT_TRIAL.replace('if x == 3:', 'if attempt != "1" or x == 3:'), "2s")
     try:
-        wait_until(lambda: len(list(shared.glob("up-*"))) == 4, DEADLINE, "four trials running")
         create.kill()
         create.wait(timeout=30)
     finally:
