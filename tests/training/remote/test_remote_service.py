@@ -679,7 +679,8 @@ def test_a_resume_within_the_window_takes_the_hosts_trials_over_with_every_repor
     wait_until(lambda: len(list(shared.glob("reported-*"))) == 4, DEADLINE, "each trial's reports with no manager")
     exp_id = database.parent.parent.name
     with sqlite3.connect(database) as db:
-        [ended_id] = [t for t, p in db.execute("SELECT trial_id, parameters_json FROM trials") if json.loads(p)["x"] == 3]
+        [ended_id] = [trial for trial, parameters in db.execute("SELECT trial_id, parameters_json FROM trials")
+                      if json.loads(parameters)["x"] == 3]
     wait_until(lambda: any((host.home / ".expmgr" / exp_id / "trials" / ended_id / ".exit-status-1").exists()
                            for host in hosts.hosts), DEADLINE, "the end of the trial with x = 3, written on its host")
     resumed = subprocess.Popen([sys.executable, "-m", "expmgr.cli", "resume", exp_id, "--port", "0", "--foreground",
